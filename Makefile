@@ -1,0 +1,59 @@
+# spark-llm: `make demo` deploys to a simulated cluster and prints a completion; `make test` runs every check.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+ENV := . tools/env.sh
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: help tools venv pulumi system-deps lint unit integration test demo sim-up sim-down docs clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, debootstrap, curl
+	tools/system-deps.sh
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(VENV)/.installed ## the project venv with pinned Python packages
+
+pulumi: ## the pinned Pulumi CLI (built from Go modules when none is on PATH)
+	tools/build-pulumi.sh >/dev/null
+
+tools: system-deps venv pulumi ## everything the other targets need
+	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"
+
+lint: venv ## ruff, mypy, shellcheck, generated docs up to date
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy spark_llm components tools/langhost __main__.py
+	shellcheck -x $$(git ls-files '*.sh' tools/bin/pulumi-language-python .ci/run)
+	$(PY) -m spark_llm.schema_docs --check
+
+unit: venv ## tests without network or cluster
+	$(ENV); $(PY) -m pytest -q -m "not integration" tests/unit
+
+integration: tools ## tests against the simulated cluster with the real pulumi CLI
+	$(ENV); $(PY) -m pytest -q -m integration tests/integration
+
+test: lint unit integration ## everything CI runs
+
+sim-up: tools ## bring up the simulated cluster (1 head + WORKERS workers)
+	$(ENV); sim/sim up --workers $${WORKERS:-1}
+
+sim-down: ## remove the simulated cluster
+	$(ENV); sim/sim down
+
+demo: tools ## simulated cluster + pulumi up --stack sim + one completion
+	$(ENV); tools/demo.sh
+
+docs: venv ## regenerate the config table in README.md and the declarations in Pulumi.yaml
+	$(PY) -m spark_llm.schema_docs --write
+
+clean: ## remove the venv and local state (not the tool cache)
+	rm -rf $(VENV) .pulumi-state .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,18 @@
+"""spark-llm Pulumi program: load the stack config, build the cluster, export what an operator needs."""
+
+import pulumi
+
+from components.cluster import SparkCluster, SparkClusterArgs
+from spark_llm import plan, stack
+
+config = stack.load()
+deployment = plan.build_plan(config, plan.TEMPLATE_PATH.read_text())
+cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment))
+
+pulumi.export("endpoint", cluster.endpoint)
+pulumi.export("model", config.model.name)
+pulumi.export("engine", config.engine.kind)
+pulumi.export("start_order", deployment.start_order)
+pulumi.export("group_revision", cluster.group_revision)
+pulumi.export("script_sha256", cluster.script_sha256)
+pulumi.export("container_ids", cluster.container_ids)

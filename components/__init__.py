@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources: thin layers that turn the plan into resources and wire their order."""

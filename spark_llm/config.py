@@ -1,0 +1,301 @@
+"""The stack's configuration, typed: parsed once from `spark-llm:*` keys into pydantic models.
+
+Every key here is also declared in Pulumi.yaml `config:` (type, description, default); tests check the two
+agree. An invalid value raises ConfigError naming the key path (as written in Pulumi.<stack>.yaml) and an
+example of a valid value, before any resource is declared, so nothing runs on any node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+NAMESPACE = "spark-llm"
+
+
+class ConfigError(ValueError):
+    """A stack config value is invalid; the message names the key and shows a valid value."""
+
+
+# ---------- domain types ----------
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_HOST_KEY = re.compile(r"^(ssh-ed25519|ecdsa-sha2-nistp256|ssh-rsa) [A-Za-z0-9+/=]{40,}( .*)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _node_name(v: str) -> str:
+    if not _NAME.match(v):
+        raise ValueError("must be lowercase letters, digits and '-', starting with a letter")
+    return v
+
+
+def _address(v: str) -> str:
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$", v):
+            raise ValueError("must be an IP address or a host name") from None
+    return v
+
+
+def _ip(v: str) -> str:
+    ipaddress.ip_address(v)
+    return v
+
+
+def _host_key(v: str) -> str:
+    if not _HOST_KEY.match(v.strip()):
+        raise ValueError("must be an OpenSSH public host key line ('ssh-ed25519 AAAA...')")
+    return v.strip()
+
+
+def _abs_path(v: str) -> str:
+    if not v.startswith("/") or "\n" in v or "'" in v:
+        raise ValueError("must be an absolute path without quotes or newlines")
+    return v.rstrip("/") or "/"
+
+
+NodeName = Annotated[str, AfterValidator(_node_name)]
+Address = Annotated[str, AfterValidator(_address)]
+IpAddress = Annotated[str, AfterValidator(_ip)]
+HostKey = Annotated[str, AfterValidator(_host_key)]
+AbsPath = Annotated[str, AfterValidator(_abs_path)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+# ---------- sections ----------
+
+
+class Node(_Model):
+    """One machine: reached over SSH at `host` (from the operator, or from `via`), on the fabric at `fabricAddress`."""
+
+    name: NodeName = Field(
+        description="Node name used in logs, ssh_config and `via`", json_schema_extra={"example": "spark-2"}
+    )
+    role: Literal["head", "worker"] = Field(
+        description="head (rank 0, serves the API) or worker", json_schema_extra={"example": "worker"}
+    )
+    host: Address = Field(
+        description="SSH address: from the operator, or from the `via` node",
+        json_schema_extra={"example": "192.168.200.13"},
+    )
+    port: Port = Field(22, description="SSH port")
+    user: str = Field(
+        "root",
+        min_length=1,
+        description="SSH login user (in the docker group)",
+        json_schema_extra={"example": "aurora"},
+    )
+    fabric_address: IpAddress = Field(
+        description="Address on the direct node-to-node link", json_schema_extra={"example": "192.168.200.13"}
+    )
+    host_key: HostKey = Field(
+        description="Pinned SSH host key of the node",
+        json_schema_extra={"example": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... (ssh-keyscan -t ed25519 HOST)"},
+    )
+    via: NodeName | None = Field(
+        None, description="Node to jump through (the head, for a worker)", json_schema_extra={"example": "spark-1"}
+    )
+    key_path: str | None = Field(
+        None,
+        description="SSH private key for this node (default: sshKeyPath)",
+        json_schema_extra={"example": "~/.ssh/id_ed25519"},
+    )
+
+
+class Image(_Model):
+    """The engine's container image and how it reaches every node."""
+
+    ref: str = Field(
+        min_length=1,
+        description="Image reference as `docker run` takes it",
+        json_schema_extra={"example": "lmsysorg/sglang:spark"},
+    )
+    # present: already on every node; pull: `docker pull` on each node; transfer: from the head over the fabric.
+    mode: Literal["present", "pull", "transfer"] = Field(
+        "present",
+        description="present, pull on each node, or transfer from the head",
+        json_schema_extra={"example": "transfer"},
+    )
+    platform: Literal["linux/arm64", "linux/amd64"] = Field(
+        "linux/arm64", description="Platform every node must run", json_schema_extra={"example": "linux/arm64"}
+    )
+
+
+class Model(_Model):
+    """The model served: its name in the API and the directory that holds its weights on every node."""
+
+    name: str = Field(
+        min_length=1,
+        description="Model name served by the API",
+        json_schema_extra={"example": "Qwen/Qwen3.5-122B-A10B-FP8"},
+    )
+    path: AbsPath = Field(
+        description="Weights directory, the same path on every node",
+        json_schema_extra={"example": "/home/aurora/models/Qwen3.5-122B-A10B-FP8"},
+    )
+
+
+class Engine(_Model):
+    """The inference engine and its serving ports."""
+
+    kind: Literal["sglang"] = Field("sglang", description="Inference engine", json_schema_extra={"example": "sglang"})
+    port: Port = Field(30000, description="HTTP port of the API on the head", json_schema_extra={"example": 30000})
+    dist_port: Port = Field(
+        20000, description="Rendezvous port on the head's fabric address", json_schema_extra={"example": 20000}
+    )
+    container_name: NodeName = Field(
+        "spark-llm-engine",
+        description="Engine container name on every node",
+        json_schema_extra={"example": "spark-llm-engine"},
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="Extra engine flags (checked against the engine)",
+        json_schema_extra={"example": ["--mem-fraction-static", "0.8"]},
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra engine environment (env file, mode 0600)",
+        json_schema_extra={"example": {"NCCL_DEBUG": "INFO"}},
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> Engine:
+        if self.port == self.dist_port:
+            raise ValueError("port and distPort must differ")
+        return self
+
+
+class StackConfig(_Model):
+    """Everything the program reads from `spark-llm:*` keys."""
+
+    ssh_key_path: str = Field(
+        "~/.ssh/id_ed25519",
+        description="SSH private key used for every node",
+        json_schema_extra={"example": "~/.ssh/id_ed25519"},
+    )
+    nodes: list[Node] = Field(
+        min_length=1,
+        description="The head and its workers",
+        json_schema_extra={"example": "[{name: spark-1, role: head, ...}]"},
+    )
+    model: Model
+    image: Image
+    engine: Engine = Field(default_factory=Engine)
+
+    @model_validator(mode="after")
+    def _topology(self) -> StackConfig:
+        heads = [n for n in self.nodes if n.role == "head"]
+        if len(heads) != 1:
+            raise ValueError(f"exactly one node needs role: head (found {len(heads)})")
+        seen: dict[tuple[str, str], str] = {}
+        names = {n.name for n in self.nodes}
+        if len(names) != len(self.nodes):
+            raise ValueError("node names must be unique")
+        for node in self.nodes:
+            for what, value in (("fabricAddress", node.fabric_address), ("host", f"{node.via}>{node.host}")):
+                if (what, value) in seen:
+                    raise ValueError(f"{node.name} and {seen[(what, value)]} have the same {what}")
+                seen[(what, value)] = node.name
+            if node.via is not None:
+                if node.via not in names:
+                    raise ValueError(f"{node.name}: via {node.via!r} is not a node name")
+                if node.via == node.name:
+                    raise ValueError(f"{node.name}: via cannot name the node itself")
+                if next(n for n in self.nodes if n.name == node.via).via is not None:
+                    raise ValueError(f"{node.name}: via {node.via!r} is itself reached through a jump host")
+        return self
+
+    @property
+    def head(self) -> Node:
+        return next(n for n in self.nodes if n.role == "head")
+
+    @property
+    def workers(self) -> list[Node]:
+        return [n for n in self.nodes if n.role == "worker"]
+
+
+# ---------- loading ----------
+
+# Top-level keys as written in Pulumi.<stack>.yaml (without the namespace) -> field name.
+TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
+
+
+def _key_path(loc: tuple[Any, ...]) -> str:
+    out = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
+    for part in loc[1:]:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _example_for(loc: tuple[Any, ...]) -> Any:
+    """Walk the models along `loc` to the field's declared example, if any."""
+    model: Any = StackConfig
+    field = None
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        inner = getattr(ann, "__args__", None)
+        candidates = [ann, *(inner or ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    extra = field.json_schema_extra if field is not None else None
+    return extra.get("example") if isinstance(extra, dict) else None
+
+
+def format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        line = f"{_key_path(loc)}: {msg}"
+        example = _example_for(loc)
+        if example is not None:
+            line += f" (e.g. {example!r})" if not isinstance(example, str) else f" (e.g. {example})"
+        lines.append(line)
+    return "invalid stack configuration:\n  " + "\n  ".join(lines)
+
+
+def parse(raw: Mapping[str, Any]) -> StackConfig:
+    """Parse `{key: value}` (keys without namespace, values already decoded from JSON/YAML)."""
+    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown configuration key(s): {', '.join(NAMESPACE + ':' + k for k in unknown)}; "
+            f"known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+        )
+    try:
+        return StackConfig.model_validate(dict(raw))
+    except ValidationError as err:
+        raise ConfigError(format_errors(err)) from None

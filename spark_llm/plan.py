@@ -1,0 +1,221 @@
+"""Pure planning: config in, everything the resources need out. No Pulumi, no I/O (the template is passed in).
+
+The plan fixes the start order (workers, then the head), renders the one launch script every node gets, the
+engine command line per role, and the group revision: a digest of everything that, when it changes, needs
+the whole group restarted in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_llm.config import Node, StackConfig
+from spark_llm.ssh import SshHost
+
+TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmpl.sh"
+
+# Seconds the launch script watches a new container before it calls the start good: a bad flag or an
+# early crash exits well within this.
+STARTUP_GRACE_SECONDS = 5
+
+# Docker options every engine container gets (the GPU, RDMA and memlock ones come with the engine profiles).
+DOCKER_ARGS = [
+    # The engine binds the node's own fabric and management addresses, as the real engines need for NCCL.
+    "--network",
+    "host",
+    # Tensor-parallel workers share memory through /dev/shm.
+    "--ipc",
+    "host",
+]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """What one node runs: its rank, how ssh reaches it, and where its files live."""
+
+    name: str
+    role: str
+    rank: int
+    ssh: SshHost
+    fabric_address: str
+    remote_dir: str
+
+    @property
+    def script_path(self) -> str:
+        return f"{self.remote_dir}/launch.sh"
+
+    @property
+    def env_path(self) -> str:
+        return f"{self.remote_dir}/engine.env"
+
+
+@dataclass(frozen=True)
+class DeploymentPlan:
+    nodes: tuple[NodePlan, ...]
+    launch_script: str
+    env_file: str
+    group_revision: str
+    endpoint: str
+    container: str
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]
+
+    @property
+    def workers(self) -> tuple[NodePlan, ...]:
+        return self.nodes[1:]
+
+    @property
+    def start_order(self) -> list[str]:
+        """Workers first (they wait for the head's rendezvous), the head last."""
+        return [n.name for n in self.workers] + [self.head.name]
+
+
+def remote_dir(user: str) -> str:
+    """Where the launch script and env file live on a node: the login user's home."""
+    return "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
+
+
+def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
+    """Every node as ssh reaches it; a node with `via` goes through that node as a jump host."""
+    hosts: dict[str, SshHost] = {}
+
+    def build(node: Node) -> SshHost:
+        if node.name not in hosts:
+            via = build(next(n for n in cfg.nodes if n.name == node.via)) if node.via else None
+            hosts[node.name] = SshHost(
+                name=node.name,
+                host=node.host,
+                port=node.port,
+                user=node.user,
+                key_path=os.path.expanduser(node.key_path or cfg.ssh_key_path),
+                host_key=node.host_key,
+                via=via,
+            )
+        return hosts[node.name]
+
+    for node in cfg.nodes:
+        build(node)
+    return hosts
+
+
+def engine_args(cfg: StackConfig) -> list[str]:
+    """SGLang's command line shared by every rank (the program owns the topology flags)."""
+    nnodes = len(cfg.nodes)
+    return [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        cfg.model.path,
+        "--served-model-name",
+        cfg.model.name,
+        "--tp",
+        str(nnodes),
+        "--nnodes",
+        str(nnodes),
+        "--dist-init-addr",
+        f"{cfg.head.fabric_address}:{cfg.engine.dist_port}",
+        "--port",
+        str(cfg.engine.port),
+        *cfg.engine.flags,
+    ]
+
+
+def head_args(cfg: StackConfig) -> list[str]:
+    """Only rank 0 serves the API to the outside."""
+    return ["--host", "0.0.0.0"]
+
+
+def _bash_array(items: list[str]) -> str:
+    return "(" + " ".join(shlex.quote(i) for i in items) + ")"
+
+
+def _bash_assoc(mapping: dict[str, str | int]) -> str:
+    return "(" + " ".join(f"[{shlex.quote(k)}]={shlex.quote(str(v))}" for k, v in mapping.items()) + ")"
+
+
+def render_env_file(cfg: StackConfig) -> str:
+    """The engine's environment, one KEY=value a line (docker --env-file format: no quoting)."""
+    return "".join(f"{k}={v}\n" for k, v in sorted(cfg.engine.env.items()))
+
+
+def group_revision(cfg: StackConfig, launch_script: str, env_file: str) -> str:
+    """Digest of what the whole group must restart for: script, env, image, weights, engine config."""
+    material = json.dumps(
+        {
+            "script": launch_script,
+            "env": env_file,
+            "image": cfg.image.model_dump(),
+            "model": cfg.model.model_dump(),
+            "engine": cfg.engine.model_dump(),
+            "nodes": [(n.name, n.role, n.fabric_address) for n in cfg.nodes],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], env_path: str) -> str:
+    # The group revision is not inside the script (it hashes the script); containers get it as a label
+    # from the digest of the script's own inputs instead.
+    values = {
+        "IMAGE": shlex.quote(cfg.image.ref),
+        "CONTAINER": shlex.quote(cfg.engine.container_name),
+        "ENV_FILE": shlex.quote(env_path),
+        "MODEL_PATH": shlex.quote(cfg.model.path),
+        "STARTUP_GRACE": str(STARTUP_GRACE_SECONDS),
+        "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
+        "NODE_FABRIC": _bash_assoc({n.name: n.fabric_address for n in nodes}),
+        "ENGINE_ARGS": _bash_array(engine_args(cfg)),
+        "HEAD_ARGS": _bash_array(head_args(cfg)),
+        "DOCKER_ARGS": _bash_array(DOCKER_ARGS),
+        "GROUP_REVISION": shlex.quote(_config_digest(cfg)),
+    }
+    out = template
+    for key, value in values.items():
+        out = out.replace(f"@@{key}@@", value)
+    if "@@" in out:
+        raise ValueError("launch template has a placeholder the plan does not fill: " + out[out.index("@@") :][:40])
+    return out
+
+
+def _config_digest(cfg: StackConfig) -> str:
+    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
+
+
+def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
+    hosts = ssh_hosts(cfg)
+    ordered = [cfg.head, *cfg.workers]
+    # All nodes share one remote dir (the head's user's) so the script is byte-identical everywhere.
+    shared_dir = remote_dir(cfg.head.user)
+    nodes = tuple(
+        NodePlan(
+            name=n.name,
+            role=n.role,
+            rank=rank,
+            ssh=hosts[n.name],
+            fabric_address=n.fabric_address,
+            remote_dir=remote_dir(n.user),
+        )
+        for rank, n in enumerate(ordered)
+    )
+    env_path = f"{shared_dir}/engine.env"
+    if any(n.remote_dir != shared_dir for n in nodes):
+        raise ValueError("every node must log in as the same user (the launch script is identical everywhere)")
+    script = render_launch_script(cfg, template, nodes, env_path)
+    env_file = render_env_file(cfg)
+    return DeploymentPlan(
+        nodes=nodes,
+        launch_script=script,
+        env_file=env_file,
+        group_revision=group_revision(cfg, script, env_file),
+        endpoint=f"http://{cfg.head.host}:{cfg.engine.port}",
+        container=cfg.engine.container_name,
+    )

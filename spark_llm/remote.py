@@ -1,0 +1,208 @@
+"""Pulumi resources that run scripts and place files on a node over OpenSSH.
+
+Why not pulumi-command: its provider plugin (github.com/pulumi/pulumi-command/provider) is refused by the Go
+module proxy here and cannot be built (see tools/README.md). These are Pulumi dynamic resources, run by the
+Pulumi engine through the Python SDK's dynamic-provider host, with pulumi-command's lifecycle:
+- `triggers` (and the node) force a replace; other input changes are an update that runs `update`
+  (or `create` when no `update` is given); nothing runs when inputs are unchanged;
+- a failed create is not recorded, so the next `pulumi up` retries it;
+- nothing runs during `pulumi preview`.
+Differences, on purpose: the key is a path (no key material in state), host keys are always pinned, and the
+script travels over stdin (never on a command line, never in an error message).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+import uuid
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.runtime import rpc
+
+from spark_llm.ssh import SshHost, run_script
+
+# What `pulumi up` keeps of a script's output in state: enough to read a container ID or a digest.
+STDOUT_KEEP = 4096
+
+
+def _unknown(value: Any) -> bool:
+    """True when preview does not know a value yet (it depends on a resource that will change)."""
+    if value == rpc.UNKNOWN:
+        return True
+    if isinstance(value, dict):
+        return any(_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_unknown(v) for v in value)
+    return False
+
+
+def _exports(environment: dict | None) -> str:
+    """`export K=V` lines (single-quoted) that go over stdin ahead of the script."""
+    out = []
+    for key, value in sorted((environment or {}).items()):
+        quoted = str(value).replace("'", "'\"'\"'")
+        out.append(f"export {key}='{quoted}'\n")
+    return "".join(out)
+
+
+def _diff_keys(olds: dict, news: dict, keys: tuple[str, ...]) -> list[str]:
+    return [k for k in keys if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
+
+
+class _CommandProvider(ResourceProvider):
+    """Create/update/delete by running scripts on one node."""
+
+    REPLACE_KEYS = ("connection", "triggers")
+    UPDATE_KEYS = ("create", "update", "environment", "label", "timeout")
+
+    def _run(self, props: dict, script: str) -> str:
+        target = SshHost.from_props(props["connection"])
+        out = run_script(
+            target,
+            _exports(props.get("environment")) + script,
+            label=props.get("label") or target.name,
+            timeout=props.get("timeout"),
+        )
+        return out[-STDOUT_KEEP:]
+
+    def create(self, props: dict) -> CreateResult:
+        stdout = self._run(props, props["create"])
+        # A new ID on every create: dependents put it in their triggers to be replaced after this one.
+        return CreateResult(id_=uuid.uuid4().hex, outs={**props, "stdout": stdout})
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        replaces = _diff_keys(olds, news, self.REPLACE_KEYS)
+        changes = replaces + _diff_keys(olds, news, self.UPDATE_KEYS + ("delete",))
+        return DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
+        if _diff_keys(olds, news, self.UPDATE_KEYS):
+            stdout = self._run(news, news.get("update") or news["create"])
+        else:  # only the delete script changed: nothing to run now
+            stdout = olds.get("stdout", "")
+        return UpdateResult(outs={**news, "stdout": stdout})
+
+    def delete(self, _id: str, props: dict) -> None:
+        if props.get("delete"):
+            self._run(props, props["delete"])
+
+
+class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
+    """A script run on a node at create (and update), with an optional script run at delete."""
+
+    stdout: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: pulumi.Input[dict],
+        create: pulumi.Input[str],
+        update: pulumi.Input[str] | None = None,
+        delete: pulumi.Input[str] | None = None,
+        triggers: pulumi.Input[list] | None = None,
+        environment: pulumi.Input[dict] | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "connection": connection,
+            "create": create,
+            "update": update,
+            "delete": delete,
+            "triggers": triggers or [],
+            "environment": environment,
+            "label": label,
+            "timeout": timeout,
+            "stdout": None,
+        }
+        super().__init__(_CommandProvider(), name, props, opts)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _file_script(props: dict) -> str:
+    """Write the content atomically (temp file, mode, rename), creating the directory; print its sha256."""
+    path = shlex.quote(props["path"])
+    mode = props.get("mode") or "0644"
+    payload = base64.b64encode(props["content"].encode()).decode()
+    return (
+        f'dir=$(dirname {path}); mkdir -p "$dir"\n'
+        'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
+        "trap 'rm -f \"$tmp\"' EXIT\n"
+        f'chmod {mode} "$tmp"\n'
+        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
+        f'mv -f "$tmp" {path}\ntrap - EXIT\n'
+        f"echo \"sha256=$(sha256sum {path} | cut -d' ' -f1)\"\n"
+    )
+
+
+class _FileProvider(ResourceProvider):
+    """A file on a node, its content from the program; recopied only when its content hash changes."""
+
+    REPLACE_KEYS = ("connection", "path")
+    UPDATE_KEYS = ("sha256", "mode")
+
+    def _write(self, props: dict) -> dict:
+        target = SshHost.from_props(props["connection"])
+        out = run_script(target, _file_script(props), label=props.get("label") or target.name, stream=False)
+        remote_sha = out.strip().rsplit("sha256=", 1)[-1].strip()
+        if remote_sha != props["sha256"]:
+            raise RuntimeError(
+                f"{target.name}:{props['path']}: wrote sha256 {remote_sha}, expected {props['sha256']}; "
+                "the node's disk may be full"
+            )
+        return props
+
+    def create(self, props: dict) -> CreateResult:
+        return CreateResult(id_=f"{props['connection']['name']}:{props['path']}", outs=self._write(props))
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        replaces = _diff_keys(olds, news, self.REPLACE_KEYS)
+        changes = replaces + _diff_keys(olds, news, self.UPDATE_KEYS)
+        return DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
+        return UpdateResult(outs=self._write(news))
+
+    def delete(self, _id: str, props: dict) -> None:
+        if props.get("remove_on_delete"):
+            target = SshHost.from_props(props["connection"])
+            run_script(target, f"rm -f {shlex.quote(props['path'])}\n", stream=False)
+
+
+class RemoteFile(Resource, module="spark-llm", name="RemoteFile"):
+    """A file with the given content and mode on a node; `sha256` is the content's digest."""
+
+    sha256: pulumi.Output[str]
+    path: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: pulumi.Input[dict],
+        path: str,
+        content: pulumi.Input[str],
+        mode: str = "0644",
+        remove_on_delete: bool = True,
+        label: str | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "connection": connection,
+            "path": path,
+            "content": content,
+            "mode": mode,
+            "sha256": pulumi.Output.from_input(content).apply(sha256_text),
+            "remove_on_delete": remove_on_delete,
+            "label": label,
+        }
+        super().__init__(_FileProvider(), name, props, opts)

@@ -1,0 +1,183 @@
+"""OpenSSH to the nodes: pinned host keys, workers through the head as a jump host, scripts over stdin.
+
+Shared by the Pulumi resources (spark_llm.remote) and the operator CLI, so both reach a node the same way.
+Why OpenSSH and not a library: ProxyJump, ControlMaster and known_hosts pinning are OpenSSH's own, and an
+operator can reproduce any step by hand with the same ssh_config this module writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SshHost:
+    """One node as ssh reaches it: `host` is the address as seen from the operator, or from `via` if set."""
+
+    name: str
+    host: str
+    port: int
+    user: str
+    key_path: str
+    host_key: str
+    via: SshHost | None = None
+
+    @classmethod
+    def from_props(cls, props: Mapping) -> SshHost:
+        """Rebuild from the plain dict a Pulumi resource stores (see `to_props`)."""
+        via = props.get("via")
+        return cls(
+            name=props["name"],
+            host=props["host"],
+            port=int(props["port"]),
+            user=props["user"],
+            key_path=props["key_path"],
+            host_key=props["host_key"],
+            via=cls.from_props(via) if via else None,
+        )
+
+    def to_props(self) -> dict:
+        return {
+            "name": self.name,
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "key_path": self.key_path,
+            "host_key": self.host_key,
+            "via": self.via.to_props() if self.via else None,
+        }
+
+    def chain(self) -> list[SshHost]:
+        """This host and every jump host before it, outermost first."""
+        return (self.via.chain() if self.via else []) + [self]
+
+
+class RemoteError(RuntimeError):
+    """A remote script failed; the message carries the node, exit code and the last output lines."""
+
+
+def ssh_config(target: SshHost, known_hosts: Path, control_dir: Path | None = None) -> str:
+    """An ssh_config for `target` and its jump hosts, each pinned to its own host key by alias."""
+    blocks = []
+    for hop in target.chain():
+        lines = [
+            f"Host {hop.name}",
+            f"  HostName {hop.host}",
+            f"  Port {hop.port}",
+            f"  User {hop.user}",
+            f"  IdentityFile {hop.key_path}",
+            "  IdentitiesOnly yes",
+            # Pin by node name, not address: the same key file serves every address the node is reached on.
+            f"  HostKeyAlias {hop.name}",
+            f"  UserKnownHostsFile {known_hosts}",
+            "  StrictHostKeyChecking yes",
+            "  GlobalKnownHostsFile /dev/null",
+            "  BatchMode yes",
+            "  ConnectTimeout 15",
+            # A dead node shows up within a minute instead of hanging a `pulumi up` forever.
+            "  ServerAliveInterval 15",
+            "  ServerAliveCountMax 4",
+            "  LogLevel ERROR",
+        ]
+        if hop.via:
+            lines.append(f"  ProxyJump {hop.via.name}")
+        if control_dir:
+            # One TCP+auth handshake per node for a whole `pulumi up`, not one per command.
+            lines += ["  ControlMaster auto", f"  ControlPath {control_dir}/%C", "  ControlPersist 30"]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def known_hosts(target: SshHost) -> str:
+    return "".join(f"{hop.name} {hop.host_key.strip()}\n" for hop in target.chain())
+
+
+@contextlib.contextmanager
+def ssh_files(target: SshHost) -> Iterator[Path]:
+    """A private temp dir with `config` and `known_hosts` for `target`; yields the config path."""
+    with tempfile.TemporaryDirectory(prefix="spark-llm-ssh-") as tmp:
+        d = Path(tmp)
+        (d / "known_hosts").write_text(known_hosts(target))
+        control = Path(tempfile.gettempdir()) / f"spark-llm-ssh-ctl-{os.getuid()}"
+        control.mkdir(mode=0o700, exist_ok=True)
+        (d / "config").write_text(ssh_config(target, d / "known_hosts", control))
+        yield d / "config"
+
+
+def ssh_argv(config: Path, target: SshHost, remote: list[str]) -> list[str]:
+    return ["ssh", "-F", str(config), target.name, "--", *remote]
+
+
+def run_script(
+    target: SshHost,
+    script: str,
+    *,
+    label: str = "",
+    stream: bool = True,
+    timeout: float | None = None,
+    tail_lines: int = 40,
+) -> str:
+    """Run a bash script on `target`, sent over stdin so it never shows on a command line.
+
+    Output lines are echoed to stderr prefixed with `[label]` when `stream` is set (the Pulumi CLI shows a
+    provider's stderr as progress). Returns the combined output; raises RemoteError with the last
+    `tail_lines` lines when the script fails.
+    """
+    prefix = f"[{label or target.name}] "
+    with ssh_files(target) as config:
+        proc = subprocess.Popen(
+            ssh_argv(config, target, ["bash", "-s"]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        lines: deque[str] = deque(maxlen=max(tail_lines, 1))
+        collected: list[str] = []
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                collected.append(line)
+                lines.append(line.rstrip("\n"))
+                if stream:
+                    sys.stderr.write(prefix + line)
+                    sys.stderr.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write("set -euo pipefail\n" + script)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RemoteError(
+                f"{target.name}: no answer after {timeout:.0f} s; last output:\n" + "\n".join(lines)
+            ) from None
+        reader.join(timeout=5)
+    if code != 0:
+        where = f"{target.name} ({target.user}@{target.host}" + (f" via {target.via.name})" if target.via else ")")
+        hint = (
+            "ssh could not connect or the host key did not match the pinned one; "
+            "check the node is up and its hostKey in the stack config"
+            if code == 255
+            else "the script failed on the node"
+        )
+        raise RemoteError(f"{where}: exit {code}: {hint}. Last output:\n" + "\n".join(lines))
+    return "".join(collected)

@@ -1,0 +1,38 @@
+"""Reads the `spark-llm:*` keys of the running Pulumi stack into a StackConfig (the program's one config read)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+
+from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse
+
+
+def _decode(raw: str) -> Any:
+    """Pulumi hands every value over as a string: objects and lists as JSON, scalars as written."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def raw_stack_config() -> dict[str, Any]:
+    """Every `spark-llm:` key set for this stack (or defaulted in Pulumi.yaml), decoded."""
+    prefix = NAMESPACE + ":"
+    values = pulumi.runtime.config.CONFIG.get()
+    return {k[len(prefix) :]: _decode(v) for k, v in values.items() if k.startswith(prefix)}
+
+
+def load() -> StackConfig:
+    """Parse and validate; a bad value stops the program before any resource is declared."""
+    try:
+        return parse(raw_stack_config())
+    except ConfigError as err:
+        # RunError prints the message alone (no traceback): it is the user's input, not our bug.
+        raise pulumi.RunError(
+            f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
+            "(or `pulumi config set --path ...`), then run `pulumi preview` again."
+        ) from None

@@ -1,0 +1,79 @@
+"""The pure plan: start order, one identical launch script, engine command lines, group revision."""
+
+from __future__ import annotations
+
+import subprocess
+
+from spark_llm import plan
+from spark_llm.config import parse
+
+TEMPLATE = plan.TEMPLATE_PATH.read_text()
+
+
+def build(raw):
+    return plan.build_plan(parse(raw), TEMPLATE)
+
+
+def test_workers_start_before_the_head(raw_config):
+    p = build(raw_config)
+    assert p.start_order == ["spark-2", "spark-1"]
+    assert [n.rank for n in p.nodes] == [0, 1] and p.head.name == "spark-1"
+
+
+def test_worker_is_reached_through_the_head(raw_config):
+    p = build(raw_config)
+    worker = p.workers[0].ssh
+    assert worker.via is not None and worker.via.name == "spark-1" and worker.via.host == "10.1.230.180"
+    assert p.head.ssh.via is None
+
+
+def test_program_owns_the_topology_flags(raw_config):
+    args = plan.engine_args(parse(raw_config))
+    joined = " ".join(args)
+    assert "--nnodes 2" in joined and "--tp 2" in joined
+    assert "--dist-init-addr 192.168.200.12:20000" in joined
+    assert "--node-rank" not in joined  # added per node by the launch script
+
+
+def test_launch_script_is_valid_bash_and_fully_rendered(raw_config, tmp_path):
+    script = build(raw_config).launch_script
+    assert "@@" not in script
+    path = tmp_path / "launch.sh"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+def test_launch_script_refuses_unknown_node_and_wrong_role(raw_config, tmp_path):
+    path = tmp_path / "launch.sh"
+    path.write_text(build(raw_config).launch_script)
+    unknown = subprocess.run(["bash", str(path), "start", "worker", "spark-9"], capture_output=True, text=True)
+    assert unknown.returncode == 1 and "unknown node 'spark-9'" in unknown.stderr
+    wrong = subprocess.run(["bash", str(path), "start", "worker", "spark-1"], capture_output=True, text=True)
+    assert wrong.returncode == 1 and "is the head" in wrong.stderr
+    usage = subprocess.run(["bash", str(path), "launch"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "Usage:" in usage.stderr
+
+
+def test_user_flags_with_spaces_survive_quoting(raw_config, tmp_path):
+    raw_config["engine"] = {"flags": ["--chat-template", "a b'c"]}
+    script = build(raw_config).launch_script
+    probe = script.split("# ---- end of rendered values ----")[0] + 'printf "%s\\n" "${ENGINE_ARGS[@]}"\n'
+    path = tmp_path / "probe.sh"
+    path.write_text(probe)
+    out = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-2:] == ["--chat-template", "a b'c"]
+
+
+def test_group_revision_changes_with_what_restarts_the_group(raw_config):
+    base = build(raw_config).group_revision
+    assert build(raw_config).group_revision == base  # deterministic
+    for key, value in [("image", {"ref": "lmsysorg/sglang:other"}), ("engine", {"env": {"NCCL_DEBUG": "INFO"}})]:
+        changed = dict(raw_config, **{key: value})
+        assert build(changed).group_revision != base, key
+    renamed_model = dict(raw_config, model=dict(raw_config["model"], name="other"))
+    assert build(renamed_model).group_revision != base
+
+
+def test_same_script_on_every_node(raw_config):
+    p = build(raw_config)
+    assert {n.script_path for n in p.nodes} == {"/home/aurora/spark-llm/launch.sh"}
