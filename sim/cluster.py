@@ -1,0 +1,697 @@
+"""The simulated dual-Spark cluster: docker-in-docker nodes on a management and a fabric network.
+
+A head node sits on both networks (the operator reaches it on mgmt), workers sit on the internal
+fabric network only and are reached through the head as an SSH jump host, as on the real Sparks.
+State (keys, host keys, addresses) lives in <repo>/.sim/; `up` also writes <repo>/Pulumi.sim.yaml.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+SIM_DIR = Path(__file__).resolve().parent
+REPO_DIR = SIM_DIR.parent
+
+DEFAULT_PREFIX = "spark-llm"
+DEFAULT_WORKERS = 1
+PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+# Subnets come from these ranges: mgmt 172.28.<n>.0/24, fabric 172.29.<n>.0/24, first free n.
+MGMT_SUBNET_FORMAT = "172.28.{}.0/24"
+FABRIC_SUBNET_FORMAT = "172.29.{}.0/24"
+
+LABEL_CLUSTER = "spark-llm.sim.cluster"
+LABEL_NODE = "spark-llm.sim.node"
+
+# docker-in-docker without --privileged, which fails in this sandbox with
+# "unable to apply caps: operation not permitted" (CAP_SYS_RESOURCE is withheld).
+NODE_RUN_OPTIONS = (
+    "--cap-add=ALL",
+    "--cap-drop=SYS_RESOURCE",
+    "--security-opt", "seccomp=unconfined",
+    "--security-opt", "apparmor=unconfined",
+    "--device-cgroup-rule", "a *:* rwm",
+    "--cgroupns=host",
+    "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    # A fresh /run on every start: no stale pid files or sockets after a restart.
+    "--tmpfs", "/run",
+)
+
+NODE_READY_TIMEOUT_S = 120
+SSH_READY_TIMEOUT_S = 60
+SSH_CONNECT_TIMEOUT_S = 5
+
+STACK_HEADER = (
+    "# Written by `sim up` (sim/sim) for the simulated cluster; do not edit: it is rewritten on\n"
+    "# every `sim up` and removed by `sim down`. Shared defaults come from sim/stack-defaults.yaml.\n"
+)
+
+
+class SimError(Exception):
+    """An error the CLI reports as one line, without a traceback."""
+
+
+class Progress:
+    """Progress lines on stderr, each with the seconds since the command started."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+
+    def step(self, message: str) -> None:
+        elapsed = time.monotonic() - self._started
+        print(f"[sim {elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class SimPaths:
+    """Where the sim keeps its state and writes its outputs for one repository."""
+
+    repo: Path
+
+    @property
+    def state_dir(self) -> Path:
+        return self.repo / ".sim"
+
+    @property
+    def operator_key(self) -> Path:
+        return self.state_dir / "id_ed25519"
+
+    @property
+    def fabric_key(self) -> Path:
+        return self.state_dir / "fabric_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.state_dir / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.state_dir / "ssh_config"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.repo / "Pulumi.sim.yaml"
+
+    @property
+    def stack_defaults(self) -> Path:
+        return self.repo / "sim" / "stack-defaults.yaml"
+
+
+@dataclass(frozen=True)
+class ClusterNames:
+    """Docker object names of one cluster, all derived from its prefix."""
+
+    prefix: str
+
+    @property
+    def mgmt_network(self) -> str:
+        return f"{self.prefix}-mgmt"
+
+    @property
+    def fabric_network(self) -> str:
+        return f"{self.prefix}-fabric"
+
+    def container(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    def volume(self, node: str) -> str:
+        return f"{self.prefix}-{node}-docker"
+
+
+@dataclass
+class Node:
+    """One sim node as the stack file and `status` see it."""
+
+    name: str
+    role: str
+    container: str
+    fabric_address: str
+    host_key: str
+    mgmt_address: str | None = None
+
+    @property
+    def ssh_host(self) -> str:
+        """The address the operator's ssh connects to (through the head for a worker)."""
+        return self.mgmt_address if self.role == "head" else self.fabric_address
+
+
+@dataclass
+class ClusterState:
+    """What `up` recorded in .sim/state.json, read by `status` and `down`."""
+
+    prefix: str
+    image: str = ""
+    mgmt_subnet: str = ""
+    fabric_subnet: str = ""
+    nodes: list[Node] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> ClusterState | None:
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        nodes = [Node(**node) for node in raw.pop("nodes", [])]
+        return cls(nodes=nodes, **raw)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @property
+    def workers(self) -> list[Node]:
+        return [node for node in self.nodes if node.role == "worker"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def run(
+    cmd: Sequence[str],
+    *,
+    check: bool = True,
+    stdin_text: str | None = None,
+    stdin_file: Path | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command and capture its output; raise SimError with its stderr when it fails."""
+    try:
+        if stdin_file is not None:
+            with stdin_file.open("rb") as stdin:
+                done = subprocess.run(cmd, stdin=stdin, capture_output=True, timeout=timeout)
+            result = subprocess.CompletedProcess(
+                done.args, done.returncode, done.stdout.decode(errors="replace"),
+                done.stderr.decode(errors="replace"),
+            )
+        else:
+            result = subprocess.run(
+                cmd, input=stdin_text, capture_output=True, text=True, timeout=timeout,
+                stdin=None if stdin_text is not None else subprocess.DEVNULL,
+            )
+    except subprocess.TimeoutExpired as exc:
+        raise SimError(f"`{' '.join(cmd)}` did not finish within {timeout}s") from exc
+    if check and result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip()
+        raise SimError(f"`{' '.join(cmd)}` failed ({result.returncode}): {detail}")
+    return result
+
+
+def docker(*args: str, check: bool = True, stdin_text: str | None = None) -> str:
+    """Run the docker CLI; return its stdout without the trailing newline."""
+    return run(["docker", *args], check=check, stdin_text=stdin_text).stdout.strip()
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout_s: float, interval_s: float = 1.0) -> None:
+    """Poll until ready() is true; give up after timeout_s saying what was waited for."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() >= deadline:
+            raise SimError(f"gave up after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine, image, keys
+
+
+def ensure_engine(progress: Progress) -> None:
+    progress.step("ensuring the Docker engine runs (sim/docker-engine.sh)")
+    subprocess.run([str(SIM_DIR / "docker-engine.sh"), "ensure"], check=True)
+
+
+def ensure_node_image(progress: Progress) -> str:
+    progress.step("ensuring the node image (sim/node-image.sh; a cold build takes about a minute)")
+    result = subprocess.run(
+        [str(SIM_DIR / "node-image.sh"), "ensure"], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return result.stdout.strip().splitlines()[-1]
+
+
+def ensure_keypair(path: Path, comment: str) -> None:
+    if path.exists() and path.with_suffix(".pub").exists():
+        return
+    path.unlink(missing_ok=True)
+    path.with_suffix(".pub").unlink(missing_ok=True)
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
+    path.chmod(0o600)
+
+
+# ---------------------------------------------------------------------------------------------
+# Networks
+
+
+def used_subnets() -> list[ipaddress.IPv4Network]:
+    """Subnets already taken on this machine: docker networks and host routes."""
+    taken: list[ipaddress.IPv4Network] = []
+    network_ids = docker("network", "ls", "--quiet").split()
+    if network_ids:
+        configs = docker(
+            "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *network_ids
+        )
+        for subnet in configs.split():
+            try:
+                taken.append(ipaddress.IPv4Network(subnet, strict=False))
+            except ValueError:
+                continue  # an IPv6 subnet
+    for line in run(["ip", "-4", "route", "show"]).stdout.splitlines():
+        words = line.split()
+        destination = words[1] if words and words[0] in {"unreachable", "blackhole", "prohibit"} else (
+            words[0] if words else "default"
+        )
+        if destination != "default":
+            taken.append(ipaddress.IPv4Network(destination, strict=False))
+    return taken
+
+
+def pick_subnets() -> tuple[str, str]:
+    taken = used_subnets()
+    for index in range(256):
+        mgmt = ipaddress.IPv4Network(MGMT_SUBNET_FORMAT.format(index))
+        fabric = ipaddress.IPv4Network(FABRIC_SUBNET_FORMAT.format(index))
+        if not any(mgmt.overlaps(t) or fabric.overlaps(t) for t in taken):
+            return str(mgmt), str(fabric)
+    raise SimError("no free /24 pair left in 172.28.0.0/16 and 172.29.0.0/16 for the sim networks")
+
+
+def network_subnet(name: str) -> str | None:
+    result = run(
+        ["docker", "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", name],
+        check=False,
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def ensure_networks(names: ClusterNames, progress: Progress) -> tuple[str, str]:
+    mgmt_subnet = network_subnet(names.mgmt_network)
+    fabric_subnet = network_subnet(names.fabric_network)
+    if mgmt_subnet and fabric_subnet:
+        progress.step(
+            f"reusing networks {names.mgmt_network} ({mgmt_subnet}), {names.fabric_network} ({fabric_subnet})"
+        )
+    else:
+        new_mgmt, new_fabric = pick_subnets()
+        label = f"{LABEL_CLUSTER}={names.prefix}"
+        if not mgmt_subnet:
+            mgmt_subnet = new_mgmt
+            progress.step(f"creating network {names.mgmt_network} ({mgmt_subnet})")
+            # --internal: the host reaches the head on this bridge, but nothing in the sim can
+            # route past the host (no registry pulls or stray traffic leaving this machine).
+            docker("network", "create", "--internal", "--subnet", mgmt_subnet, "--label", label,
+                   names.mgmt_network)
+        if not fabric_subnet:
+            fabric_subnet = new_fabric
+            progress.step(f"creating network {names.fabric_network} ({fabric_subnet}, internal)")
+            # inhibit_ipv4: the host gets no address on the fabric, so it cannot talk to the workers
+            # directly (an internal bridge still gives the host an address on it).
+            docker("network", "create", "--internal", "--subnet", fabric_subnet, "--label", label,
+                   "--opt", "com.docker.network.bridge.inhibit_ipv4=true", names.fabric_network)
+    block_fabric_route(fabric_subnet)
+    return mgmt_subnet, fabric_subnet
+
+
+def block_fabric_route(fabric_subnet: str) -> None:
+    """Make the fabric unreachable from the host: without this route, packets to it would
+    follow the host's default route off this machine."""
+    run(["ip", "route", "replace", "unreachable", fabric_subnet])
+
+
+def unblock_fabric_route(fabric_subnet: str) -> None:
+    run(["ip", "route", "del", "unreachable", fabric_subnet], check=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+
+
+def container_info(container: str) -> dict | None:
+    result = run(["docker", "container", "inspect", container], check=False)
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout)[0]
+
+
+def cluster_containers(prefix: str) -> list[str]:
+    return docker(
+        "ps", "--all", "--filter", f"label={LABEL_CLUSTER}={prefix}", "--format", "{{.Names}}"
+    ).split()
+
+
+def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
+    container = names.container(node)
+    volume = names.volume(node)
+    labels = ["--label", f"{LABEL_CLUSTER}={names.prefix}", "--label", f"{LABEL_NODE}={node}"]
+    docker("volume", "create", *labels, volume)
+    first_network = names.mgmt_network if role == "head" else names.fabric_network
+    docker(
+        "create", "--name", container, "--hostname", node, *labels,
+        "--network", first_network, *NODE_RUN_OPTIONS,
+        "--volume", f"{volume}:/var/lib/docker",
+        image,
+    )
+    if role == "head":
+        docker("network", "connect", names.fabric_network, container)
+    docker("start", container)
+
+
+def remove_node(names: ClusterNames, node: str) -> None:
+    docker("rm", "--force", "--volumes", names.container(node), check=False)
+    docker("volume", "rm", "--force", names.volume(node), check=False)
+
+
+def ensure_node(names: ClusterNames, node: str, role: str, image: str, progress: Progress) -> None:
+    container = names.container(node)
+    info = container_info(container)
+    if info is not None and info["Config"]["Image"] != image:
+        progress.step(f"{container}: image changed ({info['Config']['Image']} -> {image}), recreating")
+        remove_node(names, node)
+        info = None
+    if info is None:
+        progress.step(f"{container}: creating")
+        create_node(names, node, role, image)
+    elif not info["State"]["Running"]:
+        progress.step(f"{container}: starting (was {info['State']['Status']})")
+        docker("start", container)
+    else:
+        progress.step(f"{container}: running, kept")
+
+
+def exec_ok(container: str, *cmd: str) -> bool:
+    return run(["docker", "exec", container, *cmd], check=False).returncode == 0
+
+
+def wait_for_node(container: str) -> None:
+    """Wait until the node's sshd made its host keys and its own Docker engine answers."""
+    wait_until(
+        f"{container}'s host key and its inner `docker info`",
+        lambda: exec_ok(container, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub")
+        and exec_ok(container, "docker", "info"),
+        NODE_READY_TIMEOUT_S,
+    )
+
+
+def read_node(names: ClusterNames, node: str, role: str) -> Node:
+    container = names.container(node)
+    info = container_info(container)
+    if info is None:
+        raise SimError(f"{container} disappeared")
+    networks = info["NetworkSettings"]["Networks"]
+    fabric = networks.get(names.fabric_network, {}).get("IPAddress")
+    mgmt = networks.get(names.mgmt_network, {}).get("IPAddress") if role == "head" else None
+    if not fabric or (role == "head" and not mgmt):
+        raise SimError(f"{container} has no address on its networks: {sorted(networks)}")
+    # The host key is read from the container itself, not learned over the network.
+    key_line = docker("exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").split()
+    return Node(
+        name=node, role=role, container=container, fabric_address=fabric,
+        host_key=" ".join(key_line[:2]), mgmt_address=mgmt,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# SSH material
+
+
+def known_hosts_text(nodes: Sequence[Node], *, include_mgmt: bool) -> str:
+    lines = []
+    for node in nodes:
+        hosts = [node.name]
+        if include_mgmt and node.mgmt_address:
+            hosts.append(node.mgmt_address)
+        hosts.append(node.fabric_address)
+        lines.append(f"{','.join(hosts)} {node.host_key}")
+    return "\n".join(lines) + "\n"
+
+
+def ssh_config_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
+    blocks = [
+        "# Written by `sim up`; do not edit. Usage: ssh -F .sim/ssh_config head|worker-N\n"
+    ]
+    for node in nodes:
+        block = f"Host {node.name}\n  HostName {node.ssh_host}\n"
+        if node.role == "worker":
+            block += "  ProxyJump head\n"
+        blocks.append(block)
+    blocks.append(
+        "Host *\n"
+        "  User root\n"
+        "  Port 22\n"
+        f"  IdentityFile {paths.operator_key}\n"
+        "  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {paths.known_hosts}\n"
+        "  StrictHostKeyChecking yes\n"
+    )
+    return "\n".join(blocks)
+
+
+def write_private(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
+def install_node_ssh(paths: SimPaths, nodes: Sequence[Node]) -> None:
+    """Give every node the operator's and the fabric key as authorized keys, the fabric key as its
+    own identity (node-to-node ssh, as between the real Sparks) and the nodes' pinned host keys."""
+    authorized = (
+        paths.operator_key.with_suffix(".pub").read_text() + paths.fabric_key.with_suffix(".pub").read_text()
+    )
+    files = {
+        "authorized_keys": authorized,
+        "id_ed25519": paths.fabric_key.read_text(),
+        "id_ed25519.pub": paths.fabric_key.with_suffix(".pub").read_text(),
+        "known_hosts": known_hosts_text(nodes, include_mgmt=False),
+    }
+    for node in nodes:
+        for name, text in files.items():
+            docker(
+                "exec", "-i", node.container, "sh", "-c",
+                f"umask 077 && mkdir -p /root/.ssh && cat > /root/.ssh/{name}.tmp"
+                f" && mv /root/.ssh/{name}.tmp /root/.ssh/{name}",
+                stdin_text=text,
+            )
+
+
+def ssh_command(paths: SimPaths, node: str, *remote: str) -> list[str]:
+    return [
+        "ssh", "-F", str(paths.ssh_config), "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}", node, *remote,
+    ]
+
+
+def ssh_ok(paths: SimPaths, node: str) -> bool:
+    return run(ssh_command(paths, node, "true"), check=False, timeout=30).returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Stack file
+
+
+class _Quoted(str):
+    """A string the stack file writes in double quotes (host keys, as in the documented shape)."""
+
+
+class _StackDumper(yaml.SafeDumper):
+    pass
+
+
+_StackDumper.add_representer(
+    _Quoted, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+)
+
+
+def load_stack_defaults(path: Path) -> dict:
+    """Keys of sim/stack-defaults.yaml: a mapping of config keys (or one `config:` mapping of them)."""
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if isinstance(data, dict) and set(data) == {"config"}:
+        data = data["config"] or {}
+    if not isinstance(data, dict):
+        raise SimError(f"{path}: expected a mapping of config keys, e.g. 'spark-llm:engine: vllm'")
+    return data
+
+
+def node_config(node: Node) -> dict:
+    entry: dict = {
+        "name": node.name,
+        "role": node.role,
+        "host": node.ssh_host,
+        "port": 22,
+        "user": "root",
+        "fabricAddress": node.fabric_address,
+    }
+    if node.role == "worker":
+        entry["via"] = "head"
+    entry["hostKey"] = _Quoted(node.host_key)
+    return entry
+
+
+def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
+    config = {
+        "spark-llm:sshKeyPath": str(paths.operator_key),
+        "spark-llm:nodes": [node_config(node) for node in nodes],
+    }
+    for key, value in load_stack_defaults(paths.stack_defaults).items():
+        config.setdefault(key, value)
+    document: dict = {"config": config}
+    # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...).
+    if paths.stack_file.exists():
+        existing = yaml.safe_load(paths.stack_file.read_text()) or {}
+        if isinstance(existing, dict):
+            for key, value in existing.items():
+                if key != "config":
+                    document[key] = value
+    return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# up / down / status
+
+
+def _check_prefix(prefix: str) -> None:
+    if not PREFIX_PATTERN.match(prefix):
+        raise SimError(f"--name {prefix!r}: use lowercase letters, digits and '-', e.g. 'spark-llm'")
+
+
+def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: Path | None) -> ClusterState:
+    progress = Progress()
+    if load_image is not None and not load_image.is_file():
+        raise SimError(f"--load-image {load_image}: no such file")
+    if workers is not None and workers < 1:
+        raise SimError(f"--workers {workers}: a cluster needs at least 1 worker")
+    previous = ClusterState.load(paths.state_file)
+    if previous and prefix and prefix != previous.prefix:
+        raise SimError(
+            f"a sim cluster named {previous.prefix!r} is recorded in {paths.state_dir}; "
+            "run `sim down` before `sim up --name` with another name"
+        )
+    prefix = prefix or (previous.prefix if previous else DEFAULT_PREFIX)
+    _check_prefix(prefix)
+    names = ClusterNames(prefix)
+
+    ensure_engine(progress)
+    image = ensure_node_image(progress)
+
+    paths.state_dir.mkdir(mode=0o700, exist_ok=True)
+    ensure_keypair(paths.operator_key, f"{prefix} sim operator")
+    ensure_keypair(paths.fabric_key, f"{prefix} sim fabric")
+
+    mgmt_subnet, fabric_subnet = ensure_networks(names, progress)
+    state = ClusterState(prefix=prefix, image=image, mgmt_subnet=mgmt_subnet, fabric_subnet=fabric_subnet,
+                         nodes=previous.nodes if previous else [])
+    state.save(paths.state_file)  # so that `down` cleans up even after a failed `up`
+
+    existing = cluster_containers(prefix)
+    if workers is None:
+        workers = sum(1 for c in existing if c.startswith(names.container("worker-"))) or DEFAULT_WORKERS
+    wanted = [("head", "head")] + [(f"worker-{i}", "worker") for i in range(1, workers + 1)]
+    wanted_containers = {names.container(node) for node, _ in wanted}
+    for container in existing:
+        if container not in wanted_containers:
+            progress.step(f"{container}: removing (not among {workers} worker(s))")
+            remove_node(names, container.removeprefix(f"{prefix}-"))
+
+    for node, role in wanted:
+        ensure_node(names, node, role, image, progress)
+    for node, _ in wanted:
+        progress.step(f"{names.container(node)}: waiting for sshd host key and inner docker engine")
+        wait_for_node(names.container(node))
+
+    nodes = [read_node(names, node, role) for node, role in wanted]
+    state.nodes = nodes
+    state.save(paths.state_file)
+
+    progress.step("installing keys and pinned host keys (.sim/known_hosts, .sim/ssh_config)")
+    install_node_ssh(paths, nodes)
+    write_private(paths.known_hosts, known_hosts_text(nodes, include_mgmt=True))
+    write_private(paths.ssh_config, ssh_config_text(paths, nodes))
+    for node in nodes:
+        progress.step(f"{node.name}: waiting for ssh ({'via head' if node.role == 'worker' else 'direct'})")
+        wait_until(f"ssh to {node.name} ({node.ssh_host}) with its pinned host key",
+                   lambda node=node: ssh_ok(paths, node.name), SSH_READY_TIMEOUT_S)
+
+    if load_image is not None:
+        progress.step(f"loading {load_image} into the head's engine")
+        result = run(["docker", "exec", "-i", names.container("head"), "docker", "load"], stdin_file=load_image)
+        progress.step(f"head: {result.stdout.strip()}")
+
+    progress.step(f"writing {paths.stack_file}")
+    tmp = paths.stack_file.with_suffix(".yaml.tmp")
+    tmp.write_text(stack_text(paths, nodes))
+    tmp.replace(paths.stack_file)
+    progress.step(f"cluster {prefix!r} is up: head + {workers} worker(s)")
+    return state
+
+
+def down(paths: SimPaths, *, prefix: str | None) -> None:
+    progress = Progress()
+    state = ClusterState.load(paths.state_file)
+    prefix = prefix or (state.prefix if state else DEFAULT_PREFIX)
+    _check_prefix(prefix)
+    names = ClusterNames(prefix)
+    if shutil.which("docker") and shutil.which("dockerd"):
+        ensure_engine(progress)
+        label = f"label={LABEL_CLUSTER}={prefix}"
+        containers = cluster_containers(prefix)
+        if containers:
+            progress.step(f"removing containers {' '.join(containers)}")
+            docker("rm", "--force", "--volumes", *containers)
+        fabric_subnet = network_subnet(names.fabric_network) or (state.fabric_subnet if state else None)
+        networks = docker("network", "ls", "--quiet", "--filter", label).split()
+        if networks:
+            progress.step(f"removing networks {names.mgmt_network}, {names.fabric_network}")
+            docker("network", "rm", *networks)
+        volumes = docker("volume", "ls", "--quiet", "--filter", label).split()
+        if volumes:
+            progress.step(f"removing volumes {' '.join(volumes)}")
+            docker("volume", "rm", "--force", *volumes)
+        if fabric_subnet:
+            unblock_fabric_route(fabric_subnet)
+    progress.step(f"removing {paths.state_dir} and {paths.stack_file.name}")
+    shutil.rmtree(paths.state_dir, ignore_errors=True)
+    paths.stack_file.unlink(missing_ok=True)
+    progress.step(f"cluster {prefix!r} is down")
+
+
+def status(paths: SimPaths) -> int:
+    """Print each node's addresses, container state and whether ssh works; 0 when all are up."""
+    state = ClusterState.load(paths.state_file)
+    if state is None or not state.nodes:
+        print(f"no sim cluster recorded in {paths.state_dir} (run: sim/sim up)")
+        return 1
+    engine_ok = run(["docker", "info"], check=False).returncode == 0
+    print(f"cluster {state.prefix!r}  image {state.image}")
+    print(f"networks: {state.prefix}-mgmt {state.mgmt_subnet}   {state.prefix}-fabric {state.fabric_subnet} (internal)")
+    print(f"{'NODE':<10} {'CONTAINER':<22} {'MGMT':<15} {'FABRIC':<15} {'STATE':<10} SSH")
+    healthy = engine_ok
+    for node in state.nodes:
+        info = container_info(node.container) if engine_ok else None
+        container_state = info["State"]["Status"] if info else ("missing" if engine_ok else "no-engine")
+        reachable = container_state == "running" and ssh_ok(paths, node.name)
+        ssh_text = ("ok" if reachable else "FAILED") + (" (via head)" if node.role == "worker" else "")
+        healthy = healthy and reachable
+        print(f"{node.name:<10} {node.container:<22} {node.mgmt_address or '-':<15} "
+              f"{node.fabric_address:<15} {container_state:<10} {ssh_text}")
+    return 0 if healthy else 1
+
+
+def repo_paths() -> SimPaths:
+    return SimPaths(repo=REPO_DIR)
