@@ -39,13 +39,13 @@ LABEL_NODE = "spark-llm.sim.node"
 NODE_RUN_OPTIONS = (
     "--cap-add=ALL",
     "--cap-drop=SYS_RESOURCE",
-    "--security-opt", "seccomp=unconfined",
-    "--security-opt", "apparmor=unconfined",
-    "--device-cgroup-rule", "a *:* rwm",
+    "--security-opt=seccomp=unconfined",
+    "--security-opt=apparmor=unconfined",
+    "--device-cgroup-rule=a *:* rwm",
     "--cgroupns=host",
-    "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--volume=/sys/fs/cgroup:/sys/fs/cgroup:rw",
     # A fresh /run on every start: no stale pid files or sockets after a restart.
-    "--tmpfs", "/run",
+    "--tmpfs=/run",
 )
 
 NODE_READY_TIMEOUT_S = 120
@@ -197,12 +197,18 @@ def run(
             with stdin_file.open("rb") as stdin:
                 done = subprocess.run(cmd, stdin=stdin, capture_output=True, timeout=timeout)
             result = subprocess.CompletedProcess(
-                done.args, done.returncode, done.stdout.decode(errors="replace"),
+                done.args,
+                done.returncode,
+                done.stdout.decode(errors="replace"),
                 done.stderr.decode(errors="replace"),
             )
         else:
             result = subprocess.run(
-                cmd, input=stdin_text, capture_output=True, text=True, timeout=timeout,
+                cmd,
+                input=stdin_text,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
                 stdin=None if stdin_text is not None else subprocess.DEVNULL,
             )
     except subprocess.TimeoutExpired as exc:
@@ -238,9 +244,7 @@ def ensure_engine(progress: Progress) -> None:
 
 def ensure_node_image(progress: Progress) -> str:
     progress.step("ensuring the node image (sim/node-image.sh; a cold build takes about a minute)")
-    result = subprocess.run(
-        [str(SIM_DIR / "node-image.sh"), "ensure"], check=True, stdout=subprocess.PIPE, text=True
-    )
+    result = subprocess.run([str(SIM_DIR / "node-image.sh"), "ensure"], check=True, stdout=subprocess.PIPE, text=True)
     return result.stdout.strip().splitlines()[-1]
 
 
@@ -262,9 +266,7 @@ def used_subnets() -> list[ipaddress.IPv4Network]:
     taken: list[ipaddress.IPv4Network] = []
     network_ids = docker("network", "ls", "--quiet").split()
     if network_ids:
-        configs = docker(
-            "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *network_ids
-        )
+        configs = docker("network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *network_ids)
         for subnet in configs.split():
             try:
                 taken.append(ipaddress.IPv4Network(subnet, strict=False))
@@ -272,8 +274,10 @@ def used_subnets() -> list[ipaddress.IPv4Network]:
                 continue  # an IPv6 subnet
     for line in run(["ip", "-4", "route", "show"]).stdout.splitlines():
         words = line.split()
-        destination = words[1] if words and words[0] in {"unreachable", "blackhole", "prohibit"} else (
-            words[0] if words else "default"
+        destination = (
+            words[1]
+            if words and words[0] in {"unreachable", "blackhole", "prohibit"}
+            else (words[0] if words else "default")
         )
         if destination != "default":
             taken.append(ipaddress.IPv4Network(destination, strict=False))
@@ -313,15 +317,24 @@ def ensure_networks(names: ClusterNames, progress: Progress) -> tuple[str, str]:
             progress.step(f"creating network {names.mgmt_network} ({mgmt_subnet})")
             # --internal: the host reaches the head on this bridge, but nothing in the sim can
             # route past the host (no registry pulls or stray traffic leaving this machine).
-            docker("network", "create", "--internal", "--subnet", mgmt_subnet, "--label", label,
-                   names.mgmt_network)
+            docker("network", "create", "--internal", "--subnet", mgmt_subnet, "--label", label, names.mgmt_network)
         if not fabric_subnet:
             fabric_subnet = new_fabric
             progress.step(f"creating network {names.fabric_network} ({fabric_subnet}, internal)")
             # inhibit_ipv4: the host gets no address on the fabric, so it cannot talk to the workers
             # directly (an internal bridge still gives the host an address on it).
-            docker("network", "create", "--internal", "--subnet", fabric_subnet, "--label", label,
-                   "--opt", "com.docker.network.bridge.inhibit_ipv4=true", names.fabric_network)
+            docker(
+                "network",
+                "create",
+                "--internal",
+                "--subnet",
+                fabric_subnet,
+                "--label",
+                label,
+                "--opt",
+                "com.docker.network.bridge.inhibit_ipv4=true",
+                names.fabric_network,
+            )
     block_fabric_route(fabric_subnet)
     return mgmt_subnet, fabric_subnet
 
@@ -348,9 +361,7 @@ def container_info(container: str) -> dict | None:
 
 
 def cluster_containers(prefix: str) -> list[str]:
-    return docker(
-        "ps", "--all", "--filter", f"label={LABEL_CLUSTER}={prefix}", "--format", "{{.Names}}"
-    ).split()
+    return docker("ps", "--all", "--filter", f"label={LABEL_CLUSTER}={prefix}", "--format", "{{.Names}}").split()
 
 
 def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
@@ -360,9 +371,17 @@ def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
     docker("volume", "create", *labels, volume)
     first_network = names.mgmt_network if role == "head" else names.fabric_network
     docker(
-        "create", "--name", container, "--hostname", node, *labels,
-        "--network", first_network, *NODE_RUN_OPTIONS,
-        "--volume", f"{volume}:/var/lib/docker",
+        "create",
+        "--name",
+        container,
+        "--hostname",
+        node,
+        *labels,
+        "--network",
+        first_network,
+        *NODE_RUN_OPTIONS,
+        "--volume",
+        f"{volume}:/var/lib/docker",
         image,
     )
     if role == "head":
@@ -400,8 +419,10 @@ def wait_for_node(container: str) -> None:
     """Wait until the node's sshd made its host keys and its own Docker engine answers."""
     wait_until(
         f"{container}'s host key and its inner `docker info`",
-        lambda: exec_ok(container, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub")
-        and exec_ok(container, "docker", "info"),
+        lambda: (
+            exec_ok(container, "test", "-s", "/etc/ssh/ssh_host_ed25519_key.pub")
+            and exec_ok(container, "docker", "info")
+        ),
         NODE_READY_TIMEOUT_S,
     )
 
@@ -419,8 +440,12 @@ def read_node(names: ClusterNames, node: str, role: str) -> Node:
     # The host key is read from the container itself, not learned over the network.
     key_line = docker("exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub").split()
     return Node(
-        name=node, role=role, container=container, fabric_address=fabric,
-        host_key=" ".join(key_line[:2]), mgmt_address=mgmt,
+        name=node,
+        role=role,
+        container=container,
+        fabric_address=fabric,
+        host_key=" ".join(key_line[:2]),
+        mgmt_address=mgmt,
     )
 
 
@@ -440,9 +465,7 @@ def known_hosts_text(nodes: Sequence[Node], *, include_mgmt: bool) -> str:
 
 
 def ssh_config_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
-    blocks = [
-        "# Written by `sim up`; do not edit. Usage: ssh -F .sim/ssh_config head|worker-N\n"
-    ]
+    blocks = ["# Written by `sim up`; do not edit. Usage: ssh -F .sim/ssh_config head|worker-N\n"]
     for node in nodes:
         block = f"Host {node.name}\n  HostName {node.ssh_host}\n"
         if node.role == "worker":
@@ -470,9 +493,7 @@ def write_private(path: Path, text: str) -> None:
 def install_node_ssh(paths: SimPaths, nodes: Sequence[Node]) -> None:
     """Give every node the operator's and the fabric key as authorized keys, the fabric key as its
     own identity (node-to-node ssh, as between the real Sparks) and the nodes' pinned host keys."""
-    authorized = (
-        paths.operator_key.with_suffix(".pub").read_text() + paths.fabric_key.with_suffix(".pub").read_text()
-    )
+    authorized = paths.operator_key.with_suffix(".pub").read_text() + paths.fabric_key.with_suffix(".pub").read_text()
     files = {
         "authorized_keys": authorized,
         "id_ed25519": paths.fabric_key.read_text(),
@@ -482,7 +503,11 @@ def install_node_ssh(paths: SimPaths, nodes: Sequence[Node]) -> None:
     for node in nodes:
         for name, text in files.items():
             docker(
-                "exec", "-i", node.container, "sh", "-c",
+                "exec",
+                "-i",
+                node.container,
+                "sh",
+                "-c",
                 f"umask 077 && mkdir -p /root/.ssh && cat > /root/.ssh/{name}.tmp"
                 f" && mv /root/.ssh/{name}.tmp /root/.ssh/{name}",
                 stdin_text=text,
@@ -491,8 +516,15 @@ def install_node_ssh(paths: SimPaths, nodes: Sequence[Node]) -> None:
 
 def ssh_command(paths: SimPaths, node: str, *remote: str) -> list[str]:
     return [
-        "ssh", "-F", str(paths.ssh_config), "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}", node, *remote,
+        "ssh",
+        "-F",
+        str(paths.ssh_config),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}",
+        node,
+        *remote,
     ]
 
 
@@ -595,8 +627,13 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
     ensure_keypair(paths.fabric_key, f"{prefix} sim fabric")
 
     mgmt_subnet, fabric_subnet = ensure_networks(names, progress)
-    state = ClusterState(prefix=prefix, image=image, mgmt_subnet=mgmt_subnet, fabric_subnet=fabric_subnet,
-                         nodes=previous.nodes if previous else [])
+    state = ClusterState(
+        prefix=prefix,
+        image=image,
+        mgmt_subnet=mgmt_subnet,
+        fabric_subnet=fabric_subnet,
+        nodes=previous.nodes if previous else [],
+    )
     state.save(paths.state_file)  # so that `down` cleans up even after a failed `up`
 
     existing = cluster_containers(prefix)
@@ -625,8 +662,11 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
     write_private(paths.ssh_config, ssh_config_text(paths, nodes))
     for node in nodes:
         progress.step(f"{node.name}: waiting for ssh ({'via head' if node.role == 'worker' else 'direct'})")
-        wait_until(f"ssh to {node.name} ({node.ssh_host}) with its pinned host key",
-                   lambda node=node: ssh_ok(paths, node.name), SSH_READY_TIMEOUT_S)
+        wait_until(
+            f"ssh to {node.name} ({node.ssh_host}) with its pinned host key",
+            lambda node=node: ssh_ok(paths, node.name),
+            SSH_READY_TIMEOUT_S,
+        )
 
     if load_image is not None:
         progress.step(f"loading {load_image} into the head's engine")
@@ -688,8 +728,10 @@ def status(paths: SimPaths) -> int:
         reachable = container_state == "running" and ssh_ok(paths, node.name)
         ssh_text = ("ok" if reachable else "FAILED") + (" (via head)" if node.role == "worker" else "")
         healthy = healthy and reachable
-        print(f"{node.name:<10} {node.container:<22} {node.mgmt_address or '-':<15} "
-              f"{node.fabric_address:<15} {container_state:<10} {ssh_text}")
+        print(
+            f"{node.name:<10} {node.container:<22} {node.mgmt_address or '-':<15} "
+            f"{node.fabric_address:<15} {container_state:<10} {ssh_text}"
+        )
     return 0 if healthy else 1
 
 
