@@ -33,6 +33,8 @@ FABRIC_SUBNET_FORMAT = "172.29.{}.0/24"
 
 LABEL_CLUSTER = "spark-llm.sim.cluster"
 LABEL_NODE = "spark-llm.sim.node"
+# The repository whose .sim/ owns a cluster: another work tree on this machine must not adopt it.
+LABEL_REPO = "spark-llm.sim.repo"
 
 # docker-in-docker without --privileged, which fails in this sandbox with
 # "unable to apply caps: operation not permitted" (CAP_SYS_RESOURCE is withheld).
@@ -114,9 +116,24 @@ class SimPaths:
 
 @dataclass(frozen=True)
 class ClusterNames:
-    """Docker object names of one cluster, all derived from its prefix."""
+    """Docker object names and labels of one cluster: names from its prefix, owner is its repository."""
 
     prefix: str
+    owner: str
+
+    def labels(self, node: str | None = None) -> list[str]:
+        labels = ["--label", f"{LABEL_CLUSTER}={self.prefix}", "--label", f"{LABEL_REPO}={self.owner}"]
+        return labels + (["--label", f"{LABEL_NODE}={node}"] if node else [])
+
+    def filters(self) -> list[str]:
+        return ["--filter", f"label={LABEL_CLUSTER}={self.prefix}", "--filter", f"label={LABEL_REPO}={self.owner}"]
+
+    def check_owned(self, what: str, labels: dict[str, str] | None) -> None:
+        """Refuse to touch a same-named object that another work tree's sim (or anything else) made."""
+        owner = (labels or {}).get(LABEL_REPO)
+        if owner != self.owner:
+            made_by = f"the sim of {owner}" if owner else "something other than sim/sim"
+            raise SimError(f"{what} exists but was made by {made_by}; use `sim up --name OTHER-PREFIX`")
 
     @property
     def mgmt_network(self) -> str:
@@ -302,22 +319,29 @@ def network_subnet(name: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+def network_labels(name: str) -> dict[str, str] | None:
+    result = run(["docker", "network", "inspect", "--format", "{{json .Labels}}", name], check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
 def ensure_networks(names: ClusterNames, progress: Progress) -> tuple[str, str]:
     mgmt_subnet = network_subnet(names.mgmt_network)
     fabric_subnet = network_subnet(names.fabric_network)
+    for network, subnet in ((names.mgmt_network, mgmt_subnet), (names.fabric_network, fabric_subnet)):
+        if subnet:
+            names.check_owned(f"network {network}", network_labels(network))
     if mgmt_subnet and fabric_subnet:
         progress.step(
             f"reusing networks {names.mgmt_network} ({mgmt_subnet}), {names.fabric_network} ({fabric_subnet})"
         )
     else:
         new_mgmt, new_fabric = pick_subnets()
-        label = f"{LABEL_CLUSTER}={names.prefix}"
         if not mgmt_subnet:
             mgmt_subnet = new_mgmt
             progress.step(f"creating network {names.mgmt_network} ({mgmt_subnet})")
             # --internal: the host reaches the head on this bridge, but nothing in the sim can
             # route past the host (no registry pulls or stray traffic leaving this machine).
-            docker("network", "create", "--internal", "--subnet", mgmt_subnet, "--label", label, names.mgmt_network)
+            docker("network", "create", "--internal", "--subnet", mgmt_subnet, *names.labels(), names.mgmt_network)
         if not fabric_subnet:
             fabric_subnet = new_fabric
             progress.step(f"creating network {names.fabric_network} ({fabric_subnet}, internal)")
@@ -329,8 +353,7 @@ def ensure_networks(names: ClusterNames, progress: Progress) -> tuple[str, str]:
                 "--internal",
                 "--subnet",
                 fabric_subnet,
-                "--label",
-                label,
+                *names.labels(),
                 "--opt",
                 "com.docker.network.bridge.inhibit_ipv4=true",
                 names.fabric_network,
@@ -360,14 +383,14 @@ def container_info(container: str) -> dict | None:
     return json.loads(result.stdout)[0]
 
 
-def cluster_containers(prefix: str) -> list[str]:
-    return docker("ps", "--all", "--filter", f"label={LABEL_CLUSTER}={prefix}", "--format", "{{.Names}}").split()
+def cluster_containers(names: ClusterNames) -> list[str]:
+    return docker("ps", "--all", *names.filters(), "--format", "{{.Names}}").split()
 
 
 def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
     container = names.container(node)
     volume = names.volume(node)
-    labels = ["--label", f"{LABEL_CLUSTER}={names.prefix}", "--label", f"{LABEL_NODE}={node}"]
+    labels = names.labels(node)
     docker("volume", "create", *labels, volume)
     first_network = names.mgmt_network if role == "head" else names.fabric_network
     docker(
@@ -397,6 +420,8 @@ def remove_node(names: ClusterNames, node: str) -> None:
 def ensure_node(names: ClusterNames, node: str, role: str, image: str, progress: Progress) -> None:
     container = names.container(node)
     info = container_info(container)
+    if info is not None:
+        names.check_owned(f"container {container}", info["Config"]["Labels"])
     if info is not None and info["Config"]["Image"] != image:
         progress.step(f"{container}: image changed ({info['Config']['Image']} -> {image}), recreating")
         remove_node(names, node)
@@ -583,14 +608,13 @@ def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
     }
     for key, value in load_stack_defaults(paths.stack_defaults).items():
         config.setdefault(key, value)
-    document: dict = {"config": config}
+    document: dict = {}
     # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...).
     if paths.stack_file.exists():
         existing = yaml.safe_load(paths.stack_file.read_text()) or {}
         if isinstance(existing, dict):
-            for key, value in existing.items():
-                if key != "config":
-                    document[key] = value
+            document.update((key, value) for key, value in existing.items() if key != "config")
+    document["config"] = config
     return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
 
 
@@ -617,7 +641,7 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
         )
     prefix = prefix or (previous.prefix if previous else DEFAULT_PREFIX)
     _check_prefix(prefix)
-    names = ClusterNames(prefix)
+    names = ClusterNames(prefix, owner=str(paths.repo))
 
     ensure_engine(progress)
     image = ensure_node_image(progress)
@@ -636,7 +660,7 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
     )
     state.save(paths.state_file)  # so that `down` cleans up even after a failed `up`
 
-    existing = cluster_containers(prefix)
+    existing = cluster_containers(names)
     if workers is None:
         workers = sum(1 for c in existing if c.startswith(names.container("worker-"))) or DEFAULT_WORKERS
     wanted = [("head", "head")] + [(f"worker-{i}", "worker") for i in range(1, workers + 1)]
@@ -686,20 +710,26 @@ def down(paths: SimPaths, *, prefix: str | None) -> None:
     state = ClusterState.load(paths.state_file)
     prefix = prefix or (state.prefix if state else DEFAULT_PREFIX)
     _check_prefix(prefix)
-    names = ClusterNames(prefix)
+    names = ClusterNames(prefix, owner=str(paths.repo))
     if shutil.which("docker") and shutil.which("dockerd"):
         ensure_engine(progress)
-        label = f"label={LABEL_CLUSTER}={prefix}"
-        containers = cluster_containers(prefix)
+        containers = cluster_containers(names)
         if containers:
             progress.step(f"removing containers {' '.join(containers)}")
             docker("rm", "--force", "--volumes", *containers)
-        fabric_subnet = network_subnet(names.fabric_network) or (state.fabric_subnet if state else None)
-        networks = docker("network", "ls", "--quiet", "--filter", label).split()
+        # The host route that blocks our fabric goes with it; another work tree's stays.
+        fabric_labels = network_labels(names.fabric_network)
+        if fabric_labels is None:
+            fabric_subnet = state.fabric_subnet if state else None
+        elif fabric_labels.get(LABEL_REPO) == names.owner:
+            fabric_subnet = network_subnet(names.fabric_network)
+        else:
+            fabric_subnet = None
+        networks = docker("network", "ls", "--quiet", *names.filters()).split()
         if networks:
             progress.step(f"removing networks {names.mgmt_network}, {names.fabric_network}")
             docker("network", "rm", *networks)
-        volumes = docker("volume", "ls", "--quiet", "--filter", label).split()
+        volumes = docker("volume", "ls", "--quiet", *names.filters()).split()
         if volumes:
             progress.step(f"removing volumes {' '.join(volumes)}")
             docker("volume", "rm", "--force", *volumes)

@@ -12,6 +12,7 @@ set -euo pipefail
 
 readonly WAIT_SECONDS="${SIM_DOCKER_WAIT_SECONDS:-60}"
 readonly DOCKERD_LOG="${SIM_DOCKERD_LOG:-/var/log/spark-llm-dockerd.log}"
+readonly DOCKERD_PID_FILE="/var/run/docker.pid"
 
 log() { echo "[docker-engine] $*" >&2; }
 die() { echo "[docker-engine] error: $*" >&2; exit 1; }
@@ -36,6 +37,14 @@ install_missing_packages() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The host's own dockerd, by its pid file: `pgrep dockerd` would also match the engines inside
+# the sim nodes, which share this machine's process list.
+host_dockerd_running() {
+  local pid
+  pid="$(cat "${DOCKERD_PID_FILE}" 2>/dev/null || true)"
+  [[ -n "${pid}" && "$(cat "/proc/${pid}/comm" 2>/dev/null || true)" == "dockerd" ]]
 }
 
 start_dockerd() {
@@ -65,10 +74,10 @@ ensure() {
     log "engine already running"
     return 0
   fi
-  if ! pgrep -x dockerd >/dev/null 2>&1; then
-    start_dockerd
-  else
+  if host_dockerd_running; then
     log "dockerd is running but not answering yet"
+  else
+    start_dockerd
   fi
   wait_for_engine
   log "engine ready ($(docker info --format '{{.ServerVersion}} {{.Driver}}'))"
