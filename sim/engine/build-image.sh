@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Build the stand-in engine's docker image from a minimal Debian root file system, cached by recipe hash.
+#
+# Usage: sim/engine/build-image.sh
+#
+# The image holds Debian bookworm (debootstrap --variant=minbase --include=python3) and every Python package
+# folder of sim/engine (standin_engine, sglang, ...) under /opt/standin, with PYTHONPATH=/opt/standin, so
+# `python3 -m sglang.launch_server ...` runs the stand-in inside it.
+#
+# Environment:
+#   XDG_CACHE_HOME   cache root (default ~/.cache); everything lives under $XDG_CACHE_HOME/spark-llm/
+#   DEBIAN_MIRROR    Debian mirror for debootstrap (default: the bookworm source in /etc/apt/sources.list*)
+#
+# Outputs (stdout, last two lines; progress goes to stderr):
+#   spark-llm/standin-engine:<recipe-hash>
+#   $XDG_CACHE_HOME/spark-llm/images/standin-engine-<recipe-hash>.tar   (docker save of that tag)
+# Both are reused when they exist. The root file system tarball is cached as
+#   $XDG_CACHE_HOME/spark-llm/debootstrap/bookworm-minbase-<package-list-hash>.tar
+set -euo pipefail
+
+if [[ $# -ne 0 ]]; then
+  echo "Usage: $0" >&2
+  exit 2
+fi
+
+ENGINE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$ENGINE_DIR/../.." && pwd)"
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/spark-llm"
+IMAGE_DIR="$CACHE_DIR/images"
+ROOTFS_DIR="$CACHE_DIR/debootstrap"
+DOCKERD_LOG=/var/log/spark-llm-dockerd.log
+DOCKER_WAIT_SECONDS=60
+LOCK_WAIT_SECONDS=900
+
+SUITE=bookworm
+VARIANT=minbase
+INCLUDE_PACKAGES=python3
+IMAGE_NAME=spark-llm/standin-engine
+
+log() { printf '[build-image %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# The bookworm mirror named in apt's sources (deb822 *.sources or one-line *.list), else Debian's default.
+debian_mirror() {
+  if [[ -n "${DEBIAN_MIRROR:-}" ]]; then
+    printf '%s\n' "$DEBIAN_MIRROR"
+    return
+  fi
+  local source mirror=""
+  for source in /etc/apt/sources.list.d/*.sources; do
+    [[ -f "$source" ]] || continue
+    mirror="$(awk -v suite="$SUITE" 'BEGIN { RS = ""; FS = "\n" }
+      { uris = ""; suites = ""; enabled = 1
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", $i); uris = $i }
+          if ($i ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", $i); suites = " " $i " " }
+          if ($i ~ /^Enabled:[ \t]*no/) enabled = 0
+        }
+        if (enabled && index(suites, " " suite " ")) { split(uris, u, " "); print u[1]; exit } }' "$source")"
+    [[ -n "$mirror" ]] && break
+  done
+  if [[ -z "$mirror" ]]; then
+    for source in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [[ -f "$source" ]] || continue
+      mirror="$(awk -v suite="$SUITE" '$1 == "deb" { i = 2
+          if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+          if ($(i + 1) == suite) { print $i; exit } }' "$source")"
+      [[ -n "$mirror" ]] && break
+    done
+  fi
+  printf '%s\n' "${mirror:-http://deb.debian.org/debian}"
+}
+
+ensure_docker() {
+  docker info >/dev/null 2>&1 && return
+  if [[ -f "$REPO_DIR/sim/docker-engine.sh" ]]; then
+    log "docker engine not answering; starting it with sim/docker-engine.sh ensure"
+    bash "$REPO_DIR/sim/docker-engine.sh" ensure >&2
+  else
+    log "docker engine not answering; starting dockerd (log: $DOCKERD_LOG)"
+    setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
+  fi
+  local waited
+  for ((waited = 0; waited < DOCKER_WAIT_SECONDS; waited++)); do
+    docker info >/dev/null 2>&1 && return
+    sleep 1
+  done
+  die "the docker engine did not answer 'docker info' within ${DOCKER_WAIT_SECONDS} s (see $DOCKERD_LOG)"
+}
+
+# Every Python package folder beside this script goes into the image (standin_engine, sglang, later vllm...).
+image_files() {
+  (cd "$ENGINE_DIR" && find . -mindepth 2 -path '*/__pycache__' -prune -o -type f -name '*.py' -print \
+    | sed 's|^\./||' | LC_ALL=C sort)
+}
+
+ARCH="$(dpkg --print-architecture)"
+ROOTFS_KEY="$(printf 'suite=%s variant=%s include=%s arch=%s\n' "$SUITE" "$VARIANT" "$INCLUDE_PACKAGES" "$ARCH" \
+  | sha256sum | cut -c1-16)"
+ROOTFS_TAR="$ROOTFS_DIR/$SUITE-$VARIANT-$ROOTFS_KEY.tar"
+
+mapfile -t IMAGE_FILES < <(image_files)
+[[ ${#IMAGE_FILES[@]} -gt 0 ]] || die "no Python packages found under $ENGINE_DIR"
+RECIPE_HASH="$(
+  {
+    printf 'rootfs %s\n' "$ROOTFS_KEY"
+    printf 'recipe '; sha256sum <"${BASH_SOURCE[0]}"
+    for file in "${IMAGE_FILES[@]}"; do
+      printf 'file %s ' "$file"; sha256sum <"$ENGINE_DIR/$file"
+    done
+  } | sha256sum | cut -c1-16
+)"
+TAG="$IMAGE_NAME:$RECIPE_HASH"
+IMAGE_TAR="$IMAGE_DIR/standin-engine-$RECIPE_HASH.tar"
+
+mkdir -p "$IMAGE_DIR" "$ROOTFS_DIR"
+# One build at a time per cache: a second caller waits, then finds the first one's results.
+exec 9>"$CACHE_DIR/standin-engine.lock"
+flock -w "$LOCK_WAIT_SECONDS" 9 || die "another build held $CACHE_DIR/standin-engine.lock for ${LOCK_WAIT_SECONDS} s"
+
+WORK_DIR="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
+cleanup() { rm -rf "$WORK_DIR"; }
+trap cleanup EXIT
+
+ensure_docker
+
+build_rootfs_tar() {
+  local mirror
+  mirror="$(debian_mirror)"
+  log "debootstrap --variant=$VARIANT --include=$INCLUDE_PACKAGES $SUITE from $mirror (about a minute)"
+  if ! debootstrap --variant="$VARIANT" --include="$INCLUDE_PACKAGES" "$SUITE" "$WORK_DIR/debootstrap" "$mirror" \
+    >"$WORK_DIR/debootstrap.log" 2>&1; then
+    tail -n 30 "$WORK_DIR/debootstrap.log" >&2
+    die "debootstrap failed (last lines above)"
+  fi
+  tar --numeric-owner -C "$WORK_DIR/debootstrap" -cf "$WORK_DIR/rootfs.tar" .
+  mv -f "$WORK_DIR/rootfs.tar" "$ROOTFS_TAR"
+  rm -rf "$WORK_DIR/debootstrap"
+  log "cached the root file system: $ROOTFS_TAR"
+}
+
+build_image() {
+  [[ -f "$ROOTFS_TAR" ]] || build_rootfs_tar
+  local rootfs="$WORK_DIR/rootfs" file
+  mkdir "$rootfs"
+  tar --numeric-owner -C "$rootfs" -xpf "$ROOTFS_TAR"
+  # Nothing in the image installs packages or reads docs: drop the downloaded .debs, apt lists, man pages, locales.
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+    "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
+  find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
+  for file in "${IMAGE_FILES[@]}"; do
+    install -D -m 0644 "$ENGINE_DIR/$file" "$rootfs/opt/standin/$file"
+  done
+  log "importing $TAG"
+  tar --numeric-owner -C "$rootfs" -c . | docker import \
+    --change 'ENV PYTHONPATH=/opt/standin' \
+    --change 'ENV PYTHONUNBUFFERED=1' \
+    --change 'CMD ["python3", "-m", "sglang.launch_server", "--help"]' \
+    --message "spark-llm stand-in engine, recipe $RECIPE_HASH" \
+    - "$TAG" >/dev/null
+  if ! docker run --rm --network none "$TAG" python3 -m sglang.launch_server --help >"$WORK_DIR/smoke.log" 2>&1; then
+    cat "$WORK_DIR/smoke.log" >&2
+    docker image rm "$TAG" >/dev/null 2>&1 || true
+    die "the new image failed its smoke test (python3 -m sglang.launch_server --help)"
+  fi
+}
+
+if docker image inspect "$TAG" >/dev/null 2>&1; then
+  log "reusing image $TAG"
+elif [[ -f "$IMAGE_TAR" ]]; then
+  log "loading $TAG from $IMAGE_TAR"
+  docker load -i "$IMAGE_TAR" >/dev/null
+else
+  build_image
+fi
+if [[ -f "$IMAGE_TAR" ]]; then
+  log "reusing $IMAGE_TAR"
+else
+  log "saving $TAG to $IMAGE_TAR"
+  docker save -o "$WORK_DIR/image.tar" "$TAG"
+  chmod 0644 "$WORK_DIR/image.tar"  # docker save writes 0600; the sim copies it to nodes as other users too
+  mv -f "$WORK_DIR/image.tar" "$IMAGE_TAR"
+fi
+
+printf '%s\n%s\n' "$TAG" "$IMAGE_TAR"

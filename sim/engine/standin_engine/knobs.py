@@ -1,0 +1,84 @@
+"""Failure knobs read from the environment, so tests and demos can make one rank fail the way real ranks do."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+CRASH_AT_INIT = "STANDIN_CRASH_AT_INIT"
+CRASH_ONCE_FILE = "STANDIN_CRASH_ONCE_FILE"
+HANG_BEFORE_RENDEZVOUS = "STANDIN_HANG_BEFORE_RENDEZVOUS"
+SLOW_START_SECONDS = "STANDIN_SLOW_START_SECONDS"
+
+ALL_RANKS = "all"
+
+
+class KnobError(ValueError):
+    """An environment knob whose value cannot be read; the message names the variable and a valid example."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureKnobs:
+    """The failure knobs of one launch; all empty means a healthy engine."""
+
+    crash_at_init: frozenset[int] | None
+    """Node ranks that crash in init_torch_distributed; None when the variable is unset."""
+    crash_once_file: str | None
+    """Marker file: a selected rank crashes only while it does not exist, and creates it when it does."""
+    hang_before_rendezvous: frozenset[int] | None
+    """Node ranks that stop before the rendezvous and never arrive."""
+    slow_start_seconds: float
+    """Seconds every rank sleeps before it starts to initialise."""
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], nnodes: int) -> FailureKnobs:
+        """Read the knobs; raise KnobError for a value that is not a rank list or a number."""
+        slow_text = environ.get(SLOW_START_SECONDS, "").strip()
+        try:
+            slow_start_seconds = float(slow_text) if slow_text else 0.0
+        except ValueError:
+            raise KnobError(f"{SLOW_START_SECONDS}={slow_text!r} is not a number of seconds (e.g. 2.5)") from None
+        if slow_start_seconds < 0:
+            raise KnobError(f"{SLOW_START_SECONDS}={slow_text!r} must not be negative (e.g. 2.5)")
+        return cls(
+            crash_at_init=_rank_set(environ, CRASH_AT_INIT, nnodes),
+            crash_once_file=environ.get(CRASH_ONCE_FILE) or None,
+            hang_before_rendezvous=_rank_set(environ, HANG_BEFORE_RENDEZVOUS, nnodes),
+            slow_start_seconds=slow_start_seconds,
+        )
+
+    def hangs_before_rendezvous(self, node_rank: int) -> bool:
+        """Whether this rank stops before the rendezvous, as a rank that never arrives."""
+        return self.hang_before_rendezvous is not None and node_rank in self.hang_before_rendezvous
+
+    def claim_crash_at_init(self, node_rank: int) -> str | None:
+        """Why this rank must crash now, or None; with a crash-once file, claiming it creates the file."""
+        if self.crash_at_init is not None:
+            if node_rank not in self.crash_at_init:
+                return None
+        elif self.crash_once_file is None:
+            return None
+        if self.crash_once_file is None:
+            return f"{CRASH_AT_INIT} selects node rank {node_rank}"
+        # O_EXCL makes the claim atomic: of two starts racing on one file, exactly one crashes.
+        os.makedirs(os.path.dirname(os.path.abspath(self.crash_once_file)), exist_ok=True)
+        try:
+            os.close(os.open(self.crash_once_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return None
+        return f"{CRASH_ONCE_FILE}={self.crash_once_file} did not exist (created it: the next start will not crash)"
+
+
+def _rank_set(environ: Mapping[str, str], name: str, nnodes: int) -> frozenset[int] | None:
+    text = environ.get(name)
+    if text is None or not text.strip():
+        return None
+    if text.strip().lower() == ALL_RANKS:
+        return frozenset(range(nnodes))
+    ranks = set()
+    for item in text.replace(",", " ").split():
+        if not item.isdigit():
+            raise KnobError(f"{name}={text!r} is not a list of node ranks (e.g. '1' or '1,2' or 'all')")
+        ranks.add(int(item))
+    return frozenset(ranks)

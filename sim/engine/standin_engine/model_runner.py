@@ -1,0 +1,20 @@
+"""Stand-in for SGLang's ModelRunner.init_torch_distributed: where the ranks meet, and where the crash knob fires."""
+
+from __future__ import annotations
+
+from standin_engine.flags import LaunchConfig
+from standin_engine.knobs import FailureKnobs
+from standin_engine.logs import EngineLog
+from standin_engine.rendezvous import ProcessGroup, process_group
+
+
+def init_torch_distributed(config: LaunchConfig, knobs: FailureKnobs, log: EngineLog) -> ProcessGroup:
+    """Form this node's process group over TCP; raise as a real rank does when its distributed init fails."""
+    crash = knobs.claim_crash_at_init(config.node_rank)
+    if crash is not None:
+        raise RuntimeError(
+            f"[spark-llm stand-in] simulated crash of node rank {config.node_rank} in init_torch_distributed: {crash}"
+        )
+    group = process_group(config, log)
+    group.form_group()
+    return group

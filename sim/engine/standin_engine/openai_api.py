@@ -1,0 +1,356 @@
+"""HTTP side of a node: the OpenAI-compatible API on node rank 0, only the health endpoints on the others."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from standin_engine import STANDIN_FINGERPRINT
+from standin_engine.flags import LaunchConfig
+from standin_engine.generation import Generation, count_tokens, generate
+from standin_engine.logs import EngineLog
+
+HEALTH_PATHS = ("/health", "/health_generate")
+DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default
+MAX_CHOICES = 16
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+class EngineState:
+    """What the handlers read: the launch and whether every rank has joined the group."""
+
+    def __init__(self, config: LaunchConfig) -> None:
+        self.config = config
+        self.created = int(time.time())
+        self.phase = "starting"
+        self._ready = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def mark_ready(self) -> None:
+        self.phase = "ready"
+        self._ready.set()
+
+
+class ApiError(Exception):
+    """A request the API answers with an OpenAI-style error object."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class EngineHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer bound to --host/--port that hands its handlers the engine state and log."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, state: EngineState, log: EngineLog) -> None:
+        self.state = state
+        self.log = log
+        if ":" in state.config.host:
+            self.address_family = socket.AF_INET6
+        super().__init__((state.config.host, state.config.port), EngineRequestHandler)
+
+
+class EngineRequestHandler(BaseHTTPRequestHandler):
+    """Routes one request; health checks are never access-logged, API calls are, in uvicorn's shape."""
+
+    server: EngineHTTPServer
+    server_version = STANDIN_FINGERPRINT
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._dispatch({
+            "/v1/models": self._models,
+            "/get_model_info": self._model_info,
+            "/get_server_info": self._server_info,
+        })
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        self._dispatch({
+            "/v1/completions": self._completions,
+            "/v1/chat/completions": self._chat_completions,
+        })
+
+    def _dispatch(self, routes: dict) -> None:
+        path = urlsplit(self.path).path
+        state = self.server.state
+        try:
+            if path in HEALTH_PATHS and self.command == "GET":
+                self._health()
+                return
+            route = routes.get(path) if state.config.is_head else None
+            if route is None:
+                raise ApiError(HTTPStatus.NOT_FOUND, f"{self.command} {path} is not served by this node")
+            body = self._read_json() if self.command == "POST" else {}
+            if not state.ready:
+                raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, f"stand-in engine not ready: {state.phase}")
+            route(body)
+        except ApiError as error:
+            self.close_connection = True  # the request body may be unread; never reuse this connection
+            self._send_json(error.status, {
+                "object": "error", "message": error.message, "type": error.status.phrase.replace(" ", ""),
+                "param": None, "code": error.status.value, "system_fingerprint": STANDIN_FINGERPRINT,
+            })
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _health(self) -> None:
+        state = self.server.state
+        if state.ready:
+            self._send_text(HTTPStatus.OK, f"{STANDIN_FINGERPRINT}: ready\n")
+        else:
+            self._send_text(HTTPStatus.SERVICE_UNAVAILABLE, f"{STANDIN_FINGERPRINT}: not ready: {state.phase}\n")
+
+    def _models(self, _body: dict) -> None:
+        config = self.server.state.config
+        self._send_json(HTTPStatus.OK, {
+            "object": "list",
+            "data": [{
+                "id": config.served_model_name, "object": "model", "created": self.server.state.created,
+                "owned_by": STANDIN_FINGERPRINT, "root": config.model_path, "max_model_len": config.context_length,
+            }],
+        })
+
+    def _model_info(self, _body: dict) -> None:
+        config = self.server.state.config
+        self._send_json(HTTPStatus.OK, {
+            "model_path": config.model_path, "tokenizer_path": config.model_path, "is_generation": True,
+            "served_model_name": config.served_model_name, "system_fingerprint": STANDIN_FINGERPRINT,
+        })
+
+    def _server_info(self, _body: dict) -> None:
+        self._send_json(HTTPStatus.OK, {**asdict(self.server.state.config), "version": STANDIN_FINGERPRINT,
+                                        "system_fingerprint": STANDIN_FINGERPRINT})
+
+    def _completions(self, body: dict) -> None:
+        config = self.server.state.config
+        prompts = _prompts(body.get("prompt"))
+        max_tokens = _max_tokens(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
+        choices_per_prompt = _choice_count(body.get("n"))
+        stop = _stop_strings(body.get("stop"))
+        prompt_tokens = 0
+        generations: list[Generation] = []
+        for prompt in prompts:
+            tokens = count_tokens(prompt)
+            _check_context(config, tokens, max_tokens)
+            prompt_tokens += tokens
+            generations += [
+                generate(model=config.served_model_name, prompt=prompt, max_tokens=max_tokens, stop=stop,
+                         choice_index=index, leading_space=True)
+                for index in range(choices_per_prompt)
+            ]
+        envelope = {"id": f"cmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": config.served_model_name,
+                    "system_fingerprint": STANDIN_FINGERPRINT}
+        usage = _usage(prompt_tokens, generations)
+        if body.get("stream"):
+            self._send_stream(_completion_chunks(envelope, generations, usage if _include_usage(body) else None))
+            return
+        self._send_json(HTTPStatus.OK, {
+            **envelope, "object": "text_completion",
+            "choices": [{"index": index, "text": generation.text, "logprobs": None,
+                         "finish_reason": generation.finish_reason} for index, generation in enumerate(generations)],
+            "usage": usage,
+        })
+
+    def _chat_completions(self, body: dict) -> None:
+        config = self.server.state.config
+        prompt = _chat_prompt(body.get("messages"))
+        prompt_tokens = count_tokens(prompt)
+        requested = body.get("max_completion_tokens", body.get("max_tokens"))
+        max_tokens = _max_tokens(requested, max(config.context_length - prompt_tokens, 0))
+        _check_context(config, prompt_tokens, max_tokens)
+        stop = _stop_strings(body.get("stop"))
+        generations = [
+            generate(model=config.served_model_name, prompt=prompt, max_tokens=max_tokens, stop=stop,
+                     choice_index=index, leading_space=False)
+            for index in range(_choice_count(body.get("n")))
+        ]
+        envelope = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
+                    "model": config.served_model_name, "system_fingerprint": STANDIN_FINGERPRINT}
+        usage = _usage(prompt_tokens, generations)
+        if body.get("stream"):
+            self._send_stream(_chat_chunks(envelope, generations, usage if _include_usage(body) else None))
+            return
+        self._send_json(HTTPStatus.OK, {
+            **envelope, "object": "chat.completion",
+            "choices": [{"index": index, "message": {"role": "assistant", "content": generation.text},
+                         "logprobs": None, "finish_reason": generation.finish_reason}
+                        for index, generation in enumerate(generations)],
+            "usage": usage,
+        })
+
+    def _read_json(self) -> dict:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "Content-Length is not a number") from None
+        if length > MAX_REQUEST_BYTES:
+            raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_REQUEST_BYTES} bytes")
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as error:
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"request body is not JSON: {error}") from None
+        if not isinstance(body, dict):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
+        return body
+
+    def _send_json(self, status: HTTPStatus, payload: dict) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), "application/json")
+
+    def _send_text(self, status: HTTPStatus, text: str) -> None:
+        self._send_bytes(status, text.encode(), "text/plain; charset=utf-8")
+
+    def _send_bytes(self, status: HTTPStatus, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_stream(self, chunks: Iterator[dict]) -> None:
+        """Server-sent events, one `data:` line a chunk, then `data: [DONE]`; the connection closes after it."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        if urlsplit(self.path).path in HEALTH_PATHS:
+            return
+        status = HTTPStatus(int(code)) if str(code).isdigit() else None
+        phrase = f"{status.value} {status.phrase}" if status else str(code)
+        self.server.log.server(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
+                               f"{phrase}")
+
+    def log_message(self, format: str, *args: object) -> None:
+        self.server.log.server(f"WARNING:  {self.client_address[0]} - {format % args}")
+
+
+def _prompts(prompt: object) -> list[str]:
+    """The OpenAI `prompt` field as a list of texts: a string, strings, token ids, or lists of token ids."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(item, str) for item in prompt):
+            return list(prompt)
+        if all(isinstance(item, int) for item in prompt):
+            return [" ".join(map(str, prompt))]
+        if all(isinstance(item, list) and all(isinstance(t, int) for t in item) for item in prompt):
+            return [" ".join(map(str, item)) for item in prompt]
+    raise ApiError(HTTPStatus.BAD_REQUEST, "prompt must be a string, a list of strings or a list of token ids")
+
+
+def _chat_prompt(messages: object) -> str:
+    """The chat messages rendered in a plain template, the text the stand-in seeds and counts tokens from."""
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "messages must be a non-empty list")
+    lines = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "every message needs a string role")
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        elif content is None:
+            content = ""
+        elif not isinstance(content, str):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "message content must be a string or a list of parts")
+        lines.append(f"<|{message['role']}|>\n{content}")
+    return "\n".join(lines) + "\n<|assistant|>\n"
+
+
+def _max_tokens(value: object, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"max_tokens must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _choice_count(value: object) -> int:
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHOICES:
+        raise ApiError(HTTPStatus.BAD_REQUEST, f"n must be an integer in 1..{MAX_CHOICES}, got {value!r}")
+    return value
+
+
+def _stop_strings(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise ApiError(HTTPStatus.BAD_REQUEST, "stop must be a string or a list of strings")
+
+
+def _check_context(config: LaunchConfig, prompt_tokens: int, max_tokens: int) -> None:
+    total = prompt_tokens + max_tokens
+    if total > config.context_length:
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST,
+            f"Requested token count exceeds the model's maximum context length of {config.context_length} tokens. "
+            f"You requested a total of {total} tokens: {prompt_tokens} tokens from the input messages and "
+            f"{max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or "
+            "the completion to fit within the limit.",
+        )
+
+
+def _include_usage(body: dict) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+def _usage(prompt_tokens: int, generations: list[Generation]) -> dict:
+    completion_tokens = sum(generation.completion_tokens for generation in generations)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _completion_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
+    base = {**envelope, "object": "text_completion"}
+    for index, generation in enumerate(generations):
+        for piece in generation.pieces:
+            yield {**base, "choices": [{"index": index, "text": piece, "logprobs": None, "finish_reason": None}]}
+        yield {**base, "choices": [{"index": index, "text": "", "logprobs": None,
+                                    "finish_reason": generation.finish_reason}]}
+    if usage is not None:
+        yield {**base, "choices": [], "usage": usage}
+
+
+def _chat_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
+    base = {**envelope, "object": "chat.completion.chunk"}
+    for index, generation in enumerate(generations):
+        yield {**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
+                                    "logprobs": None, "finish_reason": None}]}
+        for piece in generation.pieces:
+            yield {**base, "choices": [{"index": index, "delta": {"content": piece}, "logprobs": None,
+                                        "finish_reason": None}]}
+        yield {**base, "choices": [{"index": index, "delta": {}, "logprobs": None,
+                                    "finish_reason": generation.finish_reason}]}
+    if usage is not None:
+        yield {**base, "choices": [], "usage": usage}
