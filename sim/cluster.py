@@ -436,6 +436,44 @@ def ensure_node(names: ClusterNames, node: str, role: str, image: str, progress:
         progress.step(f"{container}: running, kept")
 
 
+def owner_is_live(owner: str, prefix: str) -> bool:
+    """A work tree still has this cluster when its .sim/state.json records the prefix."""
+    state = ClusterState.load(Path(owner) / ".sim" / "state.json")
+    return state is not None and state.prefix == prefix
+
+
+def reclaim_orphans(names: ClusterNames, progress: Progress) -> None:
+    """Remove a same-prefix cluster left by a work tree that no longer records it (deleted folder, lost
+    .sim/); refuse when that work tree still has it, so two work trees never share or break one cluster."""
+    label = ["--filter", f"label={LABEL_CLUSTER}={names.prefix}"]
+    owners: dict[str, dict[str, list[str]]] = {}
+    for kind, listing in (
+        ("container", ["ps", "--all", *label, "--format", '{{.Names}} {{.Label "' + LABEL_REPO + '"}}']),
+        ("network", ["network", "ls", *label, "--format", '{{.Name}} {{.Label "' + LABEL_REPO + '"}}']),
+        ("volume", ["volume", "ls", *label, "--format", '{{.Name}} {{.Label "' + LABEL_REPO + '"}}']),
+    ):
+        for line in docker(*listing).splitlines():
+            name, _, owner = line.partition(" ")
+            if owner != names.owner:
+                owners.setdefault(owner, {}).setdefault(kind, []).append(name)
+    for owner, objects in owners.items():
+        if owner and owner_is_live(owner, names.prefix):
+            raise SimError(
+                f"the sim of {owner} runs a cluster named {names.prefix!r}; "
+                "use `sim up --name OTHER-PREFIX` here, or `sim down` there"
+            )
+        progress.step(f"removing the orphaned {names.prefix!r} cluster of {owner or 'an unknown work tree'}")
+        if objects.get("container"):
+            docker("rm", "--force", "--volumes", *objects["container"])
+        for network in objects.get("network", []):
+            subnet = network_subnet(network)
+            docker("network", "rm", network)
+            if network == names.fabric_network and subnet:
+                unblock_fabric_route(subnet)
+        if objects.get("volume"):
+            docker("volume", "rm", "--force", *objects["volume"])
+
+
 def exec_ok(container: str, *cmd: str) -> bool:
     return run(["docker", "exec", container, *cmd], check=False).returncode == 0
 
@@ -650,6 +688,7 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
     ensure_keypair(paths.operator_key, f"{prefix} sim operator")
     ensure_keypair(paths.fabric_key, f"{prefix} sim fabric")
 
+    reclaim_orphans(names, progress)
     mgmt_subnet, fabric_subnet = ensure_networks(names, progress)
     state = ClusterState(
         prefix=prefix,
