@@ -7,6 +7,7 @@ State (keys, host keys, addresses) lives in <repo>/.sim/; `up` also writes <repo
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
@@ -23,7 +24,9 @@ import yaml
 SIM_DIR = Path(__file__).resolve().parent
 REPO_DIR = SIM_DIR.parent
 
-DEFAULT_PREFIX = "spark-llm"
+# One cluster per work tree by default: a clone (CI's, say) never collides with a cluster another checkout
+# left behind. Node host names (head, worker-N) do not depend on it.
+DEFAULT_PREFIX = "spark-llm-" + hashlib.sha256(str(REPO_DIR).encode()).hexdigest()[:6]
 DEFAULT_WORKERS = 1
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -665,7 +668,15 @@ def _check_prefix(prefix: str) -> None:
         raise SimError(f"--name {prefix!r}: use lowercase letters, digits and '-', e.g. 'spark-llm'")
 
 
-def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: Path | None) -> ClusterState:
+def up(
+    paths: SimPaths,
+    *,
+    workers: int | None,
+    prefix: str | None,
+    load_image: Path | None,
+    load_on: str = "head",
+    image_tag: str | None = None,
+) -> ClusterState:
     progress = Progress()
     if load_image is not None and not load_image.is_file():
         raise SimError(f"--load-image {load_image}: no such file")
@@ -732,9 +743,15 @@ def up(paths: SimPaths, *, workers: int | None, prefix: str | None, load_image: 
         )
 
     if load_image is not None:
-        progress.step(f"loading {load_image} into the head's engine")
-        result = run(["docker", "exec", "-i", names.container("head"), "docker", "load"], stdin_file=load_image)
-        progress.step(f"head: {result.stdout.strip()}")
+        # "head": as if the head had pulled it (the program moves it to the workers); "all": already everywhere.
+        targets = [n for n in nodes if load_on == "all" or n.role == "head"]
+        for node in targets:
+            progress.step(f"loading {load_image} into {node.name}'s engine")
+            result = run(["docker", "exec", "-i", names.container(node.name), "docker", "load"], stdin_file=load_image)
+            loaded = result.stdout.strip().rsplit("Loaded image: ", 1)[-1].strip()
+            if image_tag:
+                docker("exec", names.container(node.name), "docker", "tag", loaded, image_tag)
+            progress.step(f"{node.name}: {loaded}" + (f" (tagged {image_tag})" if image_tag else ""))
 
     progress.step(f"writing {paths.stack_file}")
     tmp = paths.stack_file.with_suffix(".yaml.tmp")

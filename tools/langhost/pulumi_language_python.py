@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from concurrent import futures
@@ -160,6 +161,9 @@ def main(argv: list[str]) -> int:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
+    # The CLI interrupts its plugins when it is done: that is a normal exit, not a crash.
+    signal.signal(signal.SIGINT, lambda *_: server.stop(grace=1))
+    signal.signal(signal.SIGTERM, lambda *_: server.stop(grace=1))
     server.wait_for_termination()
     return 0
 

@@ -35,25 +35,56 @@ class EngineProfile:
 # SGLang's `python3 -m sglang.launch_server` (python/sglang/srt/server_args.py); only the flags spark-llm uses.
 # Defaults are SGLang's, except --dist-timeout (SGLang: none, i.e. torch's own) which the stand-in bounds.
 SGLANG_FLAGS: tuple[Flag, ...] = (
-    Flag(names=("--model-path", "--model"), field="model_path", type=str, required=True,
-         help="Model weights folder or hub id; the stand-in never reads it."),
-    Flag(names=("--served-model-name",), field="served_model_name", type=str,
-         help="Model name in the OpenAI API; defaults to --model-path."),
+    Flag(
+        names=("--model-path", "--model"),
+        field="model_path",
+        type=str,
+        required=True,
+        help="Model weights folder or hub id; the stand-in never reads it.",
+    ),
+    Flag(
+        names=("--served-model-name",),
+        field="served_model_name",
+        type=str,
+        help="Model name in the OpenAI API; defaults to --model-path.",
+    ),
     Flag(names=("--tp-size", "--tp"), field="tp_size", type=int, default=1, help="Tensor parallel size."),
     Flag(names=("--nnodes",), field="nnodes", type=int, default=1, help="Number of nodes in the group."),
     Flag(names=("--node-rank",), field="node_rank", type=int, default=0, help="This node's rank, 0 is the head."),
-    Flag(names=("--dist-init-addr", "--nccl-init-addr"), field="dist_init_addr", type=str,
-         help="HOST:PORT where node rank 0 listens for the group's rendezvous."),
+    Flag(
+        names=("--dist-init-addr", "--nccl-init-addr"),
+        field="dist_init_addr",
+        type=str,
+        help="HOST:PORT where node rank 0 listens for the group's rendezvous.",
+    ),
     Flag(names=("--host",), field="host", type=str, default="127.0.0.1", help="HTTP listen address."),
     Flag(names=("--port",), field="port", type=int, default=30000, help="HTTP listen port."),
-    Flag(names=("--trust-remote-code",), field="trust_remote_code", type=None, default=False,
-         help="Accepted and ignored."),
-    Flag(names=("--mem-fraction-static",), field="mem_fraction_static", type=float,
-         help="Accepted and ignored (no GPU memory here)."),
-    Flag(names=("--context-length",), field="context_length", type=int,
-         help="Longest prompt plus completion, in stand-in tokens; defaults to 8192."),
-    Flag(names=("--dist-timeout",), field="dist_timeout", type=int, default=300,
-         help="Seconds to wait for the group to form (workers: to reach rank 0)."),
+    Flag(
+        names=("--trust-remote-code",),
+        field="trust_remote_code",
+        type=None,
+        default=False,
+        help="Accepted and ignored.",
+    ),
+    Flag(
+        names=("--mem-fraction-static",),
+        field="mem_fraction_static",
+        type=float,
+        help="Accepted and ignored (no GPU memory here).",
+    ),
+    Flag(
+        names=("--context-length",),
+        field="context_length",
+        type=int,
+        help="Longest prompt plus completion, in stand-in tokens; defaults to 8192.",
+    ),
+    Flag(
+        names=("--dist-timeout",),
+        field="dist_timeout",
+        type=int,
+        default=300,
+        help="Seconds to wait for the group to form (workers: to reach rank 0).",
+    ),
 )
 
 ENGINE_PROFILES: dict[str, EngineProfile] = {
@@ -126,8 +157,14 @@ def build_parser(engine: str) -> argparse.ArgumentParser:
         if flag.type is None:
             parser.add_argument(*flag.names, dest=flag.field, action="store_true", help=flag.help)
         else:
-            parser.add_argument(*flag.names, dest=flag.field, type=flag.type, default=flag.default,
-                                required=flag.required, help=flag.help)
+            parser.add_argument(
+                *flag.names,
+                dest=flag.field,
+                type=flag.type,
+                default=flag.default,
+                required=flag.required,
+                help=flag.help,
+            )
     return parser
 
 

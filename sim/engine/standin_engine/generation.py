@@ -9,10 +9,48 @@ from dataclasses import dataclass
 
 # Plain words that read as simulated output, never as a model's answer.
 VOCABULARY: tuple[str, ...] = (
-    "stand-in", "engine", "simulated", "token", "spark", "node", "fabric", "rank", "head", "worker",
-    "group", "tensor", "parallel", "rendezvous", "heartbeat", "cluster", "launch", "serve", "prompt",
-    "reply", "deterministic", "sample", "text", "no", "model", "here", "only", "a", "the", "of", "and",
-    "from", "over", "link", "ready", "health", "check", "batch", "cache", "layer", "weight", "shard",
+    "stand-in",
+    "engine",
+    "simulated",
+    "token",
+    "spark",
+    "node",
+    "fabric",
+    "rank",
+    "head",
+    "worker",
+    "group",
+    "tensor",
+    "parallel",
+    "rendezvous",
+    "heartbeat",
+    "cluster",
+    "launch",
+    "serve",
+    "prompt",
+    "reply",
+    "deterministic",
+    "sample",
+    "text",
+    "no",
+    "model",
+    "here",
+    "only",
+    "a",
+    "the",
+    "of",
+    "and",
+    "from",
+    "over",
+    "link",
+    "ready",
+    "health",
+    "check",
+    "batch",
+    "cache",
+    "layer",
+    "weight",
+    "shard",
 )
 MIN_NATURAL_TOKENS = 8
 NATURAL_TOKEN_SPREAD = 24
@@ -49,8 +87,9 @@ def generate(
     length = min(natural_length, max_tokens)
     pieces: list[str] = []
     for position in range(length):
-        word = VOCABULARY[int.from_bytes(hashlib.sha256(seed + position.to_bytes(4, "big")).digest()[:4], "big")
-                          % len(VOCABULARY)]
+        word = VOCABULARY[
+            int.from_bytes(hashlib.sha256(seed + position.to_bytes(4, "big")).digest()[:4], "big") % len(VOCABULARY)
+        ]
         if position == 0 and not leading_space:
             piece = word.capitalize()
         else:

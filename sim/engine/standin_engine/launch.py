@@ -25,16 +25,19 @@ def run(engine: str, argv: Sequence[str]) -> int:
     """Run one node of the stand-in engine until its group breaks or a signal stops it; return the exit code."""
     config = parse_launch_config(engine, argv)
     log = EngineLog(config.tp_rank)
-    log.server(f"spark-llm stand-in engine: a simulator of {engine_profile(engine).display_name}'s multi-node launch, "
-               "no model, no GPU")
+    log.server(
+        f"spark-llm stand-in engine: a simulator of {engine_profile(engine).display_name}'s multi-node launch, "
+        "no model, no GPU"
+    )
     log.server(f"server_args={config!r}")
     try:
         knobs = FailureKnobs.from_environ(os.environ, config.nnodes)
     except KnobError as error:
         log.server(f"error: {error}")
         return EXIT_USAGE
-    knob_settings = " ".join(f"{name}={value}" for name, value in sorted(os.environ.items())
-                             if name.startswith("STANDIN_"))
+    knob_settings = " ".join(
+        f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("STANDIN_")
+    )
     if knob_settings:
         log.server(f"Stand-in failure knobs: {knob_settings}")
     _exit_on_signals(log)
@@ -43,8 +46,10 @@ def run(engine: str, argv: Sequence[str]) -> int:
     try:
         http_server = EngineHTTPServer(state, log)
     except OSError as error:
-        log.server(f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
-                   f"({config.host!r}, {config.port}): {error.strerror or error}")
+        log.server(
+            f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
+            f"({config.host!r}, {config.port}): {error.strerror or error}"
+        )
         return EXIT_FAILED
     threading.Thread(target=http_server.serve_forever, name="http", daemon=True).start()
     served = "OpenAI API" if config.is_head else "/health and /health_generate only"
@@ -56,8 +61,10 @@ def run(engine: str, argv: Sequence[str]) -> int:
         time.sleep(knobs.slow_start_seconds)
     if knobs.hangs_before_rendezvous(config.node_rank):
         state.phase = f"held before the rendezvous by {HANG_BEFORE_RENDEZVOUS}"
-        log.scheduler(f"Stand-in: {HANG_BEFORE_RENDEZVOUS} holds node rank {config.node_rank} before the "
-                      "rendezvous; it will never arrive")
+        log.scheduler(
+            f"Stand-in: {HANG_BEFORE_RENDEZVOUS} holds node rank {config.node_rank} before the "
+            "rendezvous; it will never arrive"
+        )
         threading.Event().wait()
 
     state.phase = _waiting_phase(config)
@@ -77,8 +84,9 @@ def run(engine: str, argv: Sequence[str]) -> int:
         log.server(f"Dummy health check server serving on {config.host}:{config.port}")
 
     loss = group.wait_for_loss()
-    log.scheduler(f"Scheduler hit an exception: RuntimeError: stand-in process group aborted, as a real NCCL group "
-                  f"would: {loss}")
+    log.scheduler(
+        f"Scheduler hit an exception: RuntimeError: stand-in process group aborted, as a real NCCL group would: {loss}"
+    )
     log.server("Exiting: the process group of this engine is broken.")
     return EXIT_FAILED
 

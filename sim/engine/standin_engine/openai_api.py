@@ -74,17 +74,21 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self._dispatch({
-            "/v1/models": self._models,
-            "/get_model_info": self._model_info,
-            "/get_server_info": self._server_info,
-        })
+        self._dispatch(
+            {
+                "/v1/models": self._models,
+                "/get_model_info": self._model_info,
+                "/get_server_info": self._server_info,
+            }
+        )
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        self._dispatch({
-            "/v1/completions": self._completions,
-            "/v1/chat/completions": self._chat_completions,
-        })
+        self._dispatch(
+            {
+                "/v1/completions": self._completions,
+                "/v1/chat/completions": self._chat_completions,
+            }
+        )
 
     def _dispatch(self, routes: dict) -> None:
         path = urlsplit(self.path).path
@@ -102,10 +106,17 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             route(body)
         except ApiError as error:
             self.close_connection = True  # the request body may be unread; never reuse this connection
-            self._send_json(error.status, {
-                "object": "error", "message": error.message, "type": error.status.phrase.replace(" ", ""),
-                "param": None, "code": error.status.value, "system_fingerprint": STANDIN_FINGERPRINT,
-            })
+            self._send_json(
+                error.status,
+                {
+                    "object": "error",
+                    "message": error.message,
+                    "type": error.status.phrase.replace(" ", ""),
+                    "param": None,
+                    "code": error.status.value,
+                    "system_fingerprint": STANDIN_FINGERPRINT,
+                },
+            )
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -118,24 +129,45 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def _models(self, _body: dict) -> None:
         config = self.server.state.config
-        self._send_json(HTTPStatus.OK, {
-            "object": "list",
-            "data": [{
-                "id": config.served_model_name, "object": "model", "created": self.server.state.created,
-                "owned_by": STANDIN_FINGERPRINT, "root": config.model_path, "max_model_len": config.context_length,
-            }],
-        })
+        self._send_json(
+            HTTPStatus.OK,
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": config.served_model_name,
+                        "object": "model",
+                        "created": self.server.state.created,
+                        "owned_by": STANDIN_FINGERPRINT,
+                        "root": config.model_path,
+                        "max_model_len": config.context_length,
+                    }
+                ],
+            },
+        )
 
     def _model_info(self, _body: dict) -> None:
         config = self.server.state.config
-        self._send_json(HTTPStatus.OK, {
-            "model_path": config.model_path, "tokenizer_path": config.model_path, "is_generation": True,
-            "served_model_name": config.served_model_name, "system_fingerprint": STANDIN_FINGERPRINT,
-        })
+        self._send_json(
+            HTTPStatus.OK,
+            {
+                "model_path": config.model_path,
+                "tokenizer_path": config.model_path,
+                "is_generation": True,
+                "served_model_name": config.served_model_name,
+                "system_fingerprint": STANDIN_FINGERPRINT,
+            },
+        )
 
     def _server_info(self, _body: dict) -> None:
-        self._send_json(HTTPStatus.OK, {**asdict(self.server.state.config), "version": STANDIN_FINGERPRINT,
-                                        "system_fingerprint": STANDIN_FINGERPRINT})
+        self._send_json(
+            HTTPStatus.OK,
+            {
+                **asdict(self.server.state.config),
+                "version": STANDIN_FINGERPRINT,
+                "system_fingerprint": STANDIN_FINGERPRINT,
+            },
+        )
 
     def _completions(self, body: dict) -> None:
         config = self.server.state.config
@@ -150,22 +182,43 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             _check_context(config, tokens, max_tokens)
             prompt_tokens += tokens
             generations += [
-                generate(model=config.served_model_name, prompt=prompt, max_tokens=max_tokens, stop=stop,
-                         choice_index=index, leading_space=True)
+                generate(
+                    model=config.served_model_name,
+                    prompt=prompt,
+                    max_tokens=max_tokens,
+                    stop=stop,
+                    choice_index=index,
+                    leading_space=True,
+                )
                 for index in range(choices_per_prompt)
             ]
-        envelope = {"id": f"cmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": config.served_model_name,
-                    "system_fingerprint": STANDIN_FINGERPRINT}
+        envelope = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": config.served_model_name,
+            "system_fingerprint": STANDIN_FINGERPRINT,
+        }
         usage = _usage(prompt_tokens, generations)
         if body.get("stream"):
             self._send_stream(_completion_chunks(envelope, generations, usage if _include_usage(body) else None))
             return
-        self._send_json(HTTPStatus.OK, {
-            **envelope, "object": "text_completion",
-            "choices": [{"index": index, "text": generation.text, "logprobs": None,
-                         "finish_reason": generation.finish_reason} for index, generation in enumerate(generations)],
-            "usage": usage,
-        })
+        self._send_json(
+            HTTPStatus.OK,
+            {
+                **envelope,
+                "object": "text_completion",
+                "choices": [
+                    {
+                        "index": index,
+                        "text": generation.text,
+                        "logprobs": None,
+                        "finish_reason": generation.finish_reason,
+                    }
+                    for index, generation in enumerate(generations)
+                ],
+                "usage": usage,
+            },
+        )
 
     def _chat_completions(self, body: dict) -> None:
         config = self.server.state.config
@@ -176,23 +229,43 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         _check_context(config, prompt_tokens, max_tokens)
         stop = _stop_strings(body.get("stop"))
         generations = [
-            generate(model=config.served_model_name, prompt=prompt, max_tokens=max_tokens, stop=stop,
-                     choice_index=index, leading_space=False)
+            generate(
+                model=config.served_model_name,
+                prompt=prompt,
+                max_tokens=max_tokens,
+                stop=stop,
+                choice_index=index,
+                leading_space=False,
+            )
             for index in range(_choice_count(body.get("n")))
         ]
-        envelope = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
-                    "model": config.served_model_name, "system_fingerprint": STANDIN_FINGERPRINT}
+        envelope = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": config.served_model_name,
+            "system_fingerprint": STANDIN_FINGERPRINT,
+        }
         usage = _usage(prompt_tokens, generations)
         if body.get("stream"):
             self._send_stream(_chat_chunks(envelope, generations, usage if _include_usage(body) else None))
             return
-        self._send_json(HTTPStatus.OK, {
-            **envelope, "object": "chat.completion",
-            "choices": [{"index": index, "message": {"role": "assistant", "content": generation.text},
-                         "logprobs": None, "finish_reason": generation.finish_reason}
-                        for index, generation in enumerate(generations)],
-            "usage": usage,
-        })
+        self._send_json(
+            HTTPStatus.OK,
+            {
+                **envelope,
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": index,
+                        "message": {"role": "assistant", "content": generation.text},
+                        "logprobs": None,
+                        "finish_reason": generation.finish_reason,
+                    }
+                    for index, generation in enumerate(generations)
+                ],
+                "usage": usage,
+            },
+        )
 
     def _read_json(self) -> dict:
         try:
@@ -242,8 +315,9 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             return
         status = HTTPStatus(int(code)) if str(code).isdigit() else None
         phrase = f"{status.value} {status.phrase}" if status else str(code)
-        self.server.log.server(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
-                               f"{phrase}")
+        self.server.log.server(
+            f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {phrase}'
+        )
 
     def log_message(self, format: str, *args: object) -> None:
         self.server.log.server(f"WARNING:  {self.client_address[0]} - {format % args}")
@@ -327,8 +401,11 @@ def _include_usage(body: dict) -> bool:
 
 def _usage(prompt_tokens: int, generations: list[Generation]) -> dict:
     completion_tokens = sum(generation.completion_tokens for generation in generations)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def _completion_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
@@ -336,8 +413,10 @@ def _completion_chunks(envelope: dict, generations: list[Generation], usage: dic
     for index, generation in enumerate(generations):
         for piece in generation.pieces:
             yield {**base, "choices": [{"index": index, "text": piece, "logprobs": None, "finish_reason": None}]}
-        yield {**base, "choices": [{"index": index, "text": "", "logprobs": None,
-                                    "finish_reason": generation.finish_reason}]}
+        yield {
+            **base,
+            "choices": [{"index": index, "text": "", "logprobs": None, "finish_reason": generation.finish_reason}],
+        }
     if usage is not None:
         yield {**base, "choices": [], "usage": usage}
 
@@ -345,12 +424,20 @@ def _completion_chunks(envelope: dict, generations: list[Generation], usage: dic
 def _chat_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
     base = {**envelope, "object": "chat.completion.chunk"}
     for index, generation in enumerate(generations):
-        yield {**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
-                                    "logprobs": None, "finish_reason": None}]}
+        yield {
+            **base,
+            "choices": [
+                {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            ],
+        }
         for piece in generation.pieces:
-            yield {**base, "choices": [{"index": index, "delta": {"content": piece}, "logprobs": None,
-                                        "finish_reason": None}]}
-        yield {**base, "choices": [{"index": index, "delta": {}, "logprobs": None,
-                                    "finish_reason": generation.finish_reason}]}
+            yield {
+                **base,
+                "choices": [{"index": index, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}],
+            }
+        yield {
+            **base,
+            "choices": [{"index": index, "delta": {}, "logprobs": None, "finish_reason": generation.finish_reason}],
+        }
     if usage is not None:
         yield {**base, "choices": [], "usage": usage}

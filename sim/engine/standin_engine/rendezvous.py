@@ -130,8 +130,10 @@ class HeadRendezvous:
                 f"The server socket has failed to listen on {host}:{port} ({error.strerror or error}): "
                 "rank 0 must be able to bind the address in --dist-init-addr"
             ) from error
-        self._log.scheduler(f"Rendezvous: rank 0 listening on {host}:{port} for {nnodes - 1} more node ranks "
-                            f"(group digest {self._config.group_digest}, timeout {timeout} s)")
+        self._log.scheduler(
+            f"Rendezvous: rank 0 listening on {host}:{port} for {nnodes - 1} more node ranks "
+            f"(group digest {self._config.group_digest}, timeout {timeout} s)"
+        )
         threading.Thread(target=self._accept_members, args=(listener,), name="rendezvous-accept", daemon=True).start()
         threading.Thread(target=self._send_heartbeats, name="rendezvous-heartbeat", daemon=True).start()
         deadline = time.monotonic() + timeout
@@ -197,8 +199,10 @@ class HeadRendezvous:
                 pass
             channel.close()
             return
-        self._log.scheduler(f"Rendezvous: node rank {rank} joined from {channel.peer} "
-                            f"({present}/{self._config.nnodes} node ranks present)")
+        self._log.scheduler(
+            f"Rendezvous: node rank {rank} joined from {channel.peer} "
+            f"({present}/{self._config.nnodes} node ranks present)"
+        )
         self._watch_member(rank, channel)
 
     def _refusal(self, hello: dict) -> str | None:
@@ -242,8 +246,10 @@ class HeadRendezvous:
                 return
             if not self._formed:
                 del self._members[rank]
-                self._log.scheduler(f"Rendezvous: node rank {rank} ({channel.peer}) left before the group formed "
-                                    f"({why}); waiting for it again")
+                self._log.scheduler(
+                    f"Rendezvous: node rank {rank} ({channel.peer}) left before the group formed "
+                    f"({why}); waiting for it again"
+                )
                 channel.close()
                 return
             self._lost.add(rank)
@@ -273,15 +279,17 @@ class WorkerRendezvous:
         config = self._config
         deadline = time.monotonic() + config.dist_timeout
         channel = self._connect(deadline)
-        channel.send({
-            "protocol": PROTOCOL,
-            "type": "hello",
-            "node_rank": config.node_rank,
-            "nnodes": config.nnodes,
-            "tp_size": config.tp_size,
-            "model_path": config.model_path,
-            "digest": config.group_digest,
-        })
+        channel.send(
+            {
+                "protocol": PROTOCOL,
+                "type": "hello",
+                "node_rank": config.node_rank,
+                "nnodes": config.nnodes,
+                "tp_size": config.tp_size,
+                "model_path": config.model_path,
+                "digest": config.group_digest,
+            }
+        )
         try:
             reply = channel.receive(min(HANDSHAKE_TIMEOUT_SECONDS, max(deadline - time.monotonic(), 1.0)))
         except TimeoutError:
@@ -293,11 +301,14 @@ class WorkerRendezvous:
             raise RendezvousError(f"rank 0 at {channel.peer} refused node rank {config.node_rank}: {reason}")
         if reply.get("type") != "welcome":
             raise RendezvousError(f"rank 0 at {channel.peer} answered the hello with {reply!r}")
-        self._log.scheduler(f"Rendezvous: joined rank 0 at {channel.peer} ({reply.get('present')}/{config.nnodes} "
-                            "node ranks present); waiting for the group to form")
+        self._log.scheduler(
+            f"Rendezvous: joined rank 0 at {channel.peer} ({reply.get('present')}/{config.nnodes} "
+            "node ranks present); waiting for the group to form"
+        )
         self._channel = channel
-        threading.Thread(target=self._send_heartbeats, args=(channel,), name="rendezvous-heartbeat",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._send_heartbeats, args=(channel,), name="rendezvous-heartbeat", daemon=True
+        ).start()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
