@@ -45,8 +45,9 @@ def http_get(url: str) -> tuple[int | None, bytes]:
 
 
 def http_post(url: str, payload: dict) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read()
@@ -105,11 +106,30 @@ class EngineGroup:
     def start(self, node_rank: int, *, env: dict[str, str] | None = None, model_path: str = MODEL_PATH) -> EngineNode:
         port = free_port()
         command = [
-            sys.executable, "-m", "sglang.launch_server",
-            "--model-path", model_path, "--served-model-name", SERVED_MODEL_NAME,
-            "--tp", str(self.nnodes), "--nnodes", str(self.nnodes), "--node-rank", str(node_rank),
-            "--dist-init-addr", f"127.0.0.1:{self.dist_port}", "--host", "127.0.0.1", "--port", str(port),
-            "--trust-remote-code", "--mem-fraction-static", "0.8", "--dist-timeout", str(self.dist_timeout),
+            sys.executable,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model_path,
+            "--served-model-name",
+            SERVED_MODEL_NAME,
+            "--tp",
+            str(self.nnodes),
+            "--nnodes",
+            str(self.nnodes),
+            "--node-rank",
+            str(node_rank),
+            "--dist-init-addr",
+            f"127.0.0.1:{self.dist_port}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--trust-remote-code",
+            "--mem-fraction-static",
+            "0.8",
+            "--dist-timeout",
+            str(self.dist_timeout),
             *self.extra_args,
         ]
         log_path = self.workdir / f"rank{node_rank}-{len(self.nodes)}.log"
@@ -117,8 +137,9 @@ class EngineGroup:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=engine_env(env))
         node = EngineNode(node_rank, port, log_path, process)
         self.nodes.append(node)
-        wait_until(lambda: node.health() is not None or process.poll() is not None,
-                   f"node rank {node_rank}'s HTTP server")
+        wait_until(
+            lambda: node.health() is not None or process.poll() is not None, f"node rank {node_rank}'s HTTP server"
+        )
         return node
 
     def stop(self) -> None:
@@ -171,8 +192,9 @@ def post_head(group: EngineGroup, path: str, payload: dict) -> dict:
 def stream_head(group: EngineGroup, path: str, payload: dict) -> list[str]:
     """The `data:` payloads of a streamed response, in order."""
     body = json.dumps({**payload, "stream": True}).encode()
-    request = urllib.request.Request(f"{group.nodes[0].url}{path}", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{group.nodes[0].url}{path}", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=5) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
         lines = response.read().decode().splitlines()
@@ -241,9 +263,15 @@ def test_completion_returns_deterministic_text_and_usage(formed_group: EngineGro
 
 
 def test_chat_completion_returns_an_assistant_message_and_usage(formed_group: EngineGroup) -> None:
-    response = post_head(formed_group, "/v1/chat/completions", {
-        "model": SERVED_MODEL_NAME, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 20,
-    })
+    response = post_head(
+        formed_group,
+        "/v1/chat/completions",
+        {
+            "model": SERVED_MODEL_NAME,
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 20,
+        },
+    )
     assert response["system_fingerprint"] == FINGERPRINT
     message = response["choices"][0]["message"]
     assert message["role"] == "assistant"
@@ -272,10 +300,12 @@ def test_stop_string_cuts_the_completion(formed_group: EngineGroup) -> None:
 @pytest.mark.parametrize(
     ("path", "payload", "text_of"),
     [
-        ("/v1/completions", {"prompt": "stream me", "max_tokens": 8},
-         lambda choice: choice.get("text", "")),
-        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "stream me"}], "max_tokens": 8},
-         lambda choice: choice.get("delta", {}).get("content", "")),
+        ("/v1/completions", {"prompt": "stream me", "max_tokens": 8}, lambda choice: choice.get("text", "")),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "stream me"}], "max_tokens": 8},
+            lambda choice: choice.get("delta", {}).get("content", ""),
+        ),
     ],
 )
 def test_streamed_response_matches_the_plain_one_and_ends_with_done(
@@ -293,8 +323,7 @@ def test_streamed_response_matches_the_plain_one_and_ends_with_done(
 
 
 def test_prompt_beyond_the_context_length_is_rejected(formed_group: EngineGroup) -> None:
-    status, body = http_post(f"{formed_group.nodes[0].url}/v1/completions",
-                             {"prompt": "word " * 250, "max_tokens": 16})
+    status, body = http_post(f"{formed_group.nodes[0].url}/v1/completions", {"prompt": "word " * 250, "max_tokens": 16})
     assert status == 400
     assert "maximum context length of 256 tokens" in json.loads(body)["message"]
 
@@ -336,9 +365,7 @@ def test_crash_at_init_exits_1_with_a_traceback_and_the_head_never_becomes_healt
     assert "Timed out after 3 seconds waiting for clients. 2/3 clients joined. Missing node ranks: [1]" in head.log()
 
 
-def test_crash_once_file_crashes_the_first_start_only(
-    new_group: Callable[..., EngineGroup], tmp_path: Path
-) -> None:
+def test_crash_once_file_crashes_the_first_start_only(new_group: Callable[..., EngineGroup], tmp_path: Path) -> None:
     marker = tmp_path / "crashed-once"
     group = new_group(2)
     head = group.start(0)
@@ -392,18 +419,27 @@ def test_killing_a_worker_after_formation_ends_the_head_naming_the_rank(
     ("args", "error"),
     [
         (["--model-path", "m", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-        (["--model-path", "m", "--tp", "2", "--nnodes", "2", "--node-rank", "1"],
-         "--dist-init-addr HOST:PORT is required"),
-        (["--model-path", "m", "--tp", "2", "--nnodes", "2", "--node-rank", "2", "--dist-init-addr", "127.0.0.1:1"],
-         "--node-rank must be in [0, 1]"),
+        (
+            ["--model-path", "m", "--tp", "2", "--nnodes", "2", "--node-rank", "1"],
+            "--dist-init-addr HOST:PORT is required",
+        ),
+        (
+            ["--model-path", "m", "--tp", "2", "--nnodes", "2", "--node-rank", "2", "--dist-init-addr", "127.0.0.1:1"],
+            "--node-rank must be in [0, 1]",
+        ),
         (["--model-path", "m", "--mem-fraction-static", "most"], "invalid float value: 'most'"),
         (["--model-path", "m", "--tp", "3", "--nnodes", "2"], "--tp-size (3) must be a positive multiple of --nnodes"),
         (["--tp", "2"], "the following arguments are required: --model-path/--model"),
     ],
 )
 def test_bad_command_line_exits_2_with_usage(args: list[str], error: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "sglang.launch_server", *args], env=engine_env(None),
-                            capture_output=True, text=True, timeout=WAIT_SECONDS)
+    result = subprocess.run(
+        [sys.executable, "-m", "sglang.launch_server", *args],
+        env=engine_env(None),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("usage: launch_server.py")
     assert error in result.stderr
