@@ -146,11 +146,15 @@ def render_env_file(cfg: StackConfig) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(cfg.engine.env.items()))
 
 
-def group_revision(cfg: StackConfig, launch_script: str, env_file: str) -> str:
-    """Digest of what the whole group must restart for: script, env, image, weights, engine config."""
+def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
+    """Digest of what the whole group must restart for: script template, env, image, weights, engine, topology.
+
+    It hashes the template and the config, not the rendered script, so the script can carry it (as the
+    containers' label) without hashing itself.
+    """
     material = json.dumps(
         {
-            "script": launch_script,
+            "template": template,
             "env": env_file,
             "image": cfg.image.model_dump(),
             "model": cfg.model.model_dump(),
@@ -162,9 +166,9 @@ def group_revision(cfg: StackConfig, launch_script: str, env_file: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], env_path: str) -> str:
-    # The group revision is not inside the script (it hashes the script); containers get it as a label
-    # from the digest of the script's own inputs instead.
+def render_launch_script(
+    cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], env_path: str, revision: str
+) -> str:
     values = {
         "IMAGE": shlex.quote(cfg.image.ref),
         "CONTAINER": shlex.quote(cfg.engine.container_name),
@@ -176,7 +180,7 @@ def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan,
         "ENGINE_ARGS": _bash_array(engine_args(cfg)),
         "HEAD_ARGS": _bash_array(head_args(cfg)),
         "DOCKER_ARGS": _bash_array(DOCKER_ARGS),
-        "GROUP_REVISION": shlex.quote(_config_digest(cfg)),
+        "GROUP_REVISION": shlex.quote(revision),
     }
     out = template
     for key, value in values.items():
@@ -184,10 +188,6 @@ def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan,
     if "@@" in out:
         raise ValueError("launch template has a placeholder the plan does not fill: " + out[out.index("@@") :][:40])
     return out
-
-
-def _config_digest(cfg: StackConfig) -> str:
-    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()[:16]
 
 
 def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
@@ -209,13 +209,14 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     env_path = f"{shared_dir}/engine.env"
     if any(n.remote_dir != shared_dir for n in nodes):
         raise ValueError("every node must log in as the same user (the launch script is identical everywhere)")
-    script = render_launch_script(cfg, template, nodes, env_path)
     env_file = render_env_file(cfg)
+    revision = group_revision(cfg, template, env_file)
+    script = render_launch_script(cfg, template, nodes, env_path, revision)
     return DeploymentPlan(
         nodes=nodes,
         launch_script=script,
         env_file=env_file,
-        group_revision=group_revision(cfg, script, env_file),
+        group_revision=revision,
         endpoint=f"http://{cfg.head.host}:{cfg.engine.port}",
         container=cfg.engine.container_name,
     )

@@ -9,7 +9,10 @@ export SPARK_LLM_CACHE="${SPARK_LLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spark
 export PATH="$_spark_llm_repo/tools/bin:$SPARK_LLM_CACHE/pulumi/v$PULUMI_VERSION/bin:$_spark_llm_repo/.venv/bin:$PATH"
 export PULUMI_HOME="${PULUMI_HOME:-$SPARK_LLM_CACHE/pulumi-home}"
 # State stays on this machine unless the user chose a backend.
-export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$_spark_llm_repo/.pulumi-state}"
+if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
+  mkdir -p "$_spark_llm_repo/.pulumi-state"
+  export PULUMI_BACKEND_URL="file://$_spark_llm_repo/.pulumi-state"
+fi
 # Secrets in state are encrypted with this passphrase. The empty default suits the sim stack only: for a real
 # stack set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) before sourcing this file.
 if [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
