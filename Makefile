@@ -17,7 +17,7 @@ system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, d
 $(VENV)/.installed: requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 venv: $(VENV)/.installed ## the project venv with pinned Python packages
@@ -28,7 +28,7 @@ pulumi: ## the pinned Pulumi CLI (built from Go modules when none is on PATH)
 tools: system-deps venv pulumi ## everything the other targets need
 	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"
 
-lint: venv ## ruff, mypy, shellcheck, generated docs up to date
+lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy spark_llm components tools/langhost __main__.py
@@ -41,7 +41,7 @@ unit: venv ## tests without network or cluster
 integration: tools ## tests against the simulated cluster with the real pulumi CLI
 	$(ENV); $(PY) -m pytest -q -m integration tests/integration
 
-test: lint unit integration ## everything CI runs
+test: tools lint unit integration ## everything CI runs (installs what is missing first)
 
 sim-up: tools ## bring up the simulated cluster (1 head + WORKERS workers)
 	$(ENV); sim/sim up --workers $${WORKERS:-1}
