@@ -6,6 +6,8 @@ workers started, head started. That order comes from resource options, not from 
   gone before the new one of the same name starts);
 - the head depends on the workers and has their IDs in its triggers (a plain depends_on would not
   replace it: pulumi/pulumi#838), so it is deleted before them and created after them.
+Each container also has a read-only `check` (`launch.sh status`): if a container exited or was removed since the
+last `up`, preview shows it as drift and `up` restarts the group in the same order.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from dataclasses import dataclass, field
 import pulumi
 
 from spark_llm.plan import DeploymentPlan, NodePlan
+from spark_llm.readiness import GroupReady
 from spark_llm.remote import RemoteCommand
-
-# How long the readiness gate waits for rank 0 to generate before it fails the `pulumi up`.
-READY_TIMEOUT_SECONDS = 300
 
 
 def _start(node: NodePlan) -> str:
@@ -29,24 +29,8 @@ def _stop(node: NodePlan) -> str:
     return f"if [ -x {node.script_path} ]; then {node.script_path} stop {node.name}; fi\n"
 
 
-def _ready_script(plan: DeploymentPlan) -> str:
-    port = plan.endpoint.rsplit(":", 1)[1]
-    head = plan.head
-    return (
-        f"deadline=$((SECONDS + {READY_TIMEOUT_SECONDS}))\n"
-        "echo 'waiting for rank 0 to serve /health'\n"
-        "while true; do\n"
-        f"  if curl -fsS -m 5 http://127.0.0.1:{port}/health >/dev/null 2>&1; then echo ready; exit 0; fi\n"
-        f"  state=$({head.script_path} status {head.name})\n"
-        '  if [ "$state" != running ]; then\n'
-        f'    echo "head container is $state"; {head.script_path} logs {head.name} 40; exit 1\n'
-        "  fi\n"
-        '  if [ "$SECONDS" -ge "$deadline" ]; then\n'
-        f"    echo 'not ready after {READY_TIMEOUT_SECONDS} s'; {head.script_path} logs {head.name} 40; exit 1\n"
-        "  fi\n"
-        "  sleep 2\n"
-        "done\n"
-    )
+def _status(node: NodePlan) -> str:
+    return f"if [ -x {node.script_path} ]; then {node.script_path} status {node.name}; else echo absent; fi\n"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,49 +42,51 @@ class EngineGroupArgs:
 
 
 class EngineGroup(pulumi.ComponentResource):
-    """Worker containers, then the head container, then a gate that passes when rank 0 serves."""
+    """Worker containers, then the head container, then a gate that passes when rank 0 generates."""
 
     container_ids: pulumi.Output[dict]
-    ready: RemoteCommand
+    ready: GroupReady
 
     def __init__(self, name: str, args: EngineGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:EngineGroup", name, None, opts)
         plan = args.plan
-        workers = [
-            RemoteCommand(
+
+        def container(node: NodePlan, triggers: list, depends_on: list[pulumi.Resource]) -> RemoteCommand:
+            return RemoteCommand(
                 f"{name}-{node.name}",
                 connection=node.ssh.to_props(),
                 create=_start(node),
                 delete=_stop(node),
-                triggers=[plan.group_revision],
+                check=_status(node),
+                triggers=triggers,
                 label=node.name,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=args.after, delete_before_replace=True),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
             )
-            for node in plan.workers
-        ]
-        head = RemoteCommand(
-            f"{name}-{plan.head.name}",
-            connection=plan.head.ssh.to_props(),
-            create=_start(plan.head),
-            delete=_stop(plan.head),
-            triggers=[plan.group_revision, *[w.id for w in workers]],
-            label=plan.head.name,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[*args.after, *workers],
-                delete_before_replace=True,
-            ),
+
+        # The start command is in the triggers too: a container is only ever restarted with its whole group.
+        workers = [container(node, [plan.group_revision, _start(node)], args.after) for node in plan.workers]
+        head = container(
+            plan.head, [plan.group_revision, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers]
         )
-        self.ready = RemoteCommand(
+        self.ready = GroupReady(
             f"{name}-ready",
-            connection=plan.head.ssh.to_props(),
-            create=_ready_script(plan),
+            members=[
+                {"name": n.name, "role": n.role, "connection": n.ssh.to_props(), "script_path": n.script_path}
+                for n in plan.nodes
+            ],
+            port=plan.port,
+            model=plan.model_name,
+            timeout=plan.ready_timeout,
             triggers=[head.id],
-            label=f"{plan.head.name} ready",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[head], delete_before_replace=True),
         )
         members = {plan.head.name: head, **{n.name: w for n, w in zip(plan.workers, workers, strict=True)}}
         self.container_ids = pulumi.Output.all(
-            **{k: v.stdout.apply(lambda s: s.strip().splitlines()[-1] if s.strip() else "") for k, v in members.items()}
+            **{name: member.stdout.apply(_last_line) for name, member in members.items()}
         )
         self.register_outputs({"container_ids": self.container_ids})
+
+
+def _last_line(stdout: str | None) -> str:
+    lines = (stdout or "").strip().splitlines()
+    return lines[-1] if lines else ""

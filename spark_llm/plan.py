@@ -23,6 +23,9 @@ TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmp
 # early crash exits well within this.
 STARTUP_GRACE_SECONDS = 5
 
+# How long `pulumi up` waits for rank 0 to generate (a 119 GB model loads in minutes on a Spark).
+READY_TIMEOUT_SECONDS = 900
+
 # Docker options every engine container gets (the GPU, RDMA and memlock ones come with the engine profiles).
 DOCKER_ARGS = [
     # The engine binds the node's own fabric and management addresses, as the real engines need for NCCL.
@@ -62,6 +65,9 @@ class DeploymentPlan:
     group_revision: str
     endpoint: str
     container: str
+    port: int
+    model_name: str
+    ready_timeout: float
 
     @property
     def head(self) -> NodePlan:
@@ -219,4 +225,7 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         group_revision=revision,
         endpoint=f"http://{cfg.head.host}:{cfg.engine.port}",
         container=cfg.engine.container_name,
+        port=cfg.engine.port,
+        model_name=cfg.model.name,
+        ready_timeout=READY_TIMEOUT_SECONDS,
     )

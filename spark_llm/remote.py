@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
+import sys
 import uuid
 from typing import Any
 
@@ -23,7 +24,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.runtime import rpc
 
-from spark_llm.ssh import SshHost, run_script
+from spark_llm.ssh import RemoteError, SshHost, run_script
 
 # What `pulumi up` keeps of a script's output in state: enough to read a container ID or a digest.
 STDOUT_KEEP = 4096
@@ -54,37 +55,57 @@ def _diff_keys(olds: dict, news: dict, keys: tuple[str, ...]) -> list[str]:
 
 
 class _CommandProvider(ResourceProvider):
-    """Create/update/delete by running scripts on one node."""
+    """Create/update/delete by running scripts on one node; an optional read-only `check` finds drift."""
 
     REPLACE_KEYS = ("connection", "triggers")
-    UPDATE_KEYS = ("create", "update", "environment", "label", "timeout")
+    # Changes that re-run the `update` (or `create`) script; the other inputs are recorded without running.
+    RUN_KEYS = ("create", "update", "environment")
+    RECORD_KEYS = ("delete", "check", "label", "timeout")
 
-    def _run(self, props: dict, script: str) -> str:
+    def _run(self, props: dict, script: str, *, stream: bool = True) -> str:
         target = SshHost.from_props(props["connection"])
         out = run_script(
             target,
             _exports(props.get("environment")) + script,
             label=props.get("label") or target.name,
             timeout=props.get("timeout"),
+            stream=stream,
         )
         return out[-STDOUT_KEEP:]
+
+    def _observe(self, props: dict) -> str | None:
+        """The `check` script's output now: what the node really runs (None when there is no check)."""
+        if not props.get("check"):
+            return None
+        try:
+            return self._run(props, props["check"], stream=False).strip()
+        except RemoteError as err:
+            return f"unreachable: {str(err).splitlines()[0]}"
 
     def create(self, props: dict) -> CreateResult:
         stdout = self._run(props, props["create"])
         # A new ID on every create: dependents put it in their triggers to be replaced after this one.
-        return CreateResult(id_=uuid.uuid4().hex, outs={**props, "stdout": stdout})
+        outs = {**props, "stdout": stdout, "observed": self._observe(props)}
+        return CreateResult(id_=uuid.uuid4().hex, outs=outs)
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         replaces = _diff_keys(olds, news, self.REPLACE_KEYS)
-        changes = replaces + _diff_keys(olds, news, self.UPDATE_KEYS + ("delete",))
+        changes = replaces + _diff_keys(olds, news, self.RUN_KEYS + self.RECORD_KEYS)
+        if not changes and olds.get("observed") is not None:
+            # Drift: the node no longer runs what the last `pulumi up` left (a container exited, was removed
+            # or replaced by hand). Preview shows it as `[diff: ~observed]` and `up` recreates it.
+            now = self._observe(news)
+            if now != olds["observed"]:
+                sys.stderr.write(f"[{news.get('label')}] drift: was {olds['observed']!r}, now {now!r}\n")
+                replaces = changes = ["observed"]
         return DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
-        if _diff_keys(olds, news, self.UPDATE_KEYS):
+        if _diff_keys(olds, news, self.RUN_KEYS):
             stdout = self._run(news, news.get("update") or news["create"])
-        else:  # only the delete script changed: nothing to run now
+        else:  # only what is recorded changed (delete/check script, label): nothing to run now
             stdout = olds.get("stdout", "")
-        return UpdateResult(outs={**news, "stdout": stdout})
+        return UpdateResult(outs={**news, "stdout": stdout, "observed": self._observe(news)})
 
     def delete(self, _id: str, props: dict) -> None:
         if props.get("delete"):
@@ -92,9 +113,14 @@ class _CommandProvider(ResourceProvider):
 
 
 class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
-    """A script run on a node at create (and update), with an optional script run at delete."""
+    """A script run on a node at create (and update), with an optional script run at delete.
+
+    `check`, if given, is a read-only script whose output describes what the node runs; it is recorded after
+    create and compared on every preview/up, and a difference replaces the resource (drift repair).
+    """
 
     stdout: pulumi.Output[str]
+    observed: pulumi.Output[str | None]
 
     def __init__(
         self,
@@ -104,6 +130,7 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
         create: pulumi.Input[str],
         update: pulumi.Input[str] | None = None,
         delete: pulumi.Input[str] | None = None,
+        check: pulumi.Input[str] | None = None,
         triggers: pulumi.Input[list] | None = None,
         environment: pulumi.Input[dict] | None = None,
         label: str | None = None,
@@ -115,11 +142,13 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
             "create": create,
             "update": update,
             "delete": delete,
+            "check": check,
             "triggers": triggers or [],
             "environment": environment,
             "label": label,
             "timeout": timeout,
             "stdout": None,
+            "observed": None,
         }
         super().__init__(_CommandProvider(), name, props, opts)
 

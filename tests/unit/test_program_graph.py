@@ -75,7 +75,8 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-script",
     ]
     commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == ["spark-engine-ready", "spark-engine-spark-1", "spark-engine-spark-2"]
+    assert commands == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    assert types["spark-engine-ready"].endswith("GroupReady")
 
 
 def test_head_container_waits_for_worker_and_is_replaced_with_it(registered):
@@ -84,7 +85,7 @@ def test_head_container_waits_for_worker_and_is_replaced_with_it(registered):
     assert head.deleteBeforeReplace and worker.deleteBeforeReplace
     head_triggers = _inputs(head)["triggers"]
     assert "spark-engine-spark-2-id" in head_triggers  # worker's ID: a new worker replaces the head
-    assert _inputs(worker)["triggers"] == head_triggers[:1]  # the group revision
+    assert _inputs(worker)["triggers"][0] == head_triggers[0]  # the group revision
 
 
 def test_containers_wait_for_the_scripts(registered):
@@ -108,6 +109,18 @@ def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registere
     env = _inputs(registered["spark-scripts-spark-2-env"])
     assert env["mode"] == "0600"
     assert isinstance(env["content"], dict) and env["content"].get(SECRET_SIG), "env file content must be a secret"
+
+
+def test_readiness_gate_follows_the_head_and_watches_every_member(registered):
+    ready = registered["spark-engine-ready"]
+    assert any(d.endswith("::spark-engine-spark-1") for d in ready.dependencies)
+    assert "spark-engine-spark-1-id" in _inputs(ready)["triggers"]
+    assert [m["name"] for m in _inputs(ready)["members"]] == ["spark-1", "spark-2"]
+
+
+def test_containers_detect_drift_with_a_read_only_status_check(registered):
+    check = _inputs(registered["spark-engine-spark-2"])["check"]
+    assert "launch.sh status spark-2" in check and "start" not in check
 
 
 def test_start_commands_name_role_and_node(registered):

@@ -1,0 +1,134 @@
+"""GroupReady: `pulumi up` ends when rank 0 generates a token, not when containers started.
+
+While it waits it watches every member of the group: if any engine container exits, the wait ends at once
+with the last log lines of every node in the error, so a worker crash at init is reported as itself instead
+of as a head that hangs at "Init torch distributed begin" (what the seeds saw after "Worker launched").
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+
+from spark_llm.ssh import RemoteError, SshHost, run_script
+
+POLL_SECONDS = 2.0
+LOG_LINES = 30
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    role: str
+    ssh: SshHost
+    script_path: str
+
+
+def _members(props: dict) -> list[Member]:
+    return [
+        Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"]) for m in props["members"]
+    ]
+
+
+def _probe_script(props: dict) -> str:
+    """On the head: one-token completion against rank 0 (loopback, so no port needs to be open outside)."""
+    body = json.dumps({"model": props["model"], "prompt": "ping", "max_tokens": 1})
+    return (
+        f"out=$(curl -sS -m 10 -o - -w ' HTTP%{{http_code}}' http://127.0.0.1:{int(props['port'])}/v1/completions "
+        f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1) || true\n"
+        'echo "$out" | tail -c 300\n'
+    )
+
+
+def _status(member: Member) -> str:
+    try:
+        out = run_script(member.ssh, f"{member.script_path} status {member.name}\n", stream=False, timeout=60)
+        return out.strip().splitlines()[-1] if out.strip() else "unknown"
+    except RemoteError as err:
+        return f"unreachable ({str(err).splitlines()[0]})"
+
+
+def _logs(members: list[Member]) -> str:
+    parts = []
+    for m in members:
+        try:
+            text = run_script(m.ssh, f"{m.script_path} logs {m.name} {LOG_LINES}\n", stream=False, timeout=60)
+        except RemoteError as err:
+            text = f"(could not read the log: {str(err).splitlines()[0]})"
+        parts.append(f"---- {m.name} ({m.role}): last {LOG_LINES} lines ----\n{text.rstrip()}")
+    return "\n".join(parts)
+
+
+class GroupNotReadyError(RuntimeError):
+    """The group did not become ready; the message says which node and carries every node's log tail."""
+
+
+class _GroupReadyProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        members = _members(props)
+        head = next(m for m in members if m.role == "head")
+        deadline = time.monotonic() + float(props["timeout"])
+        start = time.monotonic()
+        last_report = 0.0
+        while True:
+            for m in members:
+                state = _status(m)
+                if not state.startswith("running"):
+                    raise GroupNotReadyError(
+                        f"{m.name} ({m.role}): engine container is {state} while the group was starting.\n"
+                        f"{_logs(members)}\n"
+                        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order."
+                    )
+            probe = run_script(head.ssh, _probe_script(props), stream=False, timeout=60).strip()
+            if probe.endswith("HTTP200"):
+                waited = round(time.monotonic() - start, 1)
+                sys.stderr.write(f"[{head.name}] ready: rank 0 generated a token after {waited} s\n")
+                return CreateResult(id_=f"ready-{int(time.time())}", outs={**props, "ready_after_s": waited})
+            now = time.monotonic()
+            if now > deadline:
+                raise GroupNotReadyError(
+                    f"rank 0 on {head.name} did not generate within {props['timeout']} s (last answer: {probe!r}).\n"
+                    f"{_logs(members)}\n"
+                    "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
+                )
+            if now - last_report >= 15:
+                # Progress for `pulumi up`: a provider's stderr shows up in the update's output.
+                sys.stderr.write(f"[{head.name}] waiting for rank 0 to generate ({now - start:.0f} s)\n")
+                last_report = now
+            time.sleep(POLL_SECONDS)
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        keys = ("members", "port", "model", "timeout", "triggers")
+        changed = [k for k in keys if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+
+class GroupReady(Resource, module="spark-llm", name="GroupReady"):
+    """Exists once rank 0 of the group answered a one-token completion; replaced with the head."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        members: list[dict],
+        port: int,
+        model: str,
+        timeout: float,
+        triggers: pulumi.Input[list],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "members": members,
+            "port": port,
+            "model": model,
+            "timeout": timeout,
+            "triggers": triggers,
+            "ready_after_s": None,
+        }
+        super().__init__(_GroupReadyProvider(), name, props, opts)
