@@ -8,8 +8,10 @@ example of a valid value, before any resource is declared, so nothing runs on an
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -129,19 +131,77 @@ class Image(_Model):
         description="Image reference as `docker run` takes it",
         json_schema_extra={"example": "lmsysorg/sglang:spark"},
     )
-    # present: already on every node; pull: `docker pull` on each node; transfer: from the head over the fabric.
+    # present: already on every node (checked); pull: `docker pull` on each node; transfer: `docker save | load`
+    # from `source` to every node that lacks it, over the fabric from the head.
     mode: Literal["present", "pull", "transfer"] = Field(
         "present",
-        description="present, pull on each node, or transfer from the head",
+        description="present (checked), pull on each node, or transfer to the nodes that lack it",
         json_schema_extra={"example": "transfer"},
+    )
+    source: Literal["head", "operator"] = Field(
+        "head",
+        description="With mode transfer: where the image is (the head, or this machine's docker)",
+        json_schema_extra={"example": "head"},
     )
     platform: Literal["linux/arm64", "linux/amd64"] = Field(
         "linux/arm64", description="Platform every node must run", json_schema_extra={"example": "linux/arm64"}
     )
 
 
+_REVISION = re.compile(r"^[0-9a-f]{40}$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ModelSource(_Model):
+    """Where the weights come from: a pinned Hugging Face revision, a directory on the head, or one here."""
+
+    kind: Literal["huggingface", "head", "local"] = Field(
+        description="huggingface (download on the head), head (a directory there), local (upload from here)",
+        json_schema_extra={"example": "huggingface"},
+    )
+    repo: str | None = Field(
+        None,
+        description="Hugging Face repo (kind huggingface)",
+        json_schema_extra={"example": "Qwen/Qwen3.5-122B-A10B-FP8"},
+    )
+    revision: str | None = Field(
+        None,
+        description="Pinned commit of the repo, 40 hex digits (kind huggingface)",
+        json_schema_extra={"example": "0123456789abcdef0123456789abcdef01234567"},
+    )
+    path: str | None = Field(
+        None,
+        description="Directory on the head (kind head) or on this machine (kind local)",
+        json_schema_extra={"example": "/home/aurora/models/Qwen3.5-122B-A10B-FP8"},
+    )
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> ModelSource:
+        if self.kind == "huggingface":
+            if not self.repo or not _HF_REPO.match(self.repo):
+                raise ValueError("kind huggingface needs repo: OWNER/NAME (e.g. Qwen/Qwen3.5-122B-A10B-FP8)")
+            if not self.revision or not _REVISION.match(self.revision):
+                raise ValueError(
+                    "kind huggingface needs revision: the 40-hex commit to pin (a branch name moves under you)"
+                )
+            if self.path is not None:
+                raise ValueError("kind huggingface takes no path (the weights go to model.path)")
+        else:
+            if not self.path:
+                raise ValueError(f"kind {self.kind} needs path: the weights directory")
+            if self.repo or self.revision:
+                raise ValueError(f"kind {self.kind} takes no repo or revision")
+            if self.kind == "head":
+                _abs_path(self.path)
+            else:
+                local = Path(os.path.expanduser(self.path))
+                if not local.is_dir():
+                    raise ValueError(f"local weights directory {self.path} does not exist on this machine")
+        return self
+
+
 class Model(_Model):
-    """The model served: its name in the API and the directory that holds its weights on every node."""
+    """The model served: its name in the API, its weights' source, and their directory on every node."""
 
     name: str = Field(
         min_length=1,
@@ -151,6 +211,65 @@ class Model(_Model):
     path: AbsPath = Field(
         description="Weights directory, the same path on every node",
         json_schema_extra={"example": "/home/aurora/models/Qwen3.5-122B-A10B-FP8"},
+    )
+    source: ModelSource | None = Field(
+        None,
+        description="Where the weights come from (default: already at path on the head)",
+        json_schema_extra={"example": {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": "..."}},
+    )
+    purge_on_destroy: bool = Field(
+        False,
+        description="Delete the weights from every node on `pulumi destroy` (default: keep them)",
+        json_schema_extra={"example": False},
+    )
+
+    @property
+    def effective_source(self) -> ModelSource:
+        return self.source or ModelSource(kind="head", path=self.path)
+
+
+class Network(_Model):
+    """The fabric between the nodes: interface names for NCCL/Gloo and the key the head uses to reach workers."""
+
+    fabric_interfaces: list[str] = Field(
+        default_factory=list,
+        description="Fabric interface names, e.g. the Spark's ConnectX-7 port (NCCL/GLOO_SOCKET_IFNAME)",
+        json_schema_extra={"example": ["enp1s0f0np0"]},
+    )
+    roce_devices: list[str] = Field(
+        default_factory=list,
+        description="RDMA devices for NCCL_IB_HCA (both RoCE twins of a Spark port)",
+        json_schema_extra={"example": ["rocep1s0f0", "roceP2p1s0f0"]},
+    )
+    fabric_key_path: str = Field(
+        "~/.ssh/id_ed25519",
+        description="Key on the head that logs in to the workers over the fabric (weights, images)",
+        json_schema_extra={"example": "~/.ssh/id_ed25519"},
+    )
+    mtu: int = Field(
+        9000, ge=576, le=9216, description="MTU the fabric is expected to carry", json_schema_extra={"example": 9000}
+    )
+
+    @field_validator("fabric_interfaces", "roce_devices")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.match(r"^[A-Za-z0-9_.:-]{1,15}$", name):
+                raise ValueError(f"{name!r} is not an interface name")
+        return v
+
+
+class Timeouts(_Model):
+    """How long `pulumi up` waits for each long step before it fails with what it saw."""
+
+    ready_seconds: int = Field(
+        900, ge=10, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
+    )
+    transfer_seconds: int = Field(
+        6 * 3600, ge=60, description="Weights or image transfer to one node", json_schema_extra={"example": 21600}
+    )
+    startup_grace_seconds: int = Field(
+        5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
     )
 
 
@@ -209,6 +328,18 @@ class StackConfig(_Model):
     model: Model
     image: Image
     engine: Engine = Field(default_factory=Engine)
+    network: Network = Field(default_factory=Network)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    hf_token: str | None = Field(
+        None,
+        description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",
+        json_schema_extra={"example": "hf_...", "secret": True},
+    )
+    api_key: str | None = Field(
+        None,
+        description="API key the endpoint requires (a Pulumi secret: `pulumi config set --secret apiKey`)",
+        json_schema_extra={"example": "sk-...", "secret": True},
+    )
 
     @model_validator(mode="after")
     def _topology(self) -> StackConfig:
@@ -243,6 +374,13 @@ class StackConfig(_Model):
 
 
 # ---------- loading ----------
+
+# Keys whose values must be Pulumi secrets (encrypted in the stack file and in state).
+SECRET_KEYS = tuple(
+    field.alias or name
+    for name, field in StackConfig.model_fields.items()
+    if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("secret")
+)
 
 # Top-level keys as written in Pulumi.<stack>.yaml (without the namespace) -> field name.
 TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
@@ -287,8 +425,22 @@ def format_errors(err: ValidationError) -> str:
     return "invalid stack configuration:\n  " + "\n  ".join(lines)
 
 
-def parse(raw: Mapping[str, Any]) -> StackConfig:
-    """Parse `{key: value}` (keys without namespace, values already decoded from JSON/YAML)."""
+def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackConfig:
+    """Parse `{key: value}` (keys without namespace, values already decoded from JSON/YAML).
+
+    `secret_keys` are the keys Pulumi holds as secrets; a secret-only key given in plain text is refused.
+    When None (pure tests), secrecy is not checked.
+    """
+    # Optional keys are declared in Pulumi.yaml with default "" (Pulumi requires a default): "" means unset.
+    raw = {k: v for k, v in raw.items() if v != ""}
+    if secret_keys is not None:
+        plain = [k for k in SECRET_KEYS if k in raw and k not in secret_keys]
+        if plain:
+            key = plain[0]
+            raise ConfigError(
+                f"{NAMESPACE}:{key} is given in plain text; it must be a secret. "
+                f"Remove it and set it with `pulumi config set --secret {key} <value>`"
+            )
     unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
     if unknown:
         raise ConfigError(

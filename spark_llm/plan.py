@@ -19,13 +19,6 @@ from spark_llm.ssh import SshHost
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmpl.sh"
 
-# Seconds the launch script watches a new container before it calls the start good: a bad flag or an
-# early crash exits well within this.
-STARTUP_GRACE_SECONDS = 5
-
-# How long `pulumi up` waits for rank 0 to generate (a 119 GB model loads in minutes on a Spark).
-READY_TIMEOUT_SECONDS = 900
-
 # Docker options every engine container gets (the GPU, RDMA and memlock ones come with the engine profiles).
 DOCKER_ARGS = [
     # The engine binds the node's own fabric and management addresses, as the real engines need for NCCL.
@@ -180,7 +173,7 @@ def render_launch_script(
         "CONTAINER": shlex.quote(cfg.engine.container_name),
         "ENV_FILE": shlex.quote(env_path),
         "MODEL_PATH": shlex.quote(cfg.model.path),
-        "STARTUP_GRACE": str(STARTUP_GRACE_SECONDS),
+        "STARTUP_GRACE": str(cfg.timeouts.startup_grace_seconds),
         "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
         "NODE_FABRIC": _bash_assoc({n.name: n.fabric_address for n in nodes}),
         "ENGINE_ARGS": _bash_array(engine_args(cfg)),
@@ -227,5 +220,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         container=cfg.engine.container_name,
         port=cfg.engine.port,
         model_name=cfg.model.name,
-        ready_timeout=READY_TIMEOUT_SECONDS,
+        ready_timeout=cfg.timeouts.ready_seconds,
     )

@@ -70,7 +70,10 @@ def declarations() -> dict[str, dict[str, Any]]:
             decl["items"] = {"type": "object"}
         default = _default(field)
         if default is not PydanticUndefined:
-            decl["default"] = default
+            # Pulumi requires a value for a declared key without a default: optional keys default to "".
+            decl["default"] = "" if default is None else default
+        # Secret keys are optional, and Pulumi refuses a "" default on a `secret: true` key: the program itself
+        # refuses a plain-text value for them (spark_llm.config.SECRET_KEYS).
         out[key] = decl
     return out
 

@@ -26,10 +26,16 @@ def raw_stack_config() -> dict[str, Any]:
     return {k[len(prefix) :]: _decode(v) for k, v in values.items() if k.startswith(prefix)}
 
 
+def secret_keys() -> set[str]:
+    """The `spark-llm:` keys Pulumi holds as secrets for this stack."""
+    prefix = NAMESPACE + ":"
+    return {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if pulumi.runtime.is_config_secret(k)}
+
+
 def load() -> StackConfig:
     """Parse and validate; a bad value stops the program before any resource is declared."""
     try:
-        return parse(raw_stack_config())
+        return parse(raw_stack_config(), secret_keys())
     except ConfigError as err:
         # RunError prints the message alone (no traceback): it is the user's input, not our bug.
         raise pulumi.RunError(
