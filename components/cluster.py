@@ -31,7 +31,8 @@ class SparkCluster(pulumi.ComponentResource):
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         group = EngineGroup(
             f"{name}-engine",
-            EngineGroupArgs(plan=plan, after=[scripts]),
+            # Prerequisites of every container, and what restarts the group when it changes.
+            EngineGroupArgs(plan=plan, after=[scripts], restart_on=[scripts.script_sha256]),
             pulumi.ResourceOptions(parent=self),
         )
         self.endpoint = group.ready.id.apply(lambda _: plan.endpoint)

@@ -39,6 +39,8 @@ class EngineGroupArgs:
     """The deployment plan: nodes in rank order, launch script paths, group revision."""
     after: list[pulumi.Resource] = field(default_factory=list)
     """Resources every container waits for (scripts, image, weights)."""
+    restart_on: list[pulumi.Input[str]] = field(default_factory=list)
+    """Values that restart the whole group when they change (script digest, image ID, weights manifest digest)."""
 
 
 class EngineGroup(pulumi.ComponentResource):
@@ -64,10 +66,9 @@ class EngineGroup(pulumi.ComponentResource):
             )
 
         # The start command is in the triggers too: a container is only ever restarted with its whole group.
-        workers = [container(node, [plan.group_revision, _start(node)], args.after) for node in plan.workers]
-        head = container(
-            plan.head, [plan.group_revision, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers]
-        )
+        group = [plan.group_revision, *args.restart_on]
+        workers = [container(node, [*group, _start(node)], args.after) for node in plan.workers]
+        head = container(plan.head, [*group, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
         self.ready = GroupReady(
             f"{name}-ready",
             members=[

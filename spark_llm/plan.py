@@ -52,6 +52,7 @@ class NodePlan:
 
 @dataclass(frozen=True)
 class DeploymentPlan:
+    config: StackConfig
     nodes: tuple[NodePlan, ...]
     launch_script: str
     env_file: str
@@ -212,6 +213,7 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     revision = group_revision(cfg, template, env_file)
     script = render_launch_script(cfg, template, nodes, env_path, revision)
     return DeploymentPlan(
+        config=cfg,
         nodes=nodes,
         launch_script=script,
         env_file=env_file,
