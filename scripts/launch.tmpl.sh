@@ -18,6 +18,7 @@ IMAGE=@@IMAGE@@
 CONTAINER=@@CONTAINER@@
 GROUP_REVISION=@@GROUP_REVISION@@
 ENV_FILE=@@ENV_FILE@@
+CACHE_DIR=@@CACHE_DIR@@
 MODEL_PATH=@@MODEL_PATH@@
 STARTUP_GRACE=@@STARTUP_GRACE@@
 declare -A NODE_RANK=@@NODE_RANK@@
@@ -87,11 +88,13 @@ args=("${ENGINE_ARGS[@]}" --node-rank "$rank")
 if [ "$role" = head ]; then args+=("${HEAD_ARGS[@]}"); fi
 
 docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
+# Compile/JIT caches survive restarts: a relaunch after a crash does not pay the warm-up again.
+mkdir -p "$CACHE_DIR"
 echo "starting $CONTAINER on $node: role=$role rank=$rank revision=$GROUP_REVISION"
 docker run -d --name "$CONTAINER" \
   --label "spark-llm.group-revision=$GROUP_REVISION" --label "spark-llm.role=$role" --label "spark-llm.node=$node" \
   --env-file "$ENV_FILE" -e "SPARK_LLM_NODE=$node" -e "SGLANG_HOST_IP=${NODE_FABRIC[$node]}" \
-  -v "$MODEL_PATH:$MODEL_PATH:ro" \
+  -v "$MODEL_PATH:$MODEL_PATH:ro" -v "$CACHE_DIR:/root/.cache" \
   "${DOCKER_ARGS[@]}" \
   "$IMAGE" "${args[@]}" >/dev/null
 

@@ -7,6 +7,8 @@ example of a valid value, before any resource is declared, so nothing runs on an
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import os
 import re
@@ -60,9 +62,20 @@ def _ip(v: str) -> str:
 
 
 def _host_key(v: str) -> str:
-    if not _HOST_KEY.match(v.strip()):
+    line = v.strip()
+    if not _HOST_KEY.match(line):
         raise ValueError("must be an OpenSSH public host key line ('ssh-ed25519 AAAA...')")
-    return v.strip()
+    kind, body = line.split()[:2]
+    try:
+        blob = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("is not valid base64; copy the line `ssh-keyscan -t ed25519 HOST` prints") from None
+    length = int.from_bytes(blob[:4], "big") if len(blob) >= 4 else -1
+    if blob[4 : 4 + length].decode(errors="replace") != kind:
+        raise ValueError(f"the key data does not hold a {kind} key; copy the line `ssh-keyscan -t ed25519 HOST` prints")
+    if not blob[4 + length + 4 :].strip(b"\0"):
+        raise ValueError("is the placeholder; pin the node's real key: `ssh-keyscan -t ed25519 HOST` (verify it)")
+    return line
 
 
 def _abs_path(v: str) -> str:

@@ -173,6 +173,7 @@ def render_launch_script(
         "IMAGE": shlex.quote(cfg.image.ref),
         "CONTAINER": shlex.quote(cfg.engine.container_name),
         "ENV_FILE": shlex.quote(env_path),
+        "CACHE_DIR": shlex.quote(env_path.rsplit("/", 1)[0] + "/cache"),
         "MODEL_PATH": shlex.quote(cfg.model.path),
         "STARTUP_GRACE": str(cfg.timeouts.startup_grace_seconds),
         "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadHeadHeadHeadHeadHeadHeadHeadHeadHead1"
-WORKER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIWorkerWorkerWorkerWorkerWorkerWorker12345"
+# Well-formed ed25519 public keys (made for tests: sha256 of "head" / "worker" as the key body).
+HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8ubTOjcX7oJjU6QEukYY0a7raHmteTa86O1fRoFJJN"
+WORKER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIfrp25/MWRTQEW6ki53cPtYu9FK1zK79bpvEcxWmJ5u"
+PLACEHOLDER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 def dual_spark_raw() -> dict[str, Any]:

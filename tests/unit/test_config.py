@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spark_llm.config import ConfigError, parse
-from tests.conftest import HEAD_KEY, dual_spark_raw
+from tests.conftest import HEAD_KEY, PLACEHOLDER_KEY, dual_spark_raw
 
 
 def test_dual_spark_config_loads_with_defaults(raw_config):
@@ -75,6 +75,34 @@ BROKEN = [
     ("host-bad-chars", _set("nodes.0.host", "spark 1"), "spark-llm:nodes[0].host", "IP address or a host name"),
     ("host-key-missing", _set("nodes.0.hostKey", _DELETE), "spark-llm:nodes[0].hostKey", "required"),
     ("host-key-garbage", _set("nodes.0.hostKey", "AAAA"), "spark-llm:nodes[0].hostKey", "ssh-ed25519"),
+    ("host-key-placeholder", _set("nodes.1.hostKey", PLACEHOLDER_KEY), "spark-llm:nodes[1].hostKey", "ssh-keyscan"),
+    ("host-key-wrong-type", _set("nodes.0.hostKey", "ssh-rsa " + HEAD_KEY.split()[1]), "nodes[0].hostKey", "ssh-rsa"),
+    (
+        "hf-source-no-revision",
+        _set("model.source", {"kind": "huggingface", "repo": "Qwen/Qwen3"}),
+        "model.source",
+        "40",
+    ),
+    (
+        "hf-source-branch",
+        _set("model.source", {"kind": "huggingface", "repo": "a/b", "revision": "main"}),
+        "spark-llm:model.source",
+        "pin",
+    ),
+    (
+        "local-source-missing-dir",
+        _set("model.source", {"kind": "local", "path": "/nonexistent/weights"}),
+        "spark-llm:model.source",
+        "does not exist",
+    ),
+    ("head-source-relative", _set("model.source", {"kind": "head", "path": "models/x"}), "model.source", "absolute"),
+    (
+        "network-bad-interface",
+        _set("network", {"fabricInterfaces": ["en p1"]}),
+        "network.fabricInterfaces",
+        "interface",
+    ),
+    ("timeouts-too-short", _set("timeouts", {"readySeconds": 1}), "spark-llm:timeouts.readySeconds", "greater"),
     ("node-name-uppercase", _set("nodes.0.name", "Spark1"), "spark-llm:nodes[0].name", "lowercase"),
     ("unknown-node-key", _set("nodes.0.gpu", "gb10"), "spark-llm:nodes[0].gpu", "not permitted"),
     ("model-missing", _set("model", _DELETE), "spark-llm:model", "required"),
@@ -109,3 +137,10 @@ def test_error_shows_a_valid_example_value():
 def test_host_key_is_stripped_and_kept_exactly(raw_config):
     raw_config["nodes"][0]["hostKey"] = f"  {HEAD_KEY} root@spark-1\n"
     assert parse(raw_config).head.host_key == f"{HEAD_KEY} root@spark-1"
+
+
+def test_secret_key_in_plain_text_is_refused(raw_config):
+    raw_config["hfToken"] = "hf_abc"
+    with pytest.raises(ConfigError, match=r"spark-llm:hfToken is given in plain text.*--secret hfToken"):
+        parse(raw_config, secret_keys=set())
+    assert parse(raw_config, secret_keys={"hfToken"}).hf_token == "hf_abc"

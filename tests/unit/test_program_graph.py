@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pulumi
 import pytest
+import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from tests.conftest import dual_spark_raw
+from spark_llm.config import ConfigError, parse
+from tests.conftest import HEAD_KEY, WORKER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -46,12 +48,33 @@ def _inputs(request) -> dict:
     return json_format.MessageToDict(request.object)
 
 
+def dual_spark_stack_file() -> dict:
+    """Pulumi.dual-spark.yaml as committed, keys without the namespace."""
+    raw = yaml.safe_load((ROOT / "Pulumi.dual-spark.yaml").read_text())["config"]
+    return {k.split(":", 1)[1]: v for k, v in raw.items()}
+
+
+def pinned(raw: dict) -> dict:
+    """What an operator does before the first `up`: pin the nodes' real host keys (from ssh-keyscan)."""
+    raw["nodes"][0]["hostKey"], raw["nodes"][1]["hostKey"] = HEAD_KEY, WORKER_KEY
+    return raw
+
+
+def test_committed_dual_spark_file_asks_for_real_host_keys():
+    with pytest.raises(ConfigError, match=r"nodes\[0\]\.hostKey: is the placeholder.*ssh-keyscan"):
+        parse(dual_spark_stack_file())
+
+
 @pytest.fixture
 def registered(monkeypatch):
-    """Run __main__.py for the dual-spark stack under mocks; return {name: RegisterResource request}."""
+    """Run __main__.py for the dual-spark stack under mocks; return {name: RegisterResource request}.
+
+    Mocks answer every resource registration: nothing is sent to the stack's addresses (real machines elsewhere).
+    """
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in dual_spark_raw().items()})
+    raw = pinned(dual_spark_stack_file())
+    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()})
     monkeypatch.chdir(ROOT)
 
     @pulumi.runtime.test
