@@ -310,6 +310,17 @@ class Engine(_Model):
         json_schema_extra={"example": {"NCCL_DEBUG": "INFO"}},
     )
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_as_text(cls, v: Any) -> Any:
+        # `pulumi config set --path engine.env.X 1` stores a number; an environment only holds text.
+        if isinstance(v, dict):
+            return {
+                k: str(x).lower() if isinstance(x, bool) else str(x) if isinstance(x, int | float) else x
+                for k, x in v.items()
+            }
+        return v
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:

@@ -83,17 +83,30 @@ def sim_cluster(standin_image: Path) -> Iterator[SimCluster]:
         run([str(SIM), "down"], timeout=300)
 
 
+# Commands that read the stack's config: they get the test's private copy of Pulumi.sim.yaml.
+CONFIG_COMMANDS = {"up", "preview", "destroy", "refresh", "config"}
+
+
 @dataclass
 class Pulumi:
-    """The real pulumi CLI on the sim stack, with a private state backend."""
+    """The real pulumi CLI on the sim stack, with a private state backend and a private copy of the config."""
 
     env: dict[str, str]
+    config_file: Path
     stack: str = "sim"
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        return run(
-            ["pulumi", *args, "--stack", self.stack, "--non-interactive"], env=self.env, check=check, timeout=timeout
-        )
+        extra = ["--config-file", str(self.config_file)] if args and args[0] in CONFIG_COMMANDS else []
+        cmd = ["pulumi", *args, "--stack", self.stack, "--non-interactive", *extra]
+        return run(cmd, env=self.env, check=check, timeout=timeout)
+
+    def set(self, path: str, value: str) -> None:
+        """`pulumi config set --path` on the private config copy."""
+        self("config", "set", "--path", path, value)
+
+    def reset_config(self) -> None:
+        """Back to the config `sim up` wrote."""
+        self.config_file.write_text(STACK_FILE.read_text())
 
     def up(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self("up", "--yes", "--skip-preview", *args, check=check)
@@ -106,9 +119,16 @@ class Pulumi:
 def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
     backend = tmp_path_factory.mktemp("pulumi-state")
     env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}")
-    cli = Pulumi(env=env)
     run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
+    # After `stack init`: the copy must carry the secrets salt it wrote into Pulumi.sim.yaml.
+    config_file = backend / "Pulumi.sim.yaml"
+    config_file.write_text(STACK_FILE.read_text())
+    cli = Pulumi(env=env, config_file=config_file)
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.
     cli("destroy", "--yes", "--skip-preview", check=False)
-    run(["pulumi", "stack", "rm", "sim", "--yes", "--force", "--non-interactive"], env=env, check=False)
+    run(
+        ["pulumi", "stack", "rm", "sim", "--yes", "--force", "--preserve-config", "--non-interactive"],
+        env=env,
+        check=False,
+    )

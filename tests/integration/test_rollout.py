@@ -1,0 +1,108 @@
+"""Ordered, incremental rollout on the sim (1 head + 1 worker), with the real pulumi CLI.
+
+User stories from the seeds: a script edit is rolled out by recopying it and restarting the group in order;
+a worker that crashes at start makes `pulumi up` fail with the worker's own log lines (not a "Worker launched"
+that meant nothing); a one-off crash is cured by running `pulumi up` again; a container killed after a good
+`up` is announced by `preview` and restored by `up`.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
+
+
+def complete(pulumi) -> dict:
+    outputs = pulumi.outputs()
+    body = json.dumps({"model": outputs["model"], "prompt": "hello", "max_tokens": 4}).encode()
+    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=20) as response:
+        return json.load(response)
+
+
+def started_at(sim_cluster, node: str) -> str:
+    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", "spark-llm-engine").stdout
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi) -> Iterator:
+    pulumi.up()
+    yield pulumi
+
+
+def test_from_nothing_the_worker_starts_before_the_head_and_the_endpoint_answers(deployed, sim_cluster):
+    assert started_at(sim_cluster, "worker-1") < started_at(sim_cluster, "head")
+    assert complete(deployed)["usage"]["completion_tokens"] == 4
+
+
+def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deployed, sim_cluster):
+    original = TEMPLATE.read_text()
+    try:
+        TEMPLATE.write_text(original + "# rollout test: an edit an operator makes\n")
+        preview = deployed("preview").stdout
+        for node in ("head", "worker-1"):
+            assert f"spark-scripts-{node}-script update" in preview, preview
+            assert f"spark-scripts-{node}-env" not in preview  # unchanged env files are not recopied
+        assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
+
+        out = deployed.up().stdout
+        order = [
+            out.index("spark-engine-head deleted original"),
+            out.index("spark-engine-worker-1 deleted original"),
+            out.index("spark-engine-worker-1 created replacement"),
+            out.index("spark-engine-head created replacement"),
+        ]
+        assert order == sorted(order), out
+        script = sim_cluster.node_exec("worker-1", "cat", "/root/spark-llm/launch.sh").stdout
+        assert script.endswith("# rollout test: an edit an operator makes\n")
+    finally:
+        TEMPLATE.write_text(original)
+    deployed.up()  # back to the committed template
+
+
+def test_worker_crash_at_start_fails_up_with_the_workers_log_then_converges(deployed):
+    deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
+    try:
+        failed = deployed.up(check=False)
+        assert failed.returncode != 0
+        text = failed.stdout + failed.stderr
+        assert "spark-llm-engine on worker-1 stopped during startup" in text
+        assert "init_torch_distributed" in text  # the worker's own traceback is in the error
+        assert "spark-engine-head created" not in text  # the head is not started after a failed worker
+    finally:
+        deployed.reset_config()
+    deployed.up()
+    assert complete(deployed)["choices"][0]["text"].strip()
+
+
+def test_a_crash_that_happens_once_is_cured_by_running_up_again(deployed):
+    marker = f"/root/.cache/crash-once-{uuid.uuid4().hex[:8]}"
+    deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
+    deployed.set("engine.env.STANDIN_CRASH_ONCE_FILE", marker)
+    try:
+        assert deployed.up(check=False).returncode != 0
+        deployed.up()  # same config: only running `pulumi up` again
+        assert complete(deployed)["usage"]["completion_tokens"] == 4
+    finally:
+        deployed.reset_config()
+    deployed.up()
+
+
+def test_a_killed_worker_is_announced_by_preview_and_restored_by_up(deployed, sim_cluster):
+    sim_cluster.node_exec("worker-1", "docker", "rm", "-f", "spark-llm-engine")
+    preview = deployed("preview").stdout
+    assert "drift" in preview and "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
+    out = deployed.up().stdout
+    assert out.index("spark-engine-worker-1 created replacement") < out.index("spark-engine-head created replacement")
+    assert complete(deployed)["usage"]["completion_tokens"] == 4
+    deployed("preview", "--expect-no-changes")
