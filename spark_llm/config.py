@@ -365,16 +365,17 @@ class StackConfig(_Model):
         json_schema_extra={"example": "sk-...", "secret": True},
     )
 
-    @model_validator(mode="after")
-    def _topology(self) -> StackConfig:
-        heads = [n for n in self.nodes if n.role == "head"]
+    @field_validator("nodes")
+    @classmethod
+    def _topology(cls, nodes: list[Node]) -> list[Node]:
+        heads = [n for n in nodes if n.role == "head"]
         if len(heads) != 1:
             raise ValueError(f"exactly one node needs role: head (found {len(heads)})")
-        seen: dict[tuple[str, str], str] = {}
-        names = {n.name for n in self.nodes}
-        if len(names) != len(self.nodes):
+        names = {n.name for n in nodes}
+        if len(names) != len(nodes):
             raise ValueError("node names must be unique")
-        for node in self.nodes:
+        seen: dict[tuple[str, str], str] = {}
+        for node in nodes:
             for what, value in (("fabricAddress", node.fabric_address), ("host", f"{node.via}>{node.host}")):
                 if (what, value) in seen:
                     raise ValueError(f"{node.name} and {seen[(what, value)]} have the same {what}")
@@ -384,9 +385,11 @@ class StackConfig(_Model):
                     raise ValueError(f"{node.name}: via {node.via!r} is not a node name")
                 if node.via == node.name:
                     raise ValueError(f"{node.name}: via cannot name the node itself")
-                if next(n for n in self.nodes if n.name == node.via).via is not None:
+                if next(n for n in nodes if n.name == node.via).via is not None:
                     raise ValueError(f"{node.name}: via {node.via!r} is itself reached through a jump host")
-        return self
+        if len({n.user for n in nodes}) > 1:
+            raise ValueError("every node must log in as the same user (the launch script is identical everywhere)")
+        return nodes
 
     @property
     def head(self) -> Node:

@@ -208,8 +208,6 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         for rank, n in enumerate(ordered)
     )
     env_path = f"{shared_dir}/engine.env"
-    if any(n.remote_dir != shared_dir for n in nodes):
-        raise ValueError("every node must log in as the same user (the launch script is identical everywhere)")
     env_file = render_env_file(cfg)
     revision = group_revision(cfg, template, env_file)
     script = render_launch_script(cfg, template, nodes, env_path, revision)

@@ -44,11 +44,15 @@ def _set(path: str, value: Any) -> Mutation:
 _DELETE = object()
 
 
-def _add_worker(**overrides: Any) -> Mutation:
+def _add_worker(*same: str) -> Mutation:
+    """A second worker, fresh everywhere except the fields named in `same` (copied from the first worker)."""
+
     def mutate(raw: dict[str, Any]) -> None:
-        worker = copy.deepcopy(raw["nodes"][1])
-        worker.update(name="spark-3", host="192.168.200.14", fabricAddress="192.168.200.14")
-        worker.update(overrides)
+        first = raw["nodes"][1]
+        worker = copy.deepcopy(first)
+        # TEST-NET-1 addresses: never contacted, the config is refused first.
+        worker.update(name="extra-worker", host="192.0.2.14", fabricAddress="192.0.2.14")
+        worker.update({key: first[key] for key in same})
         raw["nodes"].append(worker)
 
     return mutate
@@ -58,19 +62,20 @@ def _add_worker(**overrides: Any) -> Mutation:
 BROKEN = [
     ("no-nodes", _set("nodes", []), "spark-llm:nodes", "at least 1"),
     ("missing-nodes", _set("nodes", _DELETE), "spark-llm:nodes", "required"),
-    ("missing-head", _set("nodes.0.role", "worker"), "spark-llm", "exactly one node needs role: head"),
-    ("two-heads", _set("nodes.1.role", "head"), "spark-llm", "found 2"),
+    ("missing-head", _set("nodes.0.role", "worker"), "spark-llm:nodes", "exactly one node needs role: head"),
+    ("two-heads", _set("nodes.1.role", "head"), "spark-llm:nodes", "found 2"),
     ("bad-role", _set("nodes.1.role", "master"), "spark-llm:nodes[1].role", "'head' or 'worker'"),
-    ("duplicate-fabric-address", _add_worker(fabricAddress="192.168.200.13"), "spark-llm", "same fabricAddress"),
-    ("duplicate-host", _add_worker(host="192.168.200.13"), "spark-llm", "same host"),
-    ("duplicate-name", _add_worker(name="spark-2"), "spark-llm", "unique"),
+    ("duplicate-fabric-address", _add_worker("fabricAddress"), "spark-llm:nodes", "same fabricAddress"),
+    ("duplicate-host", _add_worker("host"), "spark-llm:nodes", "same host"),
+    ("duplicate-name", _add_worker("name"), "spark-llm:nodes", "unique"),
     ("port-zero", _set("nodes.0.port", 0), "spark-llm:nodes[0].port", "greater than or equal to 1"),
     ("port-too-big", _set("nodes.0.port", 70000), "spark-llm:nodes[0].port", "less than or equal to 65535"),
     ("port-not-number", _set("nodes.0.port", "ssh"), "spark-llm:nodes[0].port", "valid integer"),
     ("engine-port-bad", _set("engine", {"port": 0}), "spark-llm:engine.port", "greater than or equal"),
     ("engine-ports-clash", _set("engine", {"port": 20000}), "spark-llm:engine", "must differ"),
-    ("worker-via-unknown", _set("nodes.1.via", "spark-9"), "spark-llm", "not a node name"),
-    ("worker-via-itself", _set("nodes.1.via", "spark-2"), "spark-llm", "cannot name the node itself"),
+    ("worker-via-unknown", _set("nodes.1.via", "spark-9"), "spark-llm:nodes", "not a node name"),
+    ("users-differ", _set("nodes.1.user", "other"), "spark-llm:nodes", "same user"),
+    ("worker-via-itself", _set("nodes.1.via", "spark-2"), "spark-llm:nodes", "cannot name the node itself"),
     ("fabric-not-ip", _set("nodes.1.fabricAddress", "spark-2.local"), "spark-llm:nodes[1].fabricAddress", "IP"),
     ("host-bad-chars", _set("nodes.0.host", "spark 1"), "spark-llm:nodes[0].host", "IP address or a host name"),
     ("host-key-missing", _set("nodes.0.hostKey", _DELETE), "spark-llm:nodes[0].hostKey", "required"),
