@@ -6,8 +6,9 @@ workers started, head started. That order comes from resource options, not from 
   gone before the new one of the same name starts);
 - the head depends on the workers and has their IDs in its triggers (a plain depends_on would not
   replace it: pulumi/pulumi#838), so it is deleted before them and created after them.
-Each container also has a read-only `check` (`launch.sh status`): if a container exited or was removed since the
-last `up`, preview shows it as drift and `up` restarts the group in the same order.
+Each container's diff also reads every member's status (`launch.sh status`, read-only): if any member exited,
+was removed or was restarted by hand since the last `up`, preview shows drift and `up` restarts the whole
+group in the same order.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 
 import pulumi
 
+from spark_llm.engine_container import EngineContainer
 from spark_llm.plan import DeploymentPlan, NodePlan
 from spark_llm.readiness import GroupReady
-from spark_llm.remote import RemoteCommand
 
 
 def _start(node: NodePlan) -> str:
@@ -27,10 +28,6 @@ def _start(node: NodePlan) -> str:
 
 def _stop(node: NodePlan) -> str:
     return f"if [ -x {node.script_path} ]; then {node.script_path} stop {node.name}; fi\n"
-
-
-def _status(node: NodePlan) -> str:
-    return f"if [ -x {node.script_path} ]; then {node.script_path} status {node.name}; else echo absent; fi\n"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,28 +50,31 @@ class EngineGroup(pulumi.ComponentResource):
         super().__init__("spark-llm:components:EngineGroup", name, None, opts)
         plan = args.plan
 
-        def container(node: NodePlan, triggers: list, depends_on: list[pulumi.Resource]) -> RemoteCommand:
-            return RemoteCommand(
+        group = [
+            {"name": n.name, "role": n.role, "connection": n.ssh.to_props(), "script_path": n.script_path}
+            for n in plan.nodes
+        ]
+
+        def container(node: NodePlan, triggers: list, depends_on: list[pulumi.Resource]) -> EngineContainer:
+            return EngineContainer(
                 f"{name}-{node.name}",
                 connection=node.ssh.to_props(),
-                create=_start(node),
-                delete=_stop(node),
-                check=_status(node),
+                start=_start(node),
+                stop=_stop(node),
+                group=group,
+                group_revision=plan.group_revision,
                 triggers=triggers,
                 label=node.name,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
             )
 
         # The start command is in the triggers too: a container is only ever restarted with its whole group.
-        group = [plan.group_revision, *args.restart_on]
-        workers = [container(node, [*group, _start(node)], args.after) for node in plan.workers]
-        head = container(plan.head, [*group, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
+        restart_on = [plan.group_revision, *args.restart_on]
+        workers = [container(node, [*restart_on, _start(node)], args.after) for node in plan.workers]
+        head = container(plan.head, [*restart_on, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
         self.ready = GroupReady(
             f"{name}-ready",
-            members=[
-                {"name": n.name, "role": n.role, "connection": n.ssh.to_props(), "script_path": n.script_path}
-                for n in plan.nodes
-            ],
+            members=group,
             port=plan.port,
             model=plan.model_name,
             timeout=plan.ready_timeout,

@@ -6,7 +6,7 @@
 #
 # Usage:   launch.sh start head|worker NODE     start the engine container (replacing an old one)
 #          launch.sh stop NODE                  remove the engine container (no-op when absent)
-#          launch.sh status NODE                print "running ID", "exited CODE ID" or "absent"
+#          launch.sh status NODE                print "running ID STARTED REVISION", "exited CODE ID" or "absent"
 #          launch.sh logs NODE [LINES]          print the container's last log lines
 # Env:     secrets and engine variables come from ENV_FILE (mode 0600), never from this script or argv.
 # Outputs: `start` prints the container ID on its last line once the container is still running after
@@ -49,10 +49,11 @@ rank=${NODE_RANK[$node]}
 container_state() {
   local out
   # docker inspect prints an empty line before failing on a missing container: use its exit code, not its output.
-  if out=$(docker inspect -f '{{.State.Status}} {{.State.ExitCode}} {{.Id}}' "$CONTAINER" 2>/dev/null); then
+  local fmt='{{.State.Status}} {{.State.ExitCode}} {{.Id}} {{.State.StartedAt}} {{index .Config.Labels "spark-llm.group-revision"}}'
+  if out=$(docker inspect -f "$fmt" "$CONTAINER" 2>/dev/null); then
     echo "$out"
   else
-    echo "absent 0 -"
+    echo "absent 0 - - -"
   fi
 }
 
@@ -64,9 +65,9 @@ case "$mode" in
     echo "stopped $CONTAINER on $node"
     exit 0 ;;
   status)
-    read -r state code id < <(container_state)
+    read -r state code id started revision < <(container_state)
     case "$state" in
-      running) echo "running $id" ;;
+      running) echo "running $id $started $revision" ;;
       absent) echo absent ;;
       *) echo "exited $code $id" ;;
     esac
@@ -101,7 +102,7 @@ docker run -d --name "$CONTAINER" \
 # "Launched" is not "running": a bad flag or a crash at init exits within seconds. Watch for STARTUP_GRACE.
 for _ in $(seq 1 "$STARTUP_GRACE"); do
   sleep 1
-  read -r state code _ < <(container_state)
+  read -r state code _ _ _ < <(container_state)
   if [ "$state" != running ]; then
     echo "---- last lines of $CONTAINER on $node ----" >&2
     docker logs --tail 40 "$CONTAINER" >&2 2>&1 || true

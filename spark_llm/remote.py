@@ -91,14 +91,20 @@ class _CommandProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         replaces = _diff_keys(olds, news, self.REPLACE_KEYS)
         changes = replaces + _diff_keys(olds, news, self.RUN_KEYS + self.RECORD_KEYS)
-        if not changes and olds.get("observed") is not None:
-            # Drift: the node no longer runs what the last `pulumi up` left (a container exited, was removed
-            # or replaced by hand). Preview shows it as `[diff: ~observed]` and `up` recreates it.
-            now = self._observe(news)
-            if now != olds["observed"]:
-                sys.stderr.write(f"[{news.get('label')}] drift: was {olds['observed']!r}, now {now!r}\n")
+        if not changes:
+            drift = self._drift(olds, news)
+            if drift:
+                # The node no longer runs what the last `pulumi up` left: preview says so, `up` recreates it.
+                sys.stderr.write(f"[{news.get('label')}] drift: {drift}\n")
                 replaces = changes = ["observed"]
         return DiffResult(changes=bool(changes), replaces=replaces, delete_before_replace=True)
+
+    def _drift(self, olds: dict, news: dict) -> str | None:
+        """Why the resource must be recreated although its inputs did not change (None: it need not)."""
+        if olds.get("observed") is None:
+            return None
+        now = self._observe(news)
+        return None if now == olds["observed"] else f"was {olds['observed']!r}, now {now!r}"
 
     def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
         if _diff_keys(olds, news, self.RUN_KEYS):

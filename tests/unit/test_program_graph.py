@@ -26,7 +26,7 @@ SECRET_SIG = "4dabf18193072939515e22adb298388d"
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if args.typ.endswith("RemoteCommand"):
+        if args.typ.endswith("EngineContainer"):
             outs["stdout"] = f"container-of-{args.name}\n"
         return [f"{args.name}-id", outs]
 
@@ -97,8 +97,8 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-env",
         "spark-scripts-spark-2-script",
     ]
-    commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    containers = sorted(n for n, t in types.items() if t.endswith("EngineContainer"))
+    assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
     assert types["spark-engine-ready"].endswith("GroupReady")
 
 
@@ -141,9 +141,11 @@ def test_readiness_gate_follows_the_head_and_watches_every_member(registered):
     assert [m["name"] for m in _inputs(ready)["members"]] == ["spark-1", "spark-2"]
 
 
-def test_containers_detect_drift_with_a_read_only_status_check(registered):
-    check = _inputs(registered["spark-engine-spark-2"])["check"]
-    assert "launch.sh status spark-2" in check and "start" not in check
+def test_every_container_judges_drift_over_the_whole_group(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        group = _inputs(registered[name])["group"]
+        assert [(m["name"], m["role"]) for m in group] == [("spark-1", "head"), ("spark-2", "worker")]
+        assert all(m["script_path"] == "/home/aurora/spark-llm/launch.sh" for m in group)
 
 
 def test_start_commands_name_role_and_node(registered):

@@ -1,0 +1,52 @@
+"""1 head + 2 workers on the sim: the same program, a bigger group.
+
+User story: a third box joins; `pulumi up` starts both workers before the head and the group serves; killing
+one worker restarts the whole group in order.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_workers(sim_cluster, standin_image) -> Iterator[None]:
+    sim_cluster.resize(2, standin_image)
+    yield
+    sim_cluster.resize(1, standin_image)
+
+
+def started_at(sim_cluster, node: str) -> str:
+    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", "spark-llm-engine").stdout
+
+
+def test_both_workers_start_before_the_head_and_the_group_serves(pulumi, sim_cluster):
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert outputs["start_order"] == ["worker-1", "worker-2", "head"]
+    head_start = started_at(sim_cluster, "head")
+    assert started_at(sim_cluster, "worker-1") < head_start and started_at(sim_cluster, "worker-2") < head_start
+    body = json.dumps({"model": outputs["model"], "prompt": "three nodes", "max_tokens": 5}).encode()
+    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=20) as response:
+        assert json.load(response)["usage"]["completion_tokens"] == 5
+    head_log = sim_cluster.node_exec("head", "docker", "logs", "spark-llm-engine").stdout
+    assert "node rank 1 joined" in head_log and "node rank 2 joined" in head_log
+
+
+def test_killing_the_second_worker_restarts_the_whole_group_in_order(pulumi, sim_cluster):
+    sim_cluster.node_exec("worker-2", "docker", "rm", "-f", "spark-llm-engine")
+    out = pulumi.up().stdout
+    deleted_head = out.index("spark-engine-head deleted original")
+    for worker in ("worker-1", "worker-2"):
+        assert deleted_head < out.index(f"spark-engine-{worker} deleted original")
+        assert out.index(f"spark-engine-{worker} created replacement") < out.index(
+            "spark-engine-head created replacement"
+        )
+    pulumi("preview", "--expect-no-changes")
