@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Deployment timings on the simulated cluster, side by side in one run, written as JSON.
+
+Usage:   . tools/env.sh && python bench/deploy_bench.py [--repeat N] [--workers N]
+Outputs: bench/results/deploy-<UTC timestamp>.json and a short table on stdout.
+
+Measures, each N times, interleaved so that machine noise hits every method alike:
+- `pulumi preview` and a no-op `pulumi up` on a deployed stack (what a re-run costs);
+- the rollout of a launch-template edit (scripts recopied, group restarted in order, ready again);
+- seconds from a worker that crashes at start (stand-in knob) to `pulumi up` failing with its log.
+Talks only to the sim's containers. Absolute numbers depend on the machine; compare within one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
+STACK_FILE = REPO / "Pulumi.sim.yaml"
+
+
+def sh(cmd: list[str], env: dict, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL)
+    if check and result.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def timed(cmd: list[str], env: dict, check: bool = True) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    result = sh(cmd, env, check)
+    return time.perf_counter() - start, result
+
+
+def summary(samples: list[float]) -> dict:
+    return {
+        "samples_s": [round(s, 2) for s in samples],
+        "median_s": round(statistics.median(samples), 2),
+        "min_s": round(min(samples), 2),
+        "max_s": round(max(samples), 2),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+
+    image = sh([str(REPO / "sim/engine/build-image.sh")], dict(os.environ)).stdout.strip().splitlines()[-1]
+    sh(
+        [
+            str(REPO / "sim/sim"),
+            "up",
+            "--workers",
+            str(args.workers),
+            "--load-image",
+            image,
+            "--load-on",
+            "all",
+            "--image-tag",
+            "spark-llm/standin-engine:sim",
+        ],
+        dict(os.environ),
+    )
+
+    with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
+        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
+        sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
+        config = Path(tmp) / "Pulumi.sim.yaml"
+        config.write_text(STACK_FILE.read_text())
+        stack = ["--stack", "sim", "--non-interactive", "--config-file", str(config)]
+        up = ["pulumi", "up", "--yes", "--skip-preview", *stack]
+        first_up, _ = timed(up, env)
+
+        preview_s, noop_up_s, rollout_s, crash_s = [], [], [], []
+        original = TEMPLATE.read_text()
+        try:
+            for i in range(args.repeat):
+                preview_s.append(timed(["pulumi", "preview", *stack], env)[0])
+                noop_up_s.append(timed(up, env)[0])
+
+                TEMPLATE.write_text(original + f"# bench edit {i}\n")
+                rollout_s.append(timed(up, env)[0])
+                TEMPLATE.write_text(original)
+                sh(up, env)
+
+                sh(["pulumi", "config", "set", "--path", "engine.env.STANDIN_CRASH_AT_INIT", "1", *stack], env)
+                seconds, failed = timed(up, env, check=False)
+                if failed.returncode == 0 or "init_torch_distributed" not in failed.stdout + failed.stderr:
+                    sys.exit("the crash run did not fail with the worker's log")
+                crash_s.append(seconds)
+                config.write_text(STACK_FILE.read_text())
+                sh(up, env)
+        finally:
+            TEMPLATE.write_text(original)
+            sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack], env, check=False)
+
+    result = {
+        "benchmark": "deploy",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "pulumi": sh(["pulumi", "version"], dict(os.environ)).stdout.strip(),
+        "workers": args.workers,
+        "repeat": args.repeat,
+        "first_up_s": round(first_up, 2),
+        "preview": summary(preview_s),
+        "noop_up": summary(noop_up_s),
+        "script_edit_rollout": summary(rollout_s),
+        "worker_crash_to_up_failure": summary(crash_s),
+    }
+    out = REPO / "bench" / "results" / f"deploy-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for key in ("preview", "noop_up", "script_edit_rollout", "worker_crash_to_up_failure"):
+        print(f"{key:28s} median {result[key]['median_s']:6.2f} s  {result[key]['samples_s']}")
+    print(f"written: {out.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
