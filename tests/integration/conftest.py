@@ -63,8 +63,9 @@ class SimCluster:
                 str(workers),
                 "--load-image",
                 str(image),
+                # As a user starts: the image on the head only; the program transfers it to the workers.
                 "--load-on",
-                "all",
+                "head",
                 "--image-tag",
                 SIM_IMAGE_TAG,
             ],

@@ -19,12 +19,15 @@ from tests.conftest import dual_spark_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+IMAGE_ID = "sha256:" + "c" * 64
 
 
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if args.typ.endswith("RemoteCommand"):
+        if args.typ.endswith("RemoteCommand") and "-image-" in args.name:
+            outs["stdout"] = f"image {IMAGE_ID} linux/arm64\n"
+        elif args.typ.endswith("RemoteCommand"):
             outs["stdout"] = f"container-of-{args.name}\n"
         return [f"{args.name}-id", outs]
 
@@ -46,12 +49,11 @@ def _inputs(request) -> dict:
     return json_format.MessageToDict(request.object)
 
 
-@pytest.fixture
-def registered(monkeypatch):
-    """Run __main__.py for the dual-spark stack under mocks; return {name: RegisterResource request}."""
+def _register(monkeypatch, raw: dict) -> dict:
+    """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}."""
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in dual_spark_raw().items()})
+    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()})
     monkeypatch.chdir(ROOT)
 
     @pulumi.runtime.test
@@ -62,11 +64,26 @@ def registered(monkeypatch):
     return {r.name: r for r in monitor.requests}
 
 
+@pytest.fixture
+def registered(monkeypatch):
+    """The dual-spark stack (image mode present)."""
+    return _register(monkeypatch, dual_spark_raw())
+
+
+@pytest.fixture
+def registered_transfer(monkeypatch):
+    """The dual-spark stack with the image transferred from the head."""
+    raw = dual_spark_raw()
+    raw["image"] = dict(raw["image"], mode="transfer", source="head")
+    return _register(monkeypatch, raw)
+
+
 def test_components_and_their_children(registered):
     types = {name: r.type for name, r in registered.items()}
     assert types["spark"] == "spark-llm:components:SparkCluster"
     assert types["spark-scripts"] == "spark-llm:components:LaunchScripts"
     assert types["spark-engine"] == "spark-llm:components:EngineGroup"
+    assert types["spark-image"] == "spark-llm:components:EngineImage"
     files = sorted(n for n, t in types.items() if t.endswith("RemoteFile"))
     assert files == [
         "spark-scripts-spark-1-env",
@@ -75,7 +92,8 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-script",
     ]
     commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    assert commands == ["spark-engine-spark-1", "spark-engine-spark-2", "spark-image-spark-1", "spark-image-spark-2"]
+    assert all(registered[n].parent.endswith("::spark-image") for n in commands if n.startswith("spark-image-"))
     assert types["spark-engine-ready"].endswith("GroupReady")
 
 
@@ -128,3 +146,44 @@ def test_start_commands_name_role_and_node(registered):
         "/home/aurora/spark-llm/launch.sh start worker spark-2"
     )
     assert _inputs(registered["spark-engine-spark-1"])["create"].strip().endswith("start head spark-1")
+
+
+def test_containers_wait_for_the_image_on_every_node(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        deps = registered[name].dependencies
+        assert any(d.endswith("::spark-image-spark-1") for d in deps), name
+        assert any(d.endswith("::spark-image-spark-2") for d in deps), name
+
+
+def test_a_new_image_id_restarts_the_group(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        assert IMAGE_ID in _inputs(registered[name])["triggers"], name
+
+
+def test_workers_get_the_head_image_id_and_wait_for_the_head_step(registered):
+    worker = registered["spark-image-spark-2"]
+    assert any(d.endswith("::spark-image-spark-1") for d in worker.dependencies)
+    assert _inputs(worker)["environment"] == {"SPARK_LLM_HEAD_IMAGE_ID": IMAGE_ID}
+
+
+def test_image_steps_detect_drift_with_a_read_only_check(registered):
+    for name in ("spark-image-spark-1", "spark-image-spark-2"):
+        check = _inputs(registered[name])["check"]
+        assert "docker image inspect" in check and "docker load" not in check, name
+
+
+def test_transfer_to_a_worker_runs_on_the_head_over_the_fabric(registered_transfer):
+    step = _inputs(registered_transfer["spark-image-spark-2"])
+    assert step["connection"]["name"] == "spark-1" and step["label"] == "spark-2"
+    assert "FABRIC_SSH" in step["create"] and "docker load" in step["create"]
+
+
+def test_image_id_is_exported(monkeypatch):
+    outputs = {}
+
+    def capture(name, value):
+        outputs[name] = value
+
+    monkeypatch.setattr(pulumi, "export", capture)
+    _register(monkeypatch, dual_spark_raw())
+    assert "image_id" in outputs
