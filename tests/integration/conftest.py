@@ -112,4 +112,9 @@ def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) ->
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.
     cli("destroy", "--yes", "--skip-preview", check=False)
-    run(["pulumi", "stack", "rm", "sim", "--yes", "--force", "--non-interactive"], env=env, check=False)
+    # Keep Pulumi.sim.yaml: `sim up` wrote it for the whole session, and the next module's stack reads it.
+    run(
+        ["pulumi", "stack", "rm", "sim", "--yes", "--force", "--preserve-config", "--non-interactive"],
+        env=env,
+        check=False,
+    )
