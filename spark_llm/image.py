@@ -239,7 +239,7 @@ def _pull(cfg: StackConfig, node: NodePlan) -> str:
 
 
 def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
-    absent, mismatch, _ = _hints(cfg, node)
+    absent, _, _ = _hints(cfg, node)
     return (
         _header("check the image the workers get is here (mode transfer, source head)", cfg, node.name, absent, "")
         + _ON_THIS_NODE
