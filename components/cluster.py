@@ -1,4 +1,4 @@
-"""SparkCluster: wires LaunchScripts and EngineGroup from one plan."""
+"""SparkCluster: wires LaunchScripts, EngineImage and EngineGroup from one plan."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.engine_group import EngineGroup, EngineGroupArgs
+from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from spark_llm.plan import DeploymentPlan
 
@@ -24,26 +25,30 @@ class SparkCluster(pulumi.ComponentResource):
     group_revision: pulumi.Output[str]
     script_sha256: pulumi.Output[str]
     container_ids: pulumi.Output[dict]
+    image_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         group = EngineGroup(
             f"{name}-engine",
             # Prerequisites of every container, and what restarts the group when it changes.
-            EngineGroupArgs(plan=plan, after=[scripts], restart_on=[scripts.script_sha256]),
+            EngineGroupArgs(plan=plan, after=[scripts, image], restart_on=[scripts.script_sha256, image.image_id]),
             pulumi.ResourceOptions(parent=self),
         )
         self.endpoint = group.ready.id.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids
+        self.image_id = image.image_id
         self.register_outputs(
             {
                 "endpoint": self.endpoint,
                 "group_revision": self.group_revision,
                 "script_sha256": self.script_sha256,
                 "container_ids": self.container_ids,
+                "image_id": self.image_id,
             }
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
+import subprocess
 import sys
 import uuid
 from typing import Any
@@ -24,7 +25,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.runtime import rpc
 
-from spark_llm.ssh import RemoteError, SshHost, run_script
+from spark_llm.ssh import FEED_PROBE_ENV, RemoteError, SshHost, run_script
 
 # What `pulumi up` keeps of a script's output in state: enough to read a container ID or a digest.
 STDOUT_KEEP = 4096
@@ -50,6 +51,19 @@ def _exports(environment: dict | None) -> str:
     return "".join(out)
 
 
+def _feed_probe(feed: dict) -> str:
+    """Run the feed's probe on this machine: one line describing what the feed would send (an image ID)."""
+    try:
+        result = subprocess.run(feed["probe"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RemoteError(f"`{shlex.join(feed['probe'])}` could not run on this machine: {exc}") from None
+    if result.returncode != 0:
+        raise RemoteError(
+            f"`{shlex.join(feed['probe'])}` failed on this machine: {result.stderr.strip()[-300:]}\n{feed['missing']}"
+        )
+    return result.stdout.strip()
+
+
 def _diff_keys(olds: dict, news: dict, keys: tuple[str, ...]) -> list[str]:
     return [k for k in keys if _unknown(news.get(k)) or olds.get(k) != news.get(k)]
 
@@ -59,31 +73,46 @@ class _CommandProvider(ResourceProvider):
 
     REPLACE_KEYS = ("connection", "triggers")
     # Changes that re-run the `update` (or `create`) script; the other inputs are recorded without running.
-    RUN_KEYS = ("create", "update", "environment")
+    RUN_KEYS = ("create", "update", "environment", "feed")
     RECORD_KEYS = ("delete", "check", "label", "timeout")
 
-    def _run(self, props: dict, script: str, *, stream: bool = True) -> str:
+    def _run(self, props: dict, script: str, *, stream: bool = True, fed: bool = False) -> str:
+        """Run `script` on the node; `fed`: with the resource's feed (create/update only)."""
         target = SshHost.from_props(props["connection"])
+        environment = dict(props.get("environment") or {})
+        feed = props.get("feed") if fed else None
+        if feed:
+            environment[FEED_PROBE_ENV] = _feed_probe(feed)
         out = run_script(
             target,
-            _exports(props.get("environment")) + script,
+            _exports(environment) + script,
             label=props.get("label") or target.name,
             timeout=props.get("timeout"),
             stream=stream,
+            feed=feed["command"] if feed else None,
         )
         return out[-STDOUT_KEEP:]
 
     def _observe(self, props: dict) -> str | None:
-        """The `check` script's output now: what the node really runs (None when there is no check)."""
+        """The `check` script's output now: what the node really runs (None when there is no check).
+
+        With a feed, what the feed would send now is part of it: a new image on this machine is drift too.
+        """
         if not props.get("check"):
             return None
         try:
-            return self._run(props, props["check"], stream=False).strip()
+            observed = self._run(props, props["check"], stream=False).strip()
         except RemoteError as err:
-            return f"unreachable: {str(err).splitlines()[0]}"
+            observed = f"unreachable: {str(err).splitlines()[0]}"
+        if props.get("feed"):
+            try:
+                observed += f"\nsource: {_feed_probe(props['feed'])}"
+            except RemoteError as err:
+                observed += f"\nsource: unavailable: {str(err).splitlines()[0]}"
+        return observed
 
     def create(self, props: dict) -> CreateResult:
-        stdout = self._run(props, props["create"])
+        stdout = self._run(props, props["create"], fed=True)
         # A new ID on every create: dependents put it in their triggers to be replaced after this one.
         outs = {**props, "stdout": stdout, "observed": self._observe(props)}
         return CreateResult(id_=uuid.uuid4().hex, outs=outs)
@@ -108,7 +137,7 @@ class _CommandProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict, news: dict) -> UpdateResult:
         if _diff_keys(olds, news, self.RUN_KEYS):
-            stdout = self._run(news, news.get("update") or news["create"])
+            stdout = self._run(news, news.get("update") or news["create"], fed=True)
         else:  # only what is recorded changed (delete/check script, label): nothing to run now
             stdout = olds.get("stdout", "")
         return UpdateResult(outs={**news, "stdout": stdout, "observed": self._observe(news)})
@@ -123,6 +152,9 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
 
     `check`, if given, is a read-only script whose output describes what the node runs; it is recorded after
     create and compared on every preview/up, and a difference replaces the resource (drift repair).
+    `feed`, if given, streams data from this machine into the create/update script: `{"probe": argv,
+    "command": argv, "missing": hint}`; the probe's output is the script's $SPARK_LLM_FEED_PROBE, the
+    command's output its stdin once it prints spark_llm.ssh.FEED_REQUEST (see `run_script`).
     """
 
     stdout: pulumi.Output[str]
@@ -139,6 +171,7 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
         check: pulumi.Input[str] | None = None,
         triggers: pulumi.Input[list] | None = None,
         environment: pulumi.Input[dict] | None = None,
+        feed: dict | None = None,
         label: str | None = None,
         timeout: float | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -151,6 +184,7 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
             "check": check,
             "triggers": triggers or [],
             "environment": environment,
+            "feed": feed,
             "label": label,
             "timeout": timeout,
             "stdout": None,

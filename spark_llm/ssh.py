@@ -13,10 +13,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,90 @@ def ssh_argv(config: Path, target: SshHost, remote: list[str]) -> list[str]:
     return ["ssh", "-F", str(config), target.name, "--", *remote]
 
 
+# A script run with a `feed` prints this line when it is ready to read the feed's bytes on its stdin.
+FEED_REQUEST = "spark-llm: ready for the feed on stdin"
+# Set by spark_llm.remote for a script with a feed: the output of the feed's probe on this machine.
+FEED_PROBE_ENV = "SPARK_LLM_FEED_PROBE"
+FEED_CHUNK_BYTES = 1 << 20
+FEED_PROGRESS_SECONDS = 5.0
+
+
+def stdin_script(script: str) -> str:
+    """The script as bash reads it when its stdin carries more than the script (a feed follows it).
+
+    bash reads a script from a pipe one byte at a time and parses a whole command list before running it
+    (POSIX: the shell leaves its stdin right after the command it read). Inside the group, a command that reads
+    stdin (`docker load`) gets exactly the bytes sent after the `exit` line; the group ends in `exit`, so those
+    bytes are never read as script, whatever the script does.
+    """
+    return "set -euo pipefail\n{\n" + script.rstrip("\n") + "\n}; exit\n"
+
+
+class _Feed:
+    """Streams a local command's stdout into the remote script's stdin, reporting bytes and rate."""
+
+    def __init__(self, argv: list[str], sink: IO[bytes], report: Callable[[str], None]) -> None:
+        self.argv = argv
+        self.sink = sink
+        self.report = report
+        self.error: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+
+    def start(self) -> None:
+        """Start streaming (once: a second request is ignored)."""
+        if not self.started:
+            self.started = True
+            self.thread.start()
+
+    def _pump(self) -> None:
+        start = last = time.monotonic()
+        sent = 0
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            assert self.proc.stdout is not None
+            source = self.proc.stdout
+            while chunk := os.read(source.fileno(), FEED_CHUNK_BYTES):
+                try:
+                    self.sink.write(chunk)
+                except (BrokenPipeError, ValueError):
+                    self.error = f"the node stopped reading after {sent} bytes"
+                    self.proc.kill()
+                    break
+                sent += len(chunk)
+                now = time.monotonic()
+                if now - last >= FEED_PROGRESS_SECONDS:
+                    last = now
+                    self.report(
+                        f"{sent // 1_000_000} MB sent from this machine ({sent / 1e6 / (now - start):.0f} MB/s)"
+                    )
+            err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+            code = self.proc.wait()
+            if code != 0 and self.error is None:
+                self.error = f"`{' '.join(self.argv)}` exited {code} on this machine: {err[-500:]}"
+        except OSError as exc:
+            self.error = f"`{' '.join(self.argv)}` could not run on this machine: {exc}"
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.close()
+        if self.error is None:
+            took = max(time.monotonic() - start, 1e-6)
+            self.report(f"sent {sent} bytes from this machine in {took:.1f} s ({sent / 1e6 / took:.1f} MB/s)")
+
+    def finish(self, *, kill: bool) -> None:
+        """Wait for the stream to end; `kill` ends the local command first (the node is gone)."""
+        if not self.started:
+            return
+        if not kill:
+            self.thread.join(timeout=30)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.thread.join(timeout=10)
+
+
 def run_script(
     target: SshHost,
     script: str,
@@ -125,29 +211,43 @@ def run_script(
     stream: bool = True,
     timeout: float | None = None,
     tail_lines: int = 40,
+    feed: list[str] | None = None,
 ) -> str:
     """Run a bash script on `target`, sent over stdin so it never shows on a command line.
 
     Output lines are echoed to stderr prefixed with `[label]` when `stream` is set (the Pulumi CLI shows a
     provider's stderr as progress). Returns the combined output; raises RemoteError with the last
     `tail_lines` lines when the script fails.
+
+    `feed` is a command run on this machine once the script prints FEED_REQUEST: its output is streamed into
+    the script's stdin (e.g. `docker save` here into `docker load` there), with progress lines on stderr.
     """
     prefix = f"[{label or target.name}] "
+
+    def report(line: str) -> None:
+        if stream:
+            sys.stderr.write(prefix + line + "\n")
+            sys.stderr.flush()
+
     with ssh_files(target) as config:
         proc = subprocess.Popen(
             ssh_argv(config, target, ["bash", "-s"]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
         )
+        assert proc.stdin is not None
         lines: deque[str] = deque(maxlen=max(tail_lines, 1))
         collected: list[str] = []
+        pipe = _Feed(feed, proc.stdin, report) if feed is not None else None
 
         def pump() -> None:
             assert proc.stdout is not None
-            for line in proc.stdout:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                if pipe is not None and line.rstrip("\n") == FEED_REQUEST:
+                    pipe.start()
+                    continue
                 collected.append(line)
                 lines.append(line.rstrip("\n"))
                 if stream:
@@ -156,10 +256,12 @@ def run_script(
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        assert proc.stdin is not None
+        body = stdin_script(script) if feed is not None else "set -euo pipefail\n" + script
         try:
-            proc.stdin.write("set -euo pipefail\n" + script)
-            proc.stdin.close()
+            proc.stdin.write(body.encode())
+            proc.stdin.flush()
+            if pipe is None:
+                proc.stdin.close()
         except BrokenPipeError:
             pass
         try:
@@ -167,17 +269,26 @@ def run_script(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+            if pipe is not None:
+                pipe.finish(kill=True)
             raise RemoteError(
                 f"{target.name}: no answer after {timeout:.0f} s; last output:\n" + "\n".join(lines)
             ) from None
         reader.join(timeout=5)
-    if code != 0:
+        if pipe is not None:
+            pipe.finish(kill=code != 0)
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
+    if code != 0 or (pipe is not None and pipe.error):
         where = f"{target.name} ({target.user}@{target.host}" + (f" via {target.via.name})" if target.via else ")")
-        hint = (
-            "ssh could not connect or the host key did not match the pinned one; "
-            "check the node is up and its hostKey in the stack config"
-            if code == 255
-            else "the script failed on the node"
-        )
+        if pipe is not None and pipe.error:
+            hint = f"the feed failed: {pipe.error}"
+        elif code == 255:
+            hint = (
+                "ssh could not connect or the host key did not match the pinned one; "
+                "check the node is up and its hostKey in the stack config"
+            )
+        else:
+            hint = "the script failed on the node"
         raise RemoteError(f"{where}: exit {code}: {hint}. Last output:\n" + "\n".join(lines))
     return "".join(collected)

@@ -15,8 +15,8 @@ mapfile -t built < <(sim/engine/build-image.sh | tail -n 2)
 image_tar=${built[1]}
 
 say "simulated cluster: 1 head + ${WORKERS:-1} worker(s)"
-# The stack config names the image spark-llm/standin-engine:sim, present on every node.
-sim/sim up --workers "${WORKERS:-1}" --load-image "$image_tar" --load-on all --image-tag spark-llm/standin-engine:sim
+# The image spark-llm/standin-engine:sim goes on the head only; `pulumi up` transfers it to the workers.
+sim/sim up --workers "${WORKERS:-1}" --load-image "$image_tar" --load-on head --image-tag spark-llm/standin-engine:sim
 
 say "pulumi up --stack sim"
 pulumi stack select sim --create --non-interactive >/dev/null

@@ -63,8 +63,9 @@ class SimCluster:
                 str(workers),
                 "--load-image",
                 str(image),
+                # As a user starts: the image on the head only; the program transfers it to the workers.
                 "--load-on",
-                "all",
+                "head",
                 "--image-tag",
                 SIM_IMAGE_TAG,
             ],
@@ -127,6 +128,7 @@ def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) ->
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.
     cli("destroy", "--yes", "--skip-preview", check=False)
+    # Keep Pulumi.sim.yaml: `sim up` wrote it for the whole session, and the next module's stack reads it.
     run(
         ["pulumi", "stack", "rm", "sim", "--yes", "--force", "--preserve-config", "--non-interactive"],
         env=env,

@@ -21,12 +21,15 @@ from tests.conftest import HEAD_KEY, WORKER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+IMAGE_ID = "sha256:" + "c" * 64
 
 
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if args.typ.endswith("EngineContainer"):
+        if args.typ.endswith("RemoteCommand") and "-image-" in args.name:
+            outs["stdout"] = f"image {IMAGE_ID} linux/arm64\n"
+        elif args.typ.endswith("EngineContainer"):
             outs["stdout"] = f"container-of-{args.name}\n"
         return [f"{args.name}-id", outs]
 
@@ -65,15 +68,13 @@ def test_committed_dual_spark_file_asks_for_real_host_keys():
         parse(dual_spark_stack_file())
 
 
-@pytest.fixture
-def registered(monkeypatch):
-    """Run __main__.py for the dual-spark stack under mocks; return {name: RegisterResource request}.
+def _register(monkeypatch, raw: dict) -> dict:
+    """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
 
     Mocks answer every resource registration: nothing is sent to the stack's addresses (real machines elsewhere).
     """
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    raw = pinned(dual_spark_stack_file())
     pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()})
     monkeypatch.chdir(ROOT)
 
@@ -85,11 +86,26 @@ def registered(monkeypatch):
     return {r.name: r for r in monitor.requests}
 
 
+@pytest.fixture
+def registered(monkeypatch):
+    """Pulumi.dual-spark.yaml as committed (image transferred from the head), host keys pinned."""
+    return _register(monkeypatch, pinned(dual_spark_stack_file()))
+
+
+@pytest.fixture
+def registered_present(monkeypatch):
+    """The dual-spark stack with the image already on every node."""
+    raw = pinned(dual_spark_stack_file())
+    raw["image"] = dict(raw["image"], mode="present")
+    return _register(monkeypatch, raw)
+
+
 def test_components_and_their_children(registered):
     types = {name: r.type for name, r in registered.items()}
     assert types["spark"] == "spark-llm:components:SparkCluster"
     assert types["spark-scripts"] == "spark-llm:components:LaunchScripts"
     assert types["spark-engine"] == "spark-llm:components:EngineGroup"
+    assert types["spark-image"] == "spark-llm:components:EngineImage"
     files = sorted(n for n, t in types.items() if t.endswith("RemoteFile"))
     assert files == [
         "spark-scripts-spark-1-env",
@@ -99,6 +115,9 @@ def test_components_and_their_children(registered):
     ]
     containers = sorted(n for n, t in types.items() if t.endswith("EngineContainer"))
     assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
+    assert commands == ["spark-image-spark-1", "spark-image-spark-2"]
+    assert all(registered[n].parent.endswith("::spark-image") for n in commands)
     assert types["spark-engine-ready"].endswith("GroupReady")
 
 
@@ -153,3 +172,50 @@ def test_start_commands_name_role_and_node(registered):
         "/home/aurora/spark-llm/launch.sh start worker spark-2"
     )
     assert _inputs(registered["spark-engine-spark-1"])["create"].strip().endswith("start head spark-1")
+
+
+def test_containers_wait_for_the_image_on_every_node(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        deps = registered[name].dependencies
+        assert any(d.endswith("::spark-image-spark-1") for d in deps), name
+        assert any(d.endswith("::spark-image-spark-2") for d in deps), name
+
+
+def test_a_new_image_id_restarts_the_group(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        assert IMAGE_ID in _inputs(registered[name])["triggers"], name
+
+
+def test_workers_get_the_head_image_id_and_wait_for_the_head_step(registered):
+    worker = registered["spark-image-spark-2"]
+    assert any(d.endswith("::spark-image-spark-1") for d in worker.dependencies)
+    assert _inputs(worker)["environment"] == {"SPARK_LLM_HEAD_IMAGE_ID": IMAGE_ID}
+
+
+def test_image_steps_detect_drift_with_a_read_only_check(registered):
+    for name in ("spark-image-spark-1", "spark-image-spark-2"):
+        check = _inputs(registered[name])["check"]
+        assert "docker image inspect" in check and "docker load" not in check, name
+
+
+def test_transfer_to_a_worker_runs_on_the_head_over_the_fabric(registered):
+    step = _inputs(registered["spark-image-spark-2"])
+    assert step["connection"]["name"] == "spark-1" and step["label"] == "spark-2"
+    assert "FABRIC_SSH" in step["create"] and "docker load" in step["create"]
+
+
+def test_image_id_is_exported(monkeypatch):
+    outputs = {}
+
+    def capture(name, value):
+        outputs[name] = value
+
+    monkeypatch.setattr(pulumi, "export", capture)
+    _register(monkeypatch, pinned(dual_spark_stack_file()))
+    assert "image_id" in outputs
+
+
+def test_present_image_is_only_checked_on_every_node(registered_present):
+    for name in ("spark-image-spark-1", "spark-image-spark-2"):
+        step = _inputs(registered_present[name])
+        assert "FABRIC_SSH" not in step["create"], name  # nothing is sent between nodes
