@@ -117,6 +117,59 @@ def ssh_argv(config: Path, target: SshHost, remote: list[str]) -> list[str]:
     return ["ssh", "-F", str(config), target.name, "--", *remote]
 
 
+def _stream(
+    argv: list[str],
+    script: str,
+    *,
+    prefix: str,
+    stream: bool,
+    timeout: float | None,
+    tail_lines: int,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, str, deque[str]]:
+    """Run argv with `script` on stdin; echo its output lines to stderr (after `prefix`) when `stream` is set.
+
+    Returns the exit code, the whole output and its last `tail_lines` lines; raises TimeoutError on timeout.
+    """
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=None if env is None else {**os.environ, **env},
+    )
+    lines: deque[str] = deque(maxlen=max(tail_lines, 1))
+    collected: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            collected.append(line)
+            lines.append(line.rstrip("\n"))
+            if stream:
+                sys.stderr.write(prefix + line)
+                sys.stderr.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write("set -euo pipefail\n" + script)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise TimeoutError("\n".join(lines)) from None
+    reader.join(timeout=5)
+    return code, "".join(collected), lines
+
+
 def run_script(
     target: SshHost,
     script: str,
@@ -134,43 +187,17 @@ def run_script(
     """
     prefix = f"[{label or target.name}] "
     with ssh_files(target) as config:
-        proc = subprocess.Popen(
-            ssh_argv(config, target, ["bash", "-s"]),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        lines: deque[str] = deque(maxlen=max(tail_lines, 1))
-        collected: list[str] = []
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                collected.append(line)
-                lines.append(line.rstrip("\n"))
-                if stream:
-                    sys.stderr.write(prefix + line)
-                    sys.stderr.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        assert proc.stdin is not None
         try:
-            proc.stdin.write("set -euo pipefail\n" + script)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise RemoteError(
-                f"{target.name}: no answer after {timeout:.0f} s; last output:\n" + "\n".join(lines)
-            ) from None
-        reader.join(timeout=5)
+            code, output, lines = _stream(
+                ssh_argv(config, target, ["bash", "-s"]),
+                script,
+                prefix=prefix,
+                stream=stream,
+                timeout=timeout,
+                tail_lines=tail_lines,
+            )
+        except TimeoutError as err:
+            raise RemoteError(f"{target.name}: no answer after {timeout:.0f} s; last output:\n{err}") from None
     if code != 0:
         where = f"{target.name} ({target.user}@{target.host}" + (f" via {target.via.name})" if target.via else ")")
         hint = (
@@ -180,4 +207,35 @@ def run_script(
             else "the script failed on the node"
         )
         raise RemoteError(f"{where}: exit {code}: {hint}. Last output:\n" + "\n".join(lines))
-    return "".join(collected)
+    return output
+
+
+def run_local_script(
+    target: SshHost,
+    script: str,
+    *,
+    label: str = "",
+    stream: bool = True,
+    timeout: float | None = None,
+    tail_lines: int = 40,
+) -> str:
+    """Run a bash script on this machine that reaches `target` itself (an upload: `rsync -e "ssh -F ..."`).
+
+    The script gets SPARK_LLM_SSH_CONFIG (the same pinned ssh_config `run_script` uses) and SPARK_LLM_SSH_HOST
+    (the host alias in it). Output, errors and timeouts as in `run_script`.
+    """
+    prefix = f"[{label or 'local'}] "
+    with ssh_files(target) as config:
+        env = {"SPARK_LLM_SSH_CONFIG": str(config), "SPARK_LLM_SSH_HOST": target.name}
+        try:
+            code, output, lines = _stream(
+                ["bash", "-s"], script, prefix=prefix, stream=stream, timeout=timeout, tail_lines=tail_lines, env=env
+            )
+        except TimeoutError as err:
+            raise RemoteError(f"local script for {target.name}: still running after {timeout:.0f} s:\n{err}") from None
+    if code != 0:
+        raise RemoteError(
+            f"local script for {target.name} ({target.user}@{target.host}): exit {code}. Last output:\n"
+            + "\n".join(lines)
+        )
+    return output
