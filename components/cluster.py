@@ -1,4 +1,4 @@
-"""SparkCluster: wires LaunchScripts and EngineGroup from one plan."""
+"""SparkCluster: wires LaunchScripts, ModelWeights and EngineGroup from one plan."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pulumi
 
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
+from components.model_weights import ModelWeights, ModelWeightsArgs
 from spark_llm.plan import DeploymentPlan
 
 
@@ -24,26 +25,32 @@ class SparkCluster(pulumi.ComponentResource):
     group_revision: pulumi.Output[str]
     script_sha256: pulumi.Output[str]
     container_ids: pulumi.Output[dict]
+    weights_manifest_digest: pulumi.Output[str]
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         group = EngineGroup(
             f"{name}-engine",
             # Prerequisites of every container, and what restarts the group when it changes.
-            EngineGroupArgs(plan=plan, after=[scripts], restart_on=[scripts.script_sha256]),
+            EngineGroupArgs(
+                plan=plan, after=[scripts, weights], restart_on=[scripts.script_sha256, weights.manifest_digest]
+            ),
             pulumi.ResourceOptions(parent=self),
         )
         self.endpoint = group.ready.id.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids
+        self.weights_manifest_digest = weights.manifest_digest
         self.register_outputs(
             {
                 "endpoint": self.endpoint,
                 "group_revision": self.group_revision,
                 "script_sha256": self.script_sha256,
                 "container_ids": self.container_ids,
+                "weights_manifest_digest": self.weights_manifest_digest,
             }
         )

@@ -111,4 +111,9 @@ def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) ->
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.
     cli("destroy", "--yes", "--skip-preview", check=False)
-    run(["pulumi", "stack", "rm", "sim", "--yes", "--force", "--non-interactive"], env=env, check=False)
+    # --preserve-config: Pulumi.sim.yaml belongs to `sim up` (the nodes), and the next module needs it.
+    run(
+        ["pulumi", "stack", "rm", "sim", "--yes", "--force", "--preserve-config", "--non-interactive"],
+        env=env,
+        check=False,
+    )

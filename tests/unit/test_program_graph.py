@@ -21,10 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
 
+WEIGHTS_DIGEST = "ab" * 32
+
+
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if args.typ.endswith("RemoteCommand"):
+        if args.name.startswith("spark-weights-"):
+            outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
+        elif args.typ.endswith("RemoteCommand"):
             outs["stdout"] = f"container-of-{args.name}\n"
         return [f"{args.name}-id", outs]
 
@@ -46,13 +51,14 @@ def _inputs(request) -> dict:
     return json_format.MessageToDict(request.object)
 
 
-@pytest.fixture
-def registered(monkeypatch):
-    """Run __main__.py for the dual-spark stack under mocks; return {name: RegisterResource request}."""
+def register(raw: dict, secrets: tuple[str, ...] = ()) -> dict:
+    """Run __main__.py for a stack config under mocks; return {name: RegisterResource request}."""
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in dual_spark_raw().items()})
-    monkeypatch.chdir(ROOT)
+    pulumi.runtime.set_all_config(
+        {f"spark-llm:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()},
+        [f"spark-llm:{k}" for k in secrets],
+    )
 
     @pulumi.runtime.test
     def run():
@@ -60,6 +66,13 @@ def registered(monkeypatch):
 
     run()
     return {r.name: r for r in monitor.requests}
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """The dual-spark stack (weights already at model.path on the head) under mocks."""
+    monkeypatch.chdir(ROOT)
+    return register(dual_spark_raw())
 
 
 def test_components_and_their_children(registered):
@@ -75,7 +88,15 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-script",
     ]
     commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    assert commands == [
+        "spark-engine-spark-1",
+        "spark-engine-spark-2",
+        "spark-weights-spark-1",
+        "spark-weights-spark-1-retention",
+        "spark-weights-spark-2",
+        "spark-weights-spark-2-retention",
+    ]
+    assert types["spark-weights"] == "spark-llm:components:ModelWeights"
     assert types["spark-engine-ready"].endswith("GroupReady")
 
 
@@ -128,3 +149,73 @@ def test_start_commands_name_role_and_node(registered):
         "/home/aurora/spark-llm/launch.sh start worker spark-2"
     )
     assert _inputs(registered["spark-engine-spark-1"])["create"].strip().endswith("start head spark-1")
+
+
+# ---------- ModelWeights ----------
+
+
+def test_containers_wait_for_every_copy_of_the_weights_and_restart_on_their_digest(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        deps = registered[name].dependencies
+        assert any(d.endswith("::spark-weights-spark-1") for d in deps), name
+        assert any(d.endswith("::spark-weights-spark-2") for d in deps), name
+        assert WEIGHTS_DIGEST in _inputs(registered[name])["triggers"], name
+
+
+def test_worker_copy_runs_on_the_head_and_follows_the_heads_copy(registered):
+    sync = _inputs(registered["spark-weights-spark-2"])
+    assert sync["connection"]["name"] == "spark-1" and sync["connection"].get("via") is None
+    assert sync["triggers"][:2] == ["spark-weights-spark-1-id", WEIGHTS_DIGEST]
+    assert any(d.endswith("::spark-weights-spark-1") for d in registered["spark-weights-spark-2"].dependencies)
+    assert "FABRIC_SSH" in sync["create"] and "192.168.200.13" in sync["create"]
+    after_tool = sync["check"].split("SPARK_LLM_MANIFEST_PY\n")[-1]
+    assert "scan" in after_tool and "rsync" not in after_tool  # the drift check only reads
+
+
+def test_copies_never_delete_weights_on_destroy_or_replace(registered):
+    for name in ("spark-weights-spark-1", "spark-weights-spark-2"):
+        assert not _inputs(registered[name]).get("delete"), name
+    for name in ("spark-weights-spark-1-retention", "spark-weights-spark-2-retention"):
+        retention = _inputs(registered[name])
+        assert not retention.get("delete"), name
+        assert "kept on pulumi destroy" in retention["create"] or "never deleted" in retention["create"], name
+
+
+def test_purge_on_destroy_deletes_the_workers_copy_but_never_the_heads_source(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    raw = dual_spark_raw()
+    raw["model"]["purgeOnDestroy"] = True
+    registered = register(raw)
+    assert "purge" in _inputs(registered["spark-weights-spark-2-retention"])["delete"]
+    # Kind head at model.path: the head's directory is the source itself.
+    assert not _inputs(registered["spark-weights-spark-1-retention"]).get("delete")
+
+
+def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    raw = dual_spark_raw()
+    raw["model"]["source"] = {"kind": "local", "path": str(tmp_path / "model")}
+    registered = register(raw)
+    upload = registered["spark-weights-spark-1"]
+    assert upload.type.endswith("LocalCommand")
+    digest = _inputs(upload)["triggers"][-1]
+    assert len(digest) == 64 and "rsync" in _inputs(upload)["create"]
+    assert _inputs(registered["spark-weights-spark-2"])["triggers"][1] == digest
+    assert digest in _inputs(registered["spark-engine-spark-2"])["triggers"]
+
+
+def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    raw = dual_spark_raw()
+    raw["model"]["source"] = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": "0" * 40}
+    raw["hfToken"] = "hf_secretsecret"
+    registered = register(raw, secrets=("hfToken",))
+    token = _inputs(registered["spark-weights-spark-1-hf-token"])
+    assert token["mode"] == "0600" and token["path"] == "/home/aurora/spark-llm/hf.env"
+    assert isinstance(token["content"], dict) and token["content"].get(SECRET_SIG)
+    obtain = registered["spark-weights-spark-1"]
+    assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
+    assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
