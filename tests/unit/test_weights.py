@@ -152,6 +152,27 @@ def test_hf_token_comes_from_the_env_file_and_never_from_argv(tmp_path, env):
     assert weights.parse_digest(out) == stored["digest"]
 
 
+def test_download_rerun_lets_hf_resume_and_hashes_only_new_files(tmp_path, env):
+    """A second `up` after an interrupted download runs `hf download` again (it skips finished files itself) and
+    the manifest re-hashes only what the download added."""
+    cfg, p = build(HF, path=str(tmp_path / "model"))
+    head = dataclasses.replace(p.head, remote_dir=str(tmp_path / "remote"))
+    # A stand-in `hf` that fetches one more shard per call, as a resumed download does.
+    fake_hf(
+        tmp_path / "bin",
+        'dir=${@: -1}; mkdir -p "$dir"; n=$(find "$dir" -name "*.safetensors" | wc -l)\n'
+        'head -c 100000 /dev/urandom > "$dir/model-$((n + 1)).safetensors"\n',
+    )
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    script = weights.render_obtain(cfg, head, TOOL)
+    first = run_bash(script, env)
+    second = run_bash(script, env)
+    assert "hashed 1 " in second.stderr and "1 from cache" in second.stderr
+    assert weights.parse_digest(second.stdout) != weights.parse_digest(first.stdout)
+    stored = json.loads((tmp_path / "model" / weights.MANIFEST_NAME).read_text())
+    assert [f["path"] for f in stored["files"]] == ["model-1.safetensors", "model-2.safetensors"]
+
+
 def test_failed_download_shows_its_log_and_says_it_resumes(tmp_path, env):
     cfg, p = build(HF, path=str(tmp_path / "model"))
     head = dataclasses.replace(p.head, remote_dir=str(tmp_path / "remote"))
