@@ -1,4 +1,4 @@
-"""SparkCluster: wires LaunchScripts, EngineImage and EngineGroup from one plan."""
+"""SparkCluster: wires LaunchScripts, EngineImage, ModelWeights and EngineGroup from one plan."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pulumi
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
+from components.model_weights import ModelWeights, ModelWeightsArgs
 from spark_llm.plan import DeploymentPlan
 
 
@@ -26,16 +27,22 @@ class SparkCluster(pulumi.ComponentResource):
     script_sha256: pulumi.Output[str]
     container_ids: pulumi.Output[dict]
     image_id: pulumi.Output[str]
+    weights_manifest_digest: pulumi.Output[str]
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         group = EngineGroup(
             f"{name}-engine",
             # Prerequisites of every container, and what restarts the group when it changes.
-            EngineGroupArgs(plan=plan, after=[scripts, image], restart_on=[scripts.script_sha256, image.image_id]),
+            EngineGroupArgs(
+                plan=plan,
+                after=[scripts, image, weights],
+                restart_on=[scripts.script_sha256, image.image_id, weights.manifest_digest],
+            ),
             pulumi.ResourceOptions(parent=self),
         )
         self.endpoint = group.ready.id.apply(lambda _: plan.endpoint)
@@ -43,6 +50,7 @@ class SparkCluster(pulumi.ComponentResource):
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids
         self.image_id = image.image_id
+        self.weights_manifest_digest = weights.manifest_digest
         self.register_outputs(
             {
                 "endpoint": self.endpoint,
@@ -50,5 +58,6 @@ class SparkCluster(pulumi.ComponentResource):
                 "script_sha256": self.script_sha256,
                 "container_ids": self.container_ids,
                 "image_id": self.image_id,
+                "weights_manifest_digest": self.weights_manifest_digest,
             }
         )

@@ -25,7 +25,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.runtime import rpc
 
-from spark_llm.ssh import FEED_PROBE_ENV, RemoteError, SshHost, run_script
+from spark_llm.ssh import FEED_PROBE_ENV, RemoteError, SshHost, run_local_script, run_script
 
 # What `pulumi up` keeps of a script's output in state: enough to read a container ID or a digest.
 STDOUT_KEEP = 4096
@@ -191,6 +191,60 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
             "observed": None,
         }
         super().__init__(_CommandProvider(), name, props, opts)
+
+
+class _LocalCommandProvider(_CommandProvider):
+    """The same lifecycle, but the scripts run on this machine and reach the node themselves (uploads)."""
+
+    def _run(self, props: dict, script: str, *, stream: bool = True, fed: bool = False) -> str:
+        # No feed here: a local script reads whatever it needs on this machine itself.
+        target = SshHost.from_props(props["connection"])
+        out = run_local_script(
+            target,
+            _exports(props.get("environment")) + script,
+            label=props.get("label") or f"local->{target.name}",
+            timeout=props.get("timeout"),
+            stream=stream,
+        )
+        return out[-STDOUT_KEEP:]
+
+
+class LocalCommand(Resource, module="spark-llm", name="LocalCommand"):
+    """A script run on the operator's machine with a pinned ssh_config for one node (`connection`).
+
+    Same inputs and lifecycle as RemoteCommand; the script finds the config in $SPARK_LLM_SSH_CONFIG and the
+    host alias in $SPARK_LLM_SSH_HOST (e.g. `rsync -e "ssh -F $SPARK_LLM_SSH_CONFIG" DIR/ "$SPARK_LLM_SSH_HOST:..."`).
+    """
+
+    stdout: pulumi.Output[str]
+    observed: pulumi.Output[str | None]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        connection: pulumi.Input[dict],
+        create: pulumi.Input[str],
+        check: pulumi.Input[str] | None = None,
+        triggers: pulumi.Input[list] | None = None,
+        label: str | None = None,
+        timeout: float | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "connection": connection,
+            "create": create,
+            "update": None,
+            "delete": None,
+            "check": check,
+            "triggers": triggers or [],
+            "environment": None,
+            "label": label,
+            "timeout": timeout,
+            "stdout": None,
+            "observed": None,
+        }
+        super().__init__(_LocalCommandProvider(), name, props, opts)
 
 
 def sha256_text(text: str) -> str:

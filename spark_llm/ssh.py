@@ -203,6 +203,79 @@ class _Feed:
         self.thread.join(timeout=10)
 
 
+def _execute(
+    argv: list[str],
+    script: str,
+    *,
+    prefix: str,
+    stream: bool,
+    timeout: float | None,
+    tail_lines: int,
+    feed: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, str, deque[str], str | None]:
+    """Run argv with `script` on stdin (then the feed's bytes, if any); echo its lines to stderr after `prefix`.
+
+    Returns the exit code, the whole output, its last `tail_lines` lines and the feed's error (None if fine);
+    raises TimeoutError (with the last lines) on timeout.
+    """
+
+    def report(line: str) -> None:
+        if stream:
+            sys.stderr.write(prefix + line + "\n")
+            sys.stderr.flush()
+
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=None if env is None else {**os.environ, **env},
+    )
+    assert proc.stdin is not None
+    lines: deque[str] = deque(maxlen=max(tail_lines, 1))
+    collected: list[str] = []
+    pipe = _Feed(feed, proc.stdin, report) if feed is not None else None
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            if pipe is not None and line.rstrip("\n") == FEED_REQUEST:
+                pipe.start()
+                continue
+            collected.append(line)
+            lines.append(line.rstrip("\n"))
+            if stream:
+                sys.stderr.write(prefix + line)
+                sys.stderr.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    body = stdin_script(script) if feed is not None else "set -euo pipefail\n" + script
+    try:
+        proc.stdin.write(body.encode())
+        proc.stdin.flush()
+        if pipe is None:
+            proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        if pipe is not None:
+            pipe.finish(kill=True)
+        raise TimeoutError("\n".join(lines)) from None
+    reader.join(timeout=5)
+    if pipe is not None:
+        pipe.finish(kill=code != 0)
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
+    return code, "".join(collected), lines, pipe.error if pipe is not None else None
+
+
 def run_script(
     target: SshHost,
     script: str,
@@ -223,66 +296,23 @@ def run_script(
     the script's stdin (e.g. `docker save` here into `docker load` there), with progress lines on stderr.
     """
     prefix = f"[{label or target.name}] "
-
-    def report(line: str) -> None:
-        if stream:
-            sys.stderr.write(prefix + line + "\n")
-            sys.stderr.flush()
-
     with ssh_files(target) as config:
-        proc = subprocess.Popen(
-            ssh_argv(config, target, ["bash", "-s"]),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        assert proc.stdin is not None
-        lines: deque[str] = deque(maxlen=max(tail_lines, 1))
-        collected: list[str] = []
-        pipe = _Feed(feed, proc.stdin, report) if feed is not None else None
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                line = raw.decode(errors="replace")
-                if pipe is not None and line.rstrip("\n") == FEED_REQUEST:
-                    pipe.start()
-                    continue
-                collected.append(line)
-                lines.append(line.rstrip("\n"))
-                if stream:
-                    sys.stderr.write(prefix + line)
-                    sys.stderr.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        body = stdin_script(script) if feed is not None else "set -euo pipefail\n" + script
         try:
-            proc.stdin.write(body.encode())
-            proc.stdin.flush()
-            if pipe is None:
-                proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            if pipe is not None:
-                pipe.finish(kill=True)
-            raise RemoteError(
-                f"{target.name}: no answer after {timeout:.0f} s; last output:\n" + "\n".join(lines)
-            ) from None
-        reader.join(timeout=5)
-        if pipe is not None:
-            pipe.finish(kill=code != 0)
-            with contextlib.suppress(OSError, ValueError):
-                proc.stdin.close()
-    if code != 0 or (pipe is not None and pipe.error):
+            code, output, lines, feed_error = _execute(
+                ssh_argv(config, target, ["bash", "-s"]),
+                script,
+                prefix=prefix,
+                stream=stream,
+                timeout=timeout,
+                tail_lines=tail_lines,
+                feed=feed,
+            )
+        except TimeoutError as err:
+            raise RemoteError(f"{target.name}: no answer after {timeout:.0f} s; last output:\n{err}") from None
+    if code != 0 or feed_error:
         where = f"{target.name} ({target.user}@{target.host}" + (f" via {target.via.name})" if target.via else ")")
-        if pipe is not None and pipe.error:
-            hint = f"the feed failed: {pipe.error}"
+        if feed_error:
+            hint = f"the feed failed: {feed_error}"
         elif code == 255:
             hint = (
                 "ssh could not connect or the host key did not match the pinned one; "
@@ -291,4 +321,35 @@ def run_script(
         else:
             hint = "the script failed on the node"
         raise RemoteError(f"{where}: exit {code}: {hint}. Last output:\n" + "\n".join(lines))
-    return "".join(collected)
+    return output
+
+
+def run_local_script(
+    target: SshHost,
+    script: str,
+    *,
+    label: str = "",
+    stream: bool = True,
+    timeout: float | None = None,
+    tail_lines: int = 40,
+) -> str:
+    """Run a bash script on this machine that reaches `target` itself (an upload: `rsync -e "ssh -F ..."`).
+
+    The script gets SPARK_LLM_SSH_CONFIG (the same pinned ssh_config `run_script` uses) and SPARK_LLM_SSH_HOST
+    (the host alias in it). Output, errors and timeouts as in `run_script`.
+    """
+    prefix = f"[{label or 'local'}] "
+    with ssh_files(target) as config:
+        env = {"SPARK_LLM_SSH_CONFIG": str(config), "SPARK_LLM_SSH_HOST": target.name}
+        try:
+            code, output, lines, _ = _execute(
+                ["bash", "-s"], script, prefix=prefix, stream=stream, timeout=timeout, tail_lines=tail_lines, env=env
+            )
+        except TimeoutError as err:
+            raise RemoteError(f"local script for {target.name}: still running after {timeout:.0f} s:\n{err}") from None
+    if code != 0:
+        raise RemoteError(
+            f"local script for {target.name} ({target.user}@{target.host}): exit {code}. Last output:\n"
+            + "\n".join(lines)
+        )
+    return output

@@ -17,11 +17,12 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import ConfigError, parse
-from tests.conftest import HEAD_KEY, WORKER_KEY
+from tests.conftest import HEAD_KEY, WORKER_KEY, dual_spark_raw
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 IMAGE_ID = "sha256:" + "c" * 64
+WEIGHTS_DIGEST = "ab" * 32
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -29,6 +30,8 @@ class Mocks(pulumi.runtime.Mocks):
         outs = dict(args.inputs)
         if args.typ.endswith("RemoteCommand") and "-image-" in args.name:
             outs["stdout"] = f"image {IMAGE_ID} linux/arm64\n"
+        elif args.name.startswith("spark-weights-"):
+            outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
         elif args.typ.endswith("EngineContainer"):
             outs["stdout"] = f"container-of-{args.name}\n"
         return [f"{args.name}-id", outs]
@@ -68,14 +71,18 @@ def test_committed_dual_spark_file_asks_for_real_host_keys():
         parse(dual_spark_stack_file())
 
 
-def _register(monkeypatch, raw: dict) -> dict:
+def _register(monkeypatch, raw: dict, secrets: tuple[str, ...] = ()) -> dict:
     """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
 
     Mocks answer every resource registration: nothing is sent to the stack's addresses (real machines elsewhere).
+    `secrets` are the keys given as Pulumi secrets.
     """
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()})
+    pulumi.runtime.set_all_config(
+        {f"spark-llm:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()},
+        [f"spark-llm:{k}" for k in secrets],
+    )
     monkeypatch.chdir(ROOT)
 
     @pulumi.runtime.test
@@ -116,8 +123,16 @@ def test_components_and_their_children(registered):
     containers = sorted(n for n, t in types.items() if t.endswith("EngineContainer"))
     assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
     commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == ["spark-image-spark-1", "spark-image-spark-2"]
-    assert all(registered[n].parent.endswith("::spark-image") for n in commands)
+    assert commands == [
+        "spark-image-spark-1",
+        "spark-image-spark-2",
+        "spark-weights-spark-1",
+        "spark-weights-spark-1-retention",
+        "spark-weights-spark-2",
+        "spark-weights-spark-2-retention",
+    ]
+    assert all(registered[n].parent.endswith("::spark-image") for n in commands if n.startswith("spark-image-"))
+    assert types["spark-weights"] == "spark-llm:components:ModelWeights"
     assert types["spark-engine-ready"].endswith("GroupReady")
 
 
@@ -219,3 +234,70 @@ def test_present_image_is_only_checked_on_every_node(registered_present):
     for name in ("spark-image-spark-1", "spark-image-spark-2"):
         step = _inputs(registered_present[name])
         assert "FABRIC_SSH" not in step["create"], name  # nothing is sent between nodes
+
+
+# ---------- ModelWeights ----------
+
+
+def test_containers_wait_for_every_copy_of_the_weights_and_restart_on_their_digest(registered):
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        deps = registered[name].dependencies
+        assert any(d.endswith("::spark-weights-spark-1") for d in deps), name
+        assert any(d.endswith("::spark-weights-spark-2") for d in deps), name
+        assert WEIGHTS_DIGEST in _inputs(registered[name])["triggers"], name
+
+
+def test_worker_copy_runs_on_the_head_and_follows_the_heads_copy(registered):
+    sync = _inputs(registered["spark-weights-spark-2"])
+    assert sync["connection"]["name"] == "spark-1" and sync["connection"].get("via") is None
+    assert sync["triggers"][:2] == ["spark-weights-spark-1-id", WEIGHTS_DIGEST]
+    assert any(d.endswith("::spark-weights-spark-1") for d in registered["spark-weights-spark-2"].dependencies)
+    assert "FABRIC_SSH" in sync["create"] and "192.168.200.13" in sync["create"]
+    after_tool = sync["check"].split("SPARK_LLM_MANIFEST_PY\n")[-1]
+    assert "scan" in after_tool and "rsync" not in after_tool  # the drift check only reads
+
+
+def test_copies_never_delete_weights_on_destroy_or_replace(registered):
+    for name in ("spark-weights-spark-1", "spark-weights-spark-2"):
+        assert not _inputs(registered[name]).get("delete"), name
+    for name in ("spark-weights-spark-1-retention", "spark-weights-spark-2-retention"):
+        retention = _inputs(registered[name])
+        assert not retention.get("delete"), name
+        assert "kept on pulumi destroy" in retention["create"] or "never deleted" in retention["create"], name
+
+
+def test_purge_on_destroy_deletes_the_workers_copy_but_never_the_heads_source(monkeypatch):
+    raw = dual_spark_raw()
+    raw["model"]["purgeOnDestroy"] = True
+    registered = _register(monkeypatch, raw)
+    assert "purge" in _inputs(registered["spark-weights-spark-2-retention"])["delete"]
+    # Kind head at model.path: the head's directory is the source itself.
+    assert not _inputs(registered["spark-weights-spark-1-retention"]).get("delete")
+
+
+def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    raw = dual_spark_raw()
+    raw["model"]["source"] = {"kind": "local", "path": str(tmp_path / "model")}
+    registered = _register(monkeypatch, raw)
+    upload = registered["spark-weights-spark-1"]
+    assert upload.type.endswith("LocalCommand")
+    digest = _inputs(upload)["triggers"][-1]
+    assert len(digest) == 64 and "rsync" in _inputs(upload)["create"]
+    assert _inputs(registered["spark-weights-spark-2"])["triggers"][1] == digest
+    assert digest in _inputs(registered["spark-engine-spark-2"])["triggers"]
+
+
+def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
+    raw = dual_spark_raw()
+    raw["model"]["source"] = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": "0" * 40}
+    raw["hfToken"] = "hf_secretsecret"
+    registered = _register(monkeypatch, raw, secrets=("hfToken",))
+    token = _inputs(registered["spark-weights-spark-1-hf-token"])
+    assert token["mode"] == "0600" and token["path"] == "/home/aurora/spark-llm/hf.env"
+    assert isinstance(token["content"], dict) and token["content"].get(SECRET_SIG)
+    obtain = registered["spark-weights-spark-1"]
+    assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
+    assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
