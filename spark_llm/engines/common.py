@@ -1,0 +1,102 @@
+"""What every engine profile shares: the group's topology, per-node launches, fabric env and docker options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    rank: int
+    fabric_address: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The group as the engine sees it: ranks in start order, the head's fabric address, ports, the model."""
+
+    members: tuple[Member, ...]  # rank order: the head (rank 0) first
+    model_path: str
+    served_name: str
+    api_port: int
+    dist_port: int
+    user_flags: tuple[str, ...] = ()
+    fabric_interfaces: tuple[str, ...] = ()
+    roce_devices: tuple[str, ...] = ()
+    gpus: bool = True
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.members)
+
+    @property
+    def head(self) -> Member:
+        return self.members[0]
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """The container command and the (non-secret) environment of one node."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One way to run an engine across nodes."""
+
+    name: str
+    # Roles in start order, for people (logs, docs): what "started" means for each.
+    start_order: tuple[str, ...]
+    launch: Callable[[Topology, Member], NodeLaunch]
+    # Flags the program sets itself, with the config key to use instead.
+    owned_flags: dict[str, str]
+    # What rank 0 answers when the group can generate (a one-token completion is always tried too).
+    health_path: str = "/health"
+
+
+def fabric_env(topo: Topology, member: Member) -> dict[str, str]:
+    """Per-node environment from the one fabric declaration (`spark-llm:network`)."""
+    env: dict[str, str] = {}
+    if topo.fabric_interfaces:
+        ifnames = ",".join(topo.fabric_interfaces)
+        # NCCL's bootstrap and socket transport, and Gloo (CPU collectives, used at init), must use the direct
+        # link: left alone they pick the first interface up, often the management network.
+        env["NCCL_SOCKET_IFNAME"] = ifnames
+        env["GLOO_SOCKET_IFNAME"] = ifnames
+        # UCX (used by NIXL/KV transfer in both engines) the same; it wants device:port pairs or names.
+        env["UCX_NET_DEVICES"] = ifnames
+    if topo.roce_devices:
+        # A Spark's ConnectX-7 port shows up as two RoCE devices ("twins"); listing both lets NCCL use the
+        # whole 200 Gb/s instead of one half.
+        env["NCCL_IB_HCA"] = ",".join(topo.roce_devices)
+    return env
+
+
+def docker_args(topo: Topology) -> list[str]:
+    """docker run options every engine container needs, each for a reason."""
+    args = [
+        # The engines bind the node's own fabric and management addresses (NCCL needs the real interfaces).
+        "--network",
+        "host",
+        # Tensor-parallel processes share memory through /dev/shm and CUDA IPC.
+        "--ipc",
+        "host",
+        # NCCL's shared-memory transport and the engines' tokenizer workers outgrow docker's 64 MB default.
+        "--shm-size",
+        "16g",
+        # RDMA registers (pins) large buffers: no memlock limit; many sockets and files at once.
+        "--ulimit",
+        "memlock=-1",
+        "--ulimit",
+        "nofile=65536:65536",
+    ]
+    if topo.gpus:
+        args += ["--gpus", "all"]
+    if topo.roce_devices:
+        # RoCE needs the verbs devices in the container and the right to pin memory.
+        args += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK"]
+    return args

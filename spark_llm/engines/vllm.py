@@ -1,0 +1,130 @@
+"""vLLM across nodes, two ways.
+
+- native (no Ray; the default of today's most used Spark launcher): workers run `vllm serve --headless` with
+  their node rank and wait for the master at the head; the head (rank 0) starts last and serves the API.
+- ray (what finally worked in the seeds): every node joins one Ray cluster (workers first; they retry until
+  the head's Ray is up), then the head checks that every node's GPU is in the cluster and runs
+  `vllm serve --distributed-executor-backend ray`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology, fabric_env
+
+RAY_PORT = 6379
+RAY_JOIN_SECONDS = 600
+
+
+def _common(topo: Topology) -> list[str]:
+    return [
+        "vllm",
+        "serve",
+        topo.model_path,
+        "--served-model-name",
+        topo.served_name,
+        # One GPU per Spark: the tensor-parallel group spans the nodes.
+        "--tensor-parallel-size",
+        str(topo.nnodes),
+    ]
+
+
+def _env(topo: Topology, member: Member) -> dict[str, str]:
+    # vLLM binds its distributed init and Ray registration to this address: the fabric, not the management net.
+    return {"VLLM_HOST_IP": member.fabric_address, **fabric_env(topo, member)}
+
+
+def _native(topo: Topology, member: Member) -> NodeLaunch:
+    argv = [
+        *_common(topo),
+        "--nnodes",
+        str(topo.nnodes),
+        "--node-rank",
+        str(member.rank),
+        "--master-addr",
+        topo.head.fabric_address,
+        "--master-port",
+        str(topo.dist_port),
+    ]
+    if member.rank == 0:
+        argv += ["--host", "0.0.0.0", "--port", str(topo.api_port)]
+    else:
+        argv += ["--headless"]
+    argv += topo.user_flags
+    return NodeLaunch(tuple(argv), _env(topo, member))
+
+
+def _ray(topo: Topology, member: Member) -> NodeLaunch:
+    # Ray's memory monitor kills workers under unified-memory pressure on a Spark (GPU memory is host memory).
+    env = {**_env(topo, member), "RAY_memory_monitor_refresh_ms": "0"}
+    head = f"{topo.head.fabric_address}:{RAY_PORT}"
+    if member.rank > 0:
+        script = (
+            f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
+            f"until ray start --address={shlex.quote(head)} --node-ip-address={shlex.quote(member.fabric_address)}"
+            " --num-gpus=1 --block; do\n"
+            f'  [ "$SECONDS" -lt "$deadline" ] || {{ echo "Ray head at {head} not reachable after'
+            f' {RAY_JOIN_SECONDS} s" >&2; exit 1; }}\n'
+            f'  echo "waiting for the Ray head at {head}"; sleep 3\n'
+            "done\n"
+        )
+        return NodeLaunch(("bash", "-c", script), env)
+    serve = [
+        *_common(topo),
+        "--distributed-executor-backend",
+        "ray",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(topo.api_port),
+        *topo.user_flags,
+    ]
+    script = (
+        f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1\n"
+        f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
+        # Every node's GPU must be in the cluster before vLLM places its workers.
+        'until python3 -c \'import ray,sys; ray.init(address="auto", logging_level="ERROR");'
+        f' sys.exit(0 if ray.cluster_resources().get("GPU", 0) >= {topo.nnodes} else 1)\'; do\n'
+        f'  [ "$SECONDS" -lt "$deadline" ] || {{ echo "Ray cluster has fewer than {topo.nnodes} GPUs after'
+        f' {RAY_JOIN_SECONDS} s" >&2; ray status >&2; exit 1; }}\n'
+        f'  echo "waiting for {topo.nnodes} GPUs in the Ray cluster"; sleep 3\n'
+        "done\n"
+        "ray status\n"
+        f"exec {' '.join(shlex.quote(a) for a in serve)}\n"
+    )
+    return NodeLaunch(("bash", "-c", script), env)
+
+
+_OWNED = {
+    "--model": "spark-llm:model.path",
+    "--served-model-name": "spark-llm:model.name",
+    "--tensor-parallel-size": "spark-llm:nodes (one GPU per node)",
+    "--tp": "spark-llm:nodes (one GPU per node)",
+    "--host": "spark-llm:engine.port (the head serves on 0.0.0.0)",
+    "--port": "spark-llm:engine.port",
+    "--nnodes": "spark-llm:nodes",
+    "--node-rank": "spark-llm:nodes (the head is rank 0)",
+    "--master-addr": "spark-llm:nodes[head].fabricAddress",
+    "--master-port": "spark-llm:engine.distPort",
+    "--headless": "spark-llm:nodes (workers run headless)",
+    "--distributed-executor-backend": "spark-llm:engine.executor",
+    "--api-key": "spark-llm:apiKey (a secret)",
+}
+
+VLLM_NATIVE = EngineProfile(
+    name="vllm-native",
+    start_order=("workers: headless ranks, waiting for the master", "head: rank 0, serves the API"),
+    launch=_native,
+    owned_flags=_OWNED,
+)
+
+VLLM_RAY = EngineProfile(
+    name="vllm-ray",
+    start_order=(
+        "workers: join the Ray cluster (retrying until the head's Ray is up)",
+        "head: Ray head, waits for every node's GPU, then vllm serve --distributed-executor-backend ray",
+    ),
+    launch=_ray,
+    owned_flags=_OWNED,
+)

@@ -1,0 +1,106 @@
+"""Engine profiles: the command, environment and docker options each node gets, per engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_llm.engines import PROFILES, profile_for
+from spark_llm.engines.common import Member, Topology, docker_args
+
+HEAD = Member("spark-1", 0, "192.168.200.12")
+WORKER = Member("spark-2", 1, "192.168.200.13")
+
+
+def topo(**overrides) -> Topology:
+    base = dict(
+        members=(HEAD, WORKER),
+        model_path="/models/qwen",
+        served_name="Qwen/Qwen3.5-122B-A10B-FP8",
+        api_port=30000,
+        dist_port=20000,
+        user_flags=("--mem-fraction-static", "0.8"),
+        fabric_interfaces=("enp1s0f0np0",),
+        roce_devices=("rocep1s0f0", "roceP2p1s0f0"),
+    )
+    base.update(overrides)
+    return Topology(**base)
+
+
+def argv(profile: str, member: Member, **overrides) -> list[str]:
+    kind, executor = profile.split("/")
+    return list(profile_for(kind, executor).launch(topo(**overrides), member).argv)
+
+
+def test_sglang_every_rank_runs_the_server_and_only_rank_0_listens_outside():
+    head, worker = argv("sglang/native", HEAD), argv("sglang/native", WORKER)
+    assert head[:3] == ["python3", "-m", "sglang.launch_server"]
+    for cmd, rank in ((head, "0"), (worker, "1")):
+        assert cmd[cmd.index("--node-rank") + 1] == rank
+        assert cmd[cmd.index("--dist-init-addr") + 1] == "192.168.200.12:20000"
+        assert cmd[cmd.index("--nnodes") + 1] == "2" and cmd[cmd.index("--tp-size") + 1] == "2"
+    assert "--host" in head and "--host" not in worker
+    assert head[-2:] == ["--mem-fraction-static", "0.8"]  # user flags last
+
+
+def test_sglang_host_ip_is_the_nodes_fabric_address():
+    launch = PROFILES[("sglang", "native")].launch(topo(), WORKER)
+    assert launch.env["SGLANG_HOST_IP"] == "192.168.200.13"
+
+
+def test_vllm_native_workers_are_headless_and_the_head_serves():
+    head, worker = argv("vllm/native", HEAD), argv("vllm/native", WORKER)
+    assert head[:3] == ["vllm", "serve", "/models/qwen"]
+    assert "--headless" in worker and "--headless" not in head
+    assert worker[worker.index("--master-addr") + 1] == "192.168.200.12"
+    assert worker[worker.index("--master-port") + 1] == "20000"
+    assert head[head.index("--port") + 1] == "30000" and "--port" not in worker
+    assert head[head.index("--tensor-parallel-size") + 1] == "2"
+
+
+def test_vllm_ray_workers_join_the_head_and_the_head_waits_for_every_gpu():
+    worker = argv("vllm/ray", WORKER)
+    head = argv("vllm/ray", HEAD)
+    assert worker[:2] == ["bash", "-c"] and "ray start --address=192.168.200.12:6379" in worker[2]
+    assert "--node-ip-address=192.168.200.13" in worker[2]
+    script = head[2]
+    assert script.index("ray start --head") < script.index('cluster_resources().get("GPU", 0) >= 2')
+    assert script.index("ray status") < script.index("exec vllm serve /models/qwen")
+    assert "--distributed-executor-backend ray" in script
+
+
+def test_vllm_env_pins_the_fabric_and_disables_rays_memory_monitor():
+    env = PROFILES[("vllm", "ray")].launch(topo(), WORKER).env
+    assert env["VLLM_HOST_IP"] == "192.168.200.13" and env["RAY_memory_monitor_refresh_ms"] == "0"
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_fabric_env_comes_from_one_network_declaration(profile):
+    env = PROFILES[profile].launch(topo(), WORKER).env
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == env["UCX_NET_DEVICES"] == "enp1s0f0np0"
+    assert env["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0"
+
+
+def test_no_fabric_declared_means_no_nccl_guessing():
+    env = PROFILES[("sglang", "native")].launch(topo(fabric_interfaces=(), roce_devices=()), WORKER).env
+    assert not any(k.startswith(("NCCL_", "GLOO_", "UCX_")) for k in env)
+
+
+def test_docker_options_for_a_spark_and_for_the_sim():
+    spark = docker_args(topo())
+    assert ["--gpus", "all"] == spark[spark.index("--gpus") : spark.index("--gpus") + 2]
+    assert "/dev/infiniband" in spark and "IPC_LOCK" in spark and "memlock=-1" in spark
+    sim = docker_args(topo(gpus=False, roce_devices=()))
+    assert "--gpus" not in sim and "/dev/infiniband" not in sim
+    assert sim[:4] == ["--network", "host", "--ipc", "host"]
+
+
+def test_unknown_profile_lists_the_known_ones():
+    with pytest.raises(ValueError, match="known: sglang/native, vllm/native, vllm/ray"):
+        profile_for("sglang", "ray")
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_program_owned_flags_name_a_config_key(profile):
+    owned = PROFILES[profile].owned_flags
+    assert {"--port", "--host", "--served-model-name"} <= set(owned)
+    assert all(key.startswith("spark-llm:") for key in owned.values())
