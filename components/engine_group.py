@@ -5,7 +5,8 @@ workers started, head started. That order comes from resource options, not from 
 - each worker has the group revision in its triggers and delete_before_replace (its old container must be
   gone before the new one of the same name starts);
 - the head depends on the workers and has their IDs in its triggers (a plain depends_on would not
-  replace it: pulumi/pulumi#838), so it is deleted before them and created after them.
+  replace it: pulumi/pulumi#838), so it is deleted before them and created after them;
+- the workers are chained the same way among themselves, so a multi-member replacement is one ordered path.
 Each container's diff also reads every member's status (`launch.sh status`, read-only): if any member exited,
 was removed or was restarted by hand since the last `up`, preview shows drift and `up` restarts the whole
 group in the same order.
@@ -70,7 +71,15 @@ class EngineGroup(pulumi.ComponentResource):
 
         # The start command is in the triggers too: a container is only ever restarted with its whole group.
         restart_on = [plan.group_revision, *args.restart_on]
-        workers = [container(node, [*restart_on, _start(node)], args.after) for node in plan.workers]
+        # Workers form a chain (each depends on the one before, whose ID is in its triggers): when several
+        # members are replaced at once, Pulumi then deletes and recreates them along one path (head, last worker,
+        # ..., first worker; then first worker, ..., head) instead of racing independent replacements.
+        workers: list[EngineContainer] = []
+        for node in plan.workers:
+            before = workers[-1:]
+            workers.append(
+                container(node, [*restart_on, _start(node), *[w.id for w in before]], [*args.after, *before])
+            )
         head = container(plan.head, [*restart_on, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
         self.ready = GroupReady(
             f"{name}-ready",

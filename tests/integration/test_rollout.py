@@ -63,6 +63,11 @@ def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deplo
             out.index("spark-engine-head created replacement"),
         ]
         assert order == sorted(order), out
+        # No weights or image bytes move for a script edit: their steps are untouched.
+        for line in out.splitlines():
+            if "spark-weights-" in line or "spark-image-" in line:
+                assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line
+        assert "MB sent" not in out and "sent " not in out.replace("MB sent", "")
         script = sim_cluster.node_exec("worker-1", "cat", "/root/spark-llm/launch.sh").stdout
         assert script.endswith("# rollout test: an edit an operator makes\n")
     finally:
