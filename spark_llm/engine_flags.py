@@ -456,9 +456,10 @@ class _FlagReader:
         """vLLM: `--compilation-config.mode 3` sets one key of a JSON flag."""
         base = self.meaning(option.split(".", 1)[0])
         if base.spec is not None and base.problem is None and base.spec.type not in ("json", "json_or_str"):
+            takes = _TYPE_WORDS.get(base.spec.type, base.spec.type)
             why = (
                 f"{_code(name)}: {self.cat.name} takes dotted keys on JSON flags only "
-                f"(e.g. `--compilation-config.mode 3`); {_code(base.spec.flag)} takes {_TYPE_WORDS[base.spec.type]}"
+                f"(e.g. `--compilation-config.mode 3`); {_code(base.spec.flag)} takes {takes}"
             )
             return _Meaning(base.spec, dotted=True, problem=FlagProblem(name, "type", why))
         return _Meaning(base.spec, dotted=True, problem=base.problem)
