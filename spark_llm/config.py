@@ -22,10 +22,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from spark_llm import engine_flags
 
 NAMESPACE = "spark-llm"
 
@@ -287,9 +290,15 @@ class Timeouts(_Model):
 
 
 class Engine(_Model):
-    """The inference engine and its serving ports."""
+    """The inference engine: which release, its serving ports, and its extra flags (checked against that release)."""
 
+    # "vllm" joins once plan.engine_args launches it (spark_llm/engine_flags.py already checks its flags).
     kind: Literal["sglang"] = Field("sglang", description="Inference engine", json_schema_extra={"example": "sglang"})
+    version: str = Field(
+        engine_flags.newest_version("sglang"),
+        description="Engine release the image runs; flags are checked against its catalog (default: newest known)",
+        json_schema_extra={"example": "0.5.17"},
+    )
     port: Port = Field(30000, description="HTTP port of the API on the head", json_schema_extra={"example": 30000})
     dist_port: Port = Field(
         20000, description="Rendezvous port on the head's fabric address", json_schema_extra={"example": 20000}
@@ -301,7 +310,7 @@ class Engine(_Model):
     )
     flags: list[str] = Field(
         default_factory=list,
-        description="Extra engine flags (checked against the engine)",
+        description="Extra engine flags, each spelled in full; checked against the release's catalog",
         json_schema_extra={"example": ["--mem-fraction-static", "0.8"]},
     )
     env: dict[str, str] = Field(
@@ -333,6 +342,35 @@ class Engine(_Model):
     def _ports_differ(self) -> Engine:
         if self.port == self.dist_port:
             raise ValueError("port and distPort must differ")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _newest_version_of_kind(cls, data: Any) -> Any:
+        # The default release is the newest catalogued one of the engine chosen, whichever it is.
+        if isinstance(data, dict) and data.get("version") is None:
+            kind = data.get("kind", "sglang")
+            if isinstance(kind, str) and kind in engine_flags.ENGINE_NAMES:
+                data = {**data, "version": engine_flags.newest_version(kind)}
+        return data
+
+    @field_validator("version")
+    @classmethod
+    def _catalogued(cls, v: str, info: ValidationInfo) -> str:
+        if "kind" in info.data:
+            engine_flags.load_catalog(info.data["kind"], v)  # an unknown release names the known ones
+        return v
+
+    @model_validator(mode="after")
+    def _flags_accepted(self) -> Engine:
+        # The seeds' first relaunch died on a flag the engine's parser refused; refuse it here, before any node.
+        problems = engine_flags.check_flags(self.kind, self.version, self.flags, engine_flags.OWNED_FLAGS[self.kind])
+        if problems:
+            name = f"{engine_flags.ENGINE_NAMES[self.kind]} {self.version}"
+            raise ValueError(
+                f"flags refused for {name} (the release in spark-llm:engine.version):"
+                + "".join(f"\n    {p.message}" for p in problems)
+            )
         return self
 
 

@@ -116,7 +116,8 @@ def engine_args(cfg: StackConfig) -> list[str]:
         cfg.model.path,
         "--served-model-name",
         cfg.model.name,
-        "--tp",
+        # In full: SGLang has no `--tp`, argparse only expands the abbreviation (spark_llm/engine_flags.py).
+        "--tp-size",
         str(nnodes),
         "--nnodes",
         str(nnodes),
@@ -158,7 +159,8 @@ def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
             "env": env_file,
             "image": cfg.image.model_dump(),
             "model": cfg.model.model_dump(),
-            "engine": cfg.engine.model_dump(),
+            # The version only picks the flag catalog the config is checked against: nothing to restart for.
+            "engine": cfg.engine.model_dump(exclude={"version"}),
             "nodes": [(n.name, n.role, n.fabric_address) for n in cfg.nodes],
         },
         sort_keys=True,

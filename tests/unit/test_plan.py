@@ -30,7 +30,7 @@ def test_worker_is_reached_through_the_head(raw_config):
 def test_program_owns_the_topology_flags(raw_config):
     args = plan.engine_args(parse(raw_config))
     joined = " ".join(args)
-    assert "--nnodes 2" in joined and "--tp 2" in joined
+    assert "--nnodes 2" in joined and "--tp-size 2" in joined
     assert "--dist-init-addr 192.168.200.12:20000" in joined
     assert "--node-rank" not in joined  # added per node by the launch script
 
