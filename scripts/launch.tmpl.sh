@@ -21,12 +21,22 @@ ENV_FILE=@@ENV_FILE@@
 CACHE_DIR=@@CACHE_DIR@@
 MODEL_PATH=@@MODEL_PATH@@
 STARTUP_GRACE=@@STARTUP_GRACE@@
+# Engine profile (spark_llm/engines) and release; the release also tells the sim's stand-in which flags exist.
+PROFILE=@@PROFILE@@
+ENGINE_VERSION=@@ENGINE_VERSION@@
 declare -A NODE_RANK=@@NODE_RANK@@
-declare -A NODE_FABRIC=@@NODE_FABRIC@@
-# Command line shared by every rank; the rank-specific flags are added below.
-ENGINE_ARGS=@@ENGINE_ARGS@@
-HEAD_ARGS=@@HEAD_ARGS@@
 DOCKER_ARGS=@@DOCKER_ARGS@@
+
+# Per node: the container's command (CMD) and its non-secret environment (NODE_ENV, as docker -e options).
+# shellcheck disable=SC2016  # a command may be a `bash -c` script whose $ expand in the container, not here
+node_launch() {
+  CMD=()
+  NODE_ENV=()
+  case "$1" in
+    # @@NODE_LAUNCH@@ (one case per node, rendered by the plan)
+    *) ;;
+  esac
+}
 # ---- end of rendered values ----
 
 usage() {
@@ -85,19 +95,19 @@ esac
 [ -r "$ENV_FILE" ] || die "env file $ENV_FILE missing; run 'pulumi up' to recreate it"
 docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE is not on $node; run 'pulumi up' (EngineImage) first"
 
-args=("${ENGINE_ARGS[@]}" --node-rank "$rank")
-if [ "$role" = head ]; then args+=("${HEAD_ARGS[@]}"); fi
+node_launch "$node"
+[ ${#CMD[@]} -gt 0 ] || die "no launch command for node '$node' in this script"
 
 docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
 # Compile/JIT caches survive restarts: a relaunch after a crash does not pay the warm-up again.
 mkdir -p "$CACHE_DIR"
-echo "starting $CONTAINER on $node: role=$role rank=$rank revision=$GROUP_REVISION"
+echo "starting $CONTAINER on $node: role=$role rank=$rank profile=$PROFILE revision=$GROUP_REVISION"
 docker run -d --name "$CONTAINER" \
   --label "spark-llm.group-revision=$GROUP_REVISION" --label "spark-llm.role=$role" --label "spark-llm.node=$node" \
-  --env-file "$ENV_FILE" -e "SPARK_LLM_NODE=$node" -e "SGLANG_HOST_IP=${NODE_FABRIC[$node]}" \
+  --env-file "$ENV_FILE" -e "SPARK_LLM_NODE=$node" -e "SPARK_LLM_ENGINE_VERSION=$ENGINE_VERSION" "${NODE_ENV[@]}" \
   -v "$MODEL_PATH:$MODEL_PATH:ro" -v "$CACHE_DIR:/root/.cache" \
   "${DOCKER_ARGS[@]}" \
-  "$IMAGE" "${args[@]}" >/dev/null
+  "$IMAGE" "${CMD[@]}" >/dev/null
 
 # "Launched" is not "running": a bad flag or a crash at init exits within seconds. Watch for STARTUP_GRACE.
 for _ in $(seq 1 "$STARTUP_GRACE"); do

@@ -292,8 +292,19 @@ class Timeouts(_Model):
 class Engine(_Model):
     """The inference engine: which release, its serving ports, and its extra flags (checked against that release)."""
 
-    # "vllm" joins once plan.engine_args launches it (spark_llm/engine_flags.py already checks its flags).
-    kind: Literal["sglang"] = Field("sglang", description="Inference engine", json_schema_extra={"example": "sglang"})
+    kind: Literal["sglang", "vllm"] = Field(
+        "sglang", description="Inference engine: sglang or vllm", json_schema_extra={"example": "vllm"}
+    )
+    executor: Literal["native", "ray"] = Field(
+        "native",
+        description="How the ranks find each other: native (engine's own multi-node) or ray (vLLM only)",
+        json_schema_extra={"example": "ray"},
+    )
+    gpus: bool = Field(
+        True,
+        description="Give containers the GPUs (`--gpus all`); false only on nodes without GPUs (the sim)",
+        json_schema_extra={"example": True},
+    )
     version: str = Field(
         engine_flags.newest_version("sglang"),
         description="Engine release the image runs; flags are checked against its catalog (default: newest known)",
@@ -337,6 +348,12 @@ class Engine(_Model):
             if not _ENV_NAME.match(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
         return v
+
+    @model_validator(mode="after")
+    def _ray_is_vllm_only(self) -> Engine:
+        if self.kind == "sglang" and self.executor != "native":
+            raise ValueError("executor ray is for kind vllm; SGLang runs its own multi-node launch (executor: native)")
+        return self
 
     @model_validator(mode="after")
     def _ports_differ(self) -> Engine:

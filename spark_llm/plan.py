@@ -10,24 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_llm.config import Node, StackConfig
+from spark_llm.engines import NodeLaunch, Topology, profile_for
+from spark_llm.engines.common import Member, docker_args
 from spark_llm.ssh import SshHost
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmpl.sh"
-
-# Docker options every engine container gets (the GPU, RDMA and memlock ones come with the engine profiles).
-DOCKER_ARGS = [
-    # The engine binds the node's own fabric and management addresses, as the real engines need for NCCL.
-    "--network",
-    "host",
-    # Tensor-parallel workers share memory through /dev/shm.
-    "--ipc",
-    "host",
-]
 
 
 @dataclass(frozen=True)
@@ -105,33 +98,27 @@ def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
     return hosts
 
 
-def engine_args(cfg: StackConfig) -> list[str]:
-    """SGLang's command line shared by every rank (the program owns the topology flags)."""
-    nnodes = len(cfg.nodes)
-    return [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        cfg.model.path,
-        "--served-model-name",
-        cfg.model.name,
-        # In full: SGLang has no `--tp`, argparse only expands the abbreviation (spark_llm/engine_flags.py).
-        "--tp-size",
-        str(nnodes),
-        "--nnodes",
-        str(nnodes),
-        "--dist-init-addr",
-        f"{cfg.head.fabric_address}:{cfg.engine.dist_port}",
-        "--port",
-        str(cfg.engine.port),
-        *cfg.engine.flags,
-    ]
+def topology(cfg: StackConfig) -> Topology:
+    """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
+    ordered = [cfg.head, *cfg.workers]
+    return Topology(
+        members=tuple(Member(n.name, rank, n.fabric_address) for rank, n in enumerate(ordered)),
+        model_path=cfg.model.path,
+        served_name=cfg.model.name,
+        api_port=cfg.engine.port,
+        dist_port=cfg.engine.dist_port,
+        user_flags=tuple(cfg.engine.flags),
+        fabric_interfaces=tuple(cfg.network.fabric_interfaces),
+        roce_devices=tuple(cfg.network.roce_devices),
+        gpus=cfg.engine.gpus,
+    )
 
 
-def head_args(cfg: StackConfig) -> list[str]:
-    """Only rank 0 serves the API to the outside."""
-    return ["--host", "0.0.0.0"]
+def node_launches(cfg: StackConfig) -> dict[str, NodeLaunch]:
+    """Each node's container command and environment, from the engine profile."""
+    profile = profile_for(cfg.engine.kind, cfg.engine.executor)
+    topo = topology(cfg)
+    return {m.name: profile.launch(topo, m) for m in topo.members}
 
 
 def _bash_array(items: list[str]) -> str:
@@ -140,6 +127,18 @@ def _bash_array(items: list[str]) -> str:
 
 def _bash_assoc(mapping: dict[str, str | int]) -> str:
     return "(" + " ".join(f"[{shlex.quote(k)}]={shlex.quote(str(v))}" for k, v in mapping.items()) + ")"
+
+
+def _launch_cases(launches: dict[str, NodeLaunch]) -> str:
+    """The body of a bash `case "$node"` that sets CMD (container command) and NODE_ENV (-e options)."""
+    lines = []
+    for node, launch in launches.items():
+        env = [f"{k}={v}" for k, v in sorted(launch.env.items())]
+        env_opts = [token for pair in env for token in ("-e", pair)]
+        lines.append(f"    {shlex.quote(node)})")
+        lines.append(f"      CMD={_bash_array(list(launch.argv))}")
+        lines.append(f"      NODE_ENV={_bash_array(env_opts)} ;;")
+    return "\n".join(lines)
 
 
 def render_env_file(cfg: StackConfig) -> str:
@@ -178,14 +177,14 @@ def render_launch_script(
         "CACHE_DIR": shlex.quote(env_path.rsplit("/", 1)[0] + "/cache"),
         "MODEL_PATH": shlex.quote(cfg.model.path),
         "STARTUP_GRACE": str(cfg.timeouts.startup_grace_seconds),
+        "PROFILE": shlex.quote(profile_for(cfg.engine.kind, cfg.engine.executor).name),
+        "ENGINE_VERSION": shlex.quote(cfg.engine.version),
         "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
-        "NODE_FABRIC": _bash_assoc({n.name: n.fabric_address for n in nodes}),
-        "ENGINE_ARGS": _bash_array(engine_args(cfg)),
-        "HEAD_ARGS": _bash_array(head_args(cfg)),
-        "DOCKER_ARGS": _bash_array(DOCKER_ARGS),
+        "DOCKER_ARGS": _bash_array(docker_args(topology(cfg))),
         "GROUP_REVISION": shlex.quote(revision),
     }
-    out = template
+    # The node cases replace their whole placeholder line (a comment, so the template itself is valid bash).
+    out = re.sub(r"^ *# @@NODE_LAUNCH@@.*$", lambda _: _launch_cases(node_launches(cfg)), template, flags=re.M)
     for key, value in values.items():
         out = out.replace(f"@@{key}@@", value)
     if "@@" in out:

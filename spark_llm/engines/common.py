@@ -52,8 +52,6 @@ class EngineProfile:
     # Roles in start order, for people (logs, docs): what "started" means for each.
     start_order: tuple[str, ...]
     launch: Callable[[Topology, Member], NodeLaunch]
-    # Flags the program sets itself, with the config key to use instead.
-    owned_flags: dict[str, str]
     # What rank 0 answers when the group can generate (a one-token completion is always tried too).
     health_path: str = "/health"
 

@@ -96,27 +96,10 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
     return NodeLaunch(("bash", "-c", script), env)
 
 
-_OWNED = {
-    "--model": "spark-llm:model.path",
-    "--served-model-name": "spark-llm:model.name",
-    "--tensor-parallel-size": "spark-llm:nodes (one GPU per node)",
-    "--tp": "spark-llm:nodes (one GPU per node)",
-    "--host": "spark-llm:engine.port (the head serves on 0.0.0.0)",
-    "--port": "spark-llm:engine.port",
-    "--nnodes": "spark-llm:nodes",
-    "--node-rank": "spark-llm:nodes (the head is rank 0)",
-    "--master-addr": "spark-llm:nodes[head].fabricAddress",
-    "--master-port": "spark-llm:engine.distPort",
-    "--headless": "spark-llm:nodes (workers run headless)",
-    "--distributed-executor-backend": "spark-llm:engine.executor",
-    "--api-key": "spark-llm:apiKey (a secret)",
-}
-
 VLLM_NATIVE = EngineProfile(
     name="vllm-native",
     start_order=("workers: headless ranks, waiting for the master", "head: rank 0, serves the API"),
     launch=_native,
-    owned_flags=_OWNED,
 )
 
 VLLM_RAY = EngineProfile(
@@ -126,5 +109,4 @@ VLLM_RAY = EngineProfile(
         "head: Ray head, waits for every node's GPU, then vllm serve --distributed-executor-backend ray",
     ),
     launch=_ray,
-    owned_flags=_OWNED,
 )

@@ -339,9 +339,10 @@ def test_every_catalogued_flag_passes_spelled_in_full(target: tuple[str, str]):
 
 
 def _program_flags() -> list[str]:
+    """Every flag the SGLang profile puts on the head's command line (the head has all of a worker's, and more)."""
     cfg = parse(dual_spark_raw())
-    args = plan.engine_args(cfg)
-    return args[args.index("sglang.launch_server") + 1 :] + plan.head_args(cfg) + ["--node-rank", "1"]
+    argv = list(plan.node_launches(cfg)[cfg.head.name].argv)
+    return argv[argv.index("sglang.launch_server") + 1 :]
 
 
 @pytest.mark.parametrize("version", known_versions("sglang"))

@@ -97,10 +97,3 @@ def test_docker_options_for_a_spark_and_for_the_sim():
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ValueError, match="known: sglang/native, vllm/native, vllm/ray"):
         profile_for("sglang", "ray")
-
-
-@pytest.mark.parametrize("profile", list(PROFILES))
-def test_program_owned_flags_name_a_config_key(profile):
-    owned = PROFILES[profile].owned_flags
-    assert {"--port", "--host", "--served-model-name"} <= set(owned)
-    assert all(key.startswith("spark-llm:") for key in owned.values())

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import textwrap
+
+import pytest
 
 from spark_llm import plan
 from spark_llm.config import parse
@@ -27,12 +31,29 @@ def test_worker_is_reached_through_the_head(raw_config):
     assert p.head.ssh.via is None
 
 
-def test_program_owns_the_topology_flags(raw_config):
-    args = plan.engine_args(parse(raw_config))
-    joined = " ".join(args)
-    assert "--nnodes 2" in joined and "--tp-size 2" in joined
-    assert "--dist-init-addr 192.168.200.12:20000" in joined
-    assert "--node-rank" not in joined  # added per node by the launch script
+def test_each_node_gets_its_own_rank_in_the_one_script(raw_config, tmp_path):
+    script = build(raw_config).launch_script
+    probe = script.split("# ---- end of rendered values ----")[0] + textwrap.dedent(
+        """
+        die() { echo "$*" >&2; exit 1; }
+        for n in spark-1 spark-2; do node_launch "$n"; printf '%s|' "$n" "${CMD[@]}"; echo; done
+        """
+    )
+    path = tmp_path / "probe.sh"
+    path.write_text(probe)
+    lines = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
+    head, worker = (line.split("|") for line in lines)
+    assert head[head.index("--node-rank") + 1] == "0" and worker[worker.index("--node-rank") + 1] == "1"
+    assert "--host" in head and "--host" not in worker
+    assert head[head.index("--dist-init-addr") + 1] == "192.168.200.12:20000"
+
+
+def test_switching_engine_kind_changes_the_group_revision_only(raw_config):
+    sglang = build(raw_config)
+    raw_config["engine"] = {"kind": "vllm", "executor": "native"}
+    vllm = build(raw_config)
+    assert sglang.group_revision != vllm.group_revision
+    assert "vllm serve /home/aurora/models/Qwen3.5-122B-A10B-FP8" in vllm.launch_script.replace("'", "")
 
 
 def test_launch_script_is_valid_bash_and_fully_rendered(raw_config, tmp_path):
@@ -57,7 +78,7 @@ def test_launch_script_refuses_unknown_node_and_wrong_role(raw_config, tmp_path)
 def test_user_flags_with_spaces_survive_quoting(raw_config, tmp_path):
     raw_config["engine"] = {"flags": ["--chat-template", "a b'c"]}
     script = build(raw_config).launch_script
-    probe = script.split("# ---- end of rendered values ----")[0] + 'printf "%s\\n" "${ENGINE_ARGS[@]}"\n'
+    probe = script.split("# ---- end of rendered values ----")[0] + 'node_launch spark-1; printf "%s\\n" "${CMD[@]}"\n'
     path = tmp_path / "probe.sh"
     path.write_text(probe)
     out = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
@@ -77,3 +98,13 @@ def test_group_revision_changes_with_what_restarts_the_group(raw_config):
 def test_same_script_on_every_node(raw_config):
     p = build(raw_config)
     assert {n.script_path for n in p.nodes} == {"/home/aurora/spark-llm/launch.sh"}
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+@pytest.mark.parametrize("engine", [{"kind": "sglang"}, {"kind": "vllm"}, {"kind": "vllm", "executor": "ray"}])
+def test_rendered_script_passes_shellcheck(raw_config, tmp_path, engine):
+    raw_config["engine"] = engine
+    path = tmp_path / "launch.sh"
+    path.write_text(build(raw_config).launch_script)
+    result = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
