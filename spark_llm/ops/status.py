@@ -33,6 +33,10 @@ INSPECT_FORMAT = (
 )
 
 
+# curl's exit codes for "the engine does not answer", in words.
+CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """One node's engine container as docker reports it (state "absent" without one, "unreachable" without ssh)."""
@@ -149,8 +153,8 @@ def head_health(run: NodeRun) -> Health:
     elif section is not None:
         error = section.first_line
     if code in (None, 0):
-        error = error or health.first_line or "no answer"
         code = None
+        error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     return Health(code, models, error)
 
 
@@ -241,7 +245,7 @@ def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: H
             revision += " (config: " + plan.group_revision + ")"
         answer = ""
         if s.role == "head" and health is not None:
-            answer = f"/health {health.http_code}" if health.http_code else f"/health: no answer ({health.error[:60]})"
+            answer = f"/health {health.http_code}" if health.http_code else f"/health: {health.error}"
             if health.models:
                 answer += f"; serves {', '.join(health.models)}"
         rows.append(

@@ -447,6 +447,11 @@ def test_status_uptime_and_head_health_from_the_scripts_output(spark_plan):
     assert health.healthy and health.models == ("Qwen/Qwen3.5-122B-A10B-FP8",)
 
 
+def test_a_head_that_does_not_listen_says_so():
+    run = node_run("spark-1", (0, "exited|1|x|y|z|id|false"), health=(7, "000curl: (7) Failed to connect"))
+    assert status.head_health(run) == status.Health(None, (), "nothing listens on the port")
+
+
 def test_status_table_lists_each_node(spark_plan):
     p = with_revision(spark_plan)
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
