@@ -580,6 +580,24 @@ def install_node_ssh(paths: SimPaths, nodes: Sequence[Node]) -> None:
             )
 
 
+# What `spark-llm preflight` reads to report "no GPU: simulated node" instead of a missing driver.
+SIM_MARKER = "/etc/spark-llm/simulated-node"
+
+
+def mark_simulated(nodes: Sequence[Node], prefix: str) -> None:
+    """Leave SIM_MARKER on every node: this node has no GPU on purpose."""
+    for node in nodes:
+        docker(
+            "exec",
+            "-i",
+            node.container,
+            "sh",
+            "-c",
+            f"mkdir -p {SIM_MARKER.rsplit('/', 1)[0]} && cat > {SIM_MARKER}",
+            stdin_text=f"simulated node {node.name} of sim cluster {prefix} (sim/sim): no GPU, no NVIDIA driver\n",
+        )
+
+
 def ssh_command(paths: SimPaths, node: str, *remote: str) -> list[str]:
     return [
         "ssh",
@@ -732,6 +750,7 @@ def up(
 
     progress.step("installing keys and pinned host keys (.sim/known_hosts, .sim/ssh_config)")
     install_node_ssh(paths, nodes)
+    mark_simulated(nodes, prefix)
     write_private(paths.known_hosts, known_hosts_text(nodes, include_mgmt=True))
     write_private(paths.ssh_config, ssh_config_text(paths, nodes))
     for node in nodes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -505,6 +506,23 @@ def format_errors(err: ValidationError) -> str:
             line += f" (e.g. {example!r})" if not isinstance(example, str) else f" (e.g. {example})"
         lines.append(line)
     return "invalid stack configuration:\n  " + "\n  ".join(lines)
+
+
+def decode_value(raw: str) -> Any:
+    """Pulumi hands every value over as a string: objects and lists as JSON, scalars as written."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def raw_from_pulumi(values: Mapping[str, str]) -> dict[str, Any]:
+    """`{"spark-llm:key": "text"}` as Pulumi gives it (to the program, or `pulumi config --json`) -> `{key: value}`.
+
+    The program and the operator CLI both read the stack's config through this, then `parse`.
+    """
+    prefix = NAMESPACE + ":"
+    return {k[len(prefix) :]: decode_value(v) for k, v in values.items() if k.startswith(prefix)}
 
 
 def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackConfig:

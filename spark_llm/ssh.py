@@ -104,13 +104,19 @@ def known_hosts(target: SshHost) -> str:
 
 
 @contextlib.contextmanager
-def ssh_files(target: SshHost) -> Iterator[Path]:
-    """A private temp dir with `config` and `known_hosts` for `target`; yields the config path."""
+def ssh_files(target: SshHost, *, multiplex: bool = True) -> Iterator[Path]:
+    """A private temp dir with `config` and `known_hosts` for `target`; yields the config path.
+
+    `multiplex=False` makes every connection its own handshake: a check of the pinned host key must not ride
+    on a master connection opened before the pin changed.
+    """
     with tempfile.TemporaryDirectory(prefix="spark-llm-ssh-") as tmp:
         d = Path(tmp)
         (d / "known_hosts").write_text(known_hosts(target))
-        control = Path(tempfile.gettempdir()) / f"spark-llm-ssh-ctl-{os.getuid()}"
-        control.mkdir(mode=0o700, exist_ok=True)
+        control = None
+        if multiplex:
+            control = Path(tempfile.gettempdir()) / f"spark-llm-ssh-ctl-{os.getuid()}"
+            control.mkdir(mode=0o700, exist_ok=True)
         (d / "config").write_text(ssh_config(target, d / "known_hosts", control))
         yield d / "config"
 

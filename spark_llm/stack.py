@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pulumi
 import pulumi.runtime
 
-from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse
-
-
-def _decode(raw: str) -> Any:
-    """Pulumi hands every value over as a string: objects and lists as JSON, scalars as written."""
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
+from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
 
 
 def raw_stack_config() -> dict[str, Any]:
     """Every `spark-llm:` key set for this stack (or defaulted in Pulumi.yaml), decoded."""
-    prefix = NAMESPACE + ":"
-    values = pulumi.runtime.config.CONFIG.get()
-    return {k[len(prefix) :]: _decode(v) for k, v in values.items() if k.startswith(prefix)}
+    return raw_from_pulumi(pulumi.runtime.config.CONFIG.get())
 
 
 def secret_keys() -> set[str]:

@@ -1,0 +1,91 @@
+"""The Pulumi CLI as the operator tools use it: the stack's config, its state, and `up`/`preview`.
+
+The config comes from `pulumi config --json --show-secrets` and goes through the same parse and plan as the
+Pulumi program (__main__.py), so the CLI and the program can never disagree about a key.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
+from spark_llm.plan import TEMPLATE_PATH, DeploymentPlan, build_plan
+
+# Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
+PROJECT_DIR = TEMPLATE_PATH.parent.parent
+
+
+class PulumiError(RuntimeError):
+    """A pulumi command failed; the message names the command and carries its error output."""
+
+
+def config_from_json(doc: dict[str, Any]) -> tuple[dict[str, str], set[str]]:
+    """`pulumi config --json` -> ({"spark-llm:key": text}, {secret keys without the namespace})."""
+    values = {key: entry.get("value", "") for key, entry in doc.items() if isinstance(entry, dict)}
+    prefix = NAMESPACE + ":"
+    secrets = {k[len(prefix) :] for k, entry in doc.items() if k.startswith(prefix) and entry.get("secret")}
+    return values, secrets
+
+
+@dataclass(frozen=True)
+class PulumiCli:
+    """The pulumi CLI for one stack (None: the selected one), optionally with another stack config file."""
+
+    stack: str | None = None
+    config_file: str | None = None
+    cwd: Path = PROJECT_DIR
+
+    def argv(self, *args: str, config: bool = False) -> list[str]:
+        """`config`: the command reads the stack's config, so it gets `--config-file` too."""
+        cmd = ["pulumi", *args, "--non-interactive"]
+        if self.stack:
+            cmd += ["--stack", self.stack]
+        if config and self.config_file:
+            cmd += ["--config-file", self.config_file]
+        return cmd
+
+    def capture(self, *args: str, config: bool = False, timeout: float = 300) -> str:
+        cmd = self.argv(*args, config=config)
+        try:
+            result = subprocess.run(
+                cmd, cwd=self.cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        except FileNotFoundError:
+            raise PulumiError("the pulumi CLI is not on PATH: run `. tools/env.sh` (after `make tools`)") from None
+        except subprocess.TimeoutExpired:
+            raise PulumiError(f"`{' '.join(cmd)}` gave no answer within {timeout:.0f} s") from None
+        if result.returncode != 0:
+            raise PulumiError(f"`{' '.join(cmd)}` exited {result.returncode}:\n{result.stderr.strip()[-2000:]}")
+        return result.stdout
+
+    def stream(self, *args: str, config: bool = False, out: TextIO = sys.stdout) -> tuple[int, str]:
+        """Run with its output copied to `out` as it comes; returns (exit code, the whole output)."""
+        cmd = self.argv(*args, config=config)
+        proc = subprocess.Popen(
+            cmd, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+        )
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            out.write(line)
+            out.flush()
+        return proc.wait(), "".join(lines)
+
+    def config_values(self) -> tuple[dict[str, str], set[str]]:
+        return config_from_json(json.loads(self.capture("config", "--json", "--show-secrets", config=True)))
+
+    def load_plan(self) -> DeploymentPlan:
+        """The stack's config, parsed and planned as the Pulumi program does; raises ConfigError when invalid."""
+        values, secrets = self.config_values()
+        cfg = parse(raw_from_pulumi(values), secrets)
+        return build_plan(cfg, TEMPLATE_PATH.read_text())
+
+    def export(self) -> dict[str, Any]:
+        """The stack's state (`pulumi stack export`): resources with their URNs, inputs and outputs."""
+        return json.loads(self.capture("stack", "export"))

@@ -1,0 +1,106 @@
+"""`spark-llm restart`: the engine group restarted in order, through Pulumi (no side channel).
+
+Runs `pulumi up --yes --replace URN` for every worker's EngineContainer (URNs from `pulumi stack export`);
+the head follows by its triggers (it holds the workers' IDs), so the order is the one every rollout uses:
+head stopped, workers stopped, workers started, head started, then the readiness gate. Afterwards
+`pulumi preview --expect-no-changes` must be clean, and the containers' start times show the order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from spark_llm.ops import render, status
+from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.plan import DeploymentPlan
+
+ENGINE_CONTAINER_TYPE = "spark-llm:EngineContainer"
+
+
+def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
+    """Pure: the URNs of the workers' EngineContainer resources in a `pulumi stack export`, in plan order."""
+    by_node: dict[str, str] = {}
+    for resource in export.get("deployment", {}).get("resources") or []:
+        if not str(resource.get("type", "")).endswith(ENGINE_CONTAINER_TYPE) or resource.get("delete"):
+            continue
+        label = (resource.get("outputs") or {}).get("label") or (resource.get("inputs") or {}).get("label")
+        if isinstance(label, str):
+            by_node[label] = resource["urn"]
+    return [by_node[n.name] for n in plan.workers if n.name in by_node]
+
+
+def start_order(statuses: Sequence[status.NodeStatus]) -> list[str]:
+    """Pure: the running members by the time their containers started, earliest first."""
+    running = [(status.parse_time(s.started_at), s.node) for s in statuses if s.state == "running"]
+    return [node for at, node in sorted((t, n) for t, n in running if t is not None)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask first (on a terminal it asks)")
+
+
+def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+    urns = worker_urns(pulumi.export(), plan)
+    missing = [n.name for n in plan.workers if not any(u.endswith(f"::{n.name}") for u in urns)]
+    if not plan.workers:
+        sys.stderr.write("spark-llm restart: the stack has no worker; `pulumi up --replace` the head instead\n")
+        return 2
+    if len(urns) < len(plan.workers):
+        sys.stderr.write(
+            f"spark-llm restart: no EngineContainer in the stack's state for {', '.join(missing) or 'some workers'}; "
+            "run `pulumi up` first\n"
+        )
+        return 2
+    if not args.yes and sys.stdin.isatty() and not args.json:
+        answer = input(f"Restart the engine group ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            return 1
+    before, _ = status.collect(plan)
+    replace = [arg for urn in urns for arg in ("--replace", urn)]
+    start = time.monotonic()
+    out = sys.stderr if args.json else sys.stdout
+    code, up_output = pulumi.stream("up", "--yes", *replace, config=True, out=out)
+    up_seconds = time.monotonic() - start
+    preview_code, _ = pulumi.stream("preview", "--expect-no-changes", config=True, out=out) if code == 0 else (-1, "")
+    statuses, _ = status.collect(plan)
+    order = start_order(statuses)
+    in_order = order == list(plan.start_order)
+    started_before = {s.node: s.started_at for s in before}
+    restarted = [s.node for s in statuses if s.state == "running" and s.started_at != started_before.get(s.node)]
+    ok = code == 0 and preview_code == 0 and in_order and len(restarted) == len(plan.nodes)
+    if args.json:
+        render.emit_json(
+            {
+                "ok": ok,
+                "replaced": urns,
+                "up_exit": code,
+                "up_seconds": round(up_seconds, 1),
+                "preview_clean": preview_code == 0,
+                "start_order": order,
+                "expected_order": plan.start_order,
+                "restarted": restarted,
+                "nodes": [
+                    {
+                        "node": s.node,
+                        "state": s.state,
+                        "started_before": started_before.get(s.node),
+                        "started_at": s.started_at,
+                    }
+                    for s in statuses
+                ],
+            }
+        )
+    else:
+        console = render.console()
+        rows = [[s.node, s.state, started_before.get(s.node) or "-", s.started_at] for s in statuses]
+        columns = ["node", "state", "started before", "started now"]
+        console.print(render.table("restart: the engine containers", columns, rows))
+        console.print(
+            f"pulumi up: exit {code} in {up_seconds:.0f} s; started in order {' -> '.join(order) or '-'} "
+            f"({'as planned' if in_order else 'expected ' + ' -> '.join(plan.start_order)}); "
+            f"pulumi preview --expect-no-changes: {'clean' if preview_code == 0 else 'NOT clean'}"
+        )
+    return 0 if ok else 1

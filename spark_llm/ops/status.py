@@ -1,0 +1,301 @@
+"""`spark-llm status`: what runs on every node against what the config gives now, and the head's health.
+
+Per node: the engine container, its state, uptime, exit code when it exited, and the group revision it was
+started with (its `spark-llm.group-revision` label) against `plan.group_revision`; on the head, `/health`
+and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview` judges
+it (spark_llm.engine_container.judge_group), so when this says "drift" it also says what `pulumi up` does.
+Exit 1 on drift or an unhealthy head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from rich.table import Table
+from rich.text import Text
+
+from spark_llm.engine_container import judge_group
+from spark_llm.ops import render
+from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
+from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.plan import DeploymentPlan, NodePlan
+
+# docker inspect fields, `|`-separated (none of them can hold a `|`).
+INSPECT_FORMAT = (
+    "{{.State.Status}}|{{.State.ExitCode}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|"
+    '{{index .Config.Labels "spark-llm.group-revision"}}|{{.Id}}|{{.State.OOMKilled}}'
+)
+
+
+# curl's exit codes for "the engine does not answer", in words.
+CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node's engine container as docker reports it (state "absent" without one, "unreachable" without ssh)."""
+
+    node: str
+    role: str
+    container: str
+    state: str
+    exit_code: int | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    revision: str = ""
+    container_id: str = ""
+    oom_killed: bool = False
+    uptime_s: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Health:
+    """The head's answers: /health's HTTP code and the model ids /v1/models lists."""
+
+    http_code: int | None
+    models: tuple[str, ...]
+    error: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.http_code == 200
+
+
+def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
+    lines = [
+        SECTION_FUNCTION,
+        f"capture inspect docker inspect --format {quote(INSPECT_FORMAT)} {quote(plan.container)}",
+        "capture now date -u +%s.%N",
+    ]
+    if node.role == "head":
+        # The API key goes to curl through a file descriptor, never onto a command line.
+        key = plan.config.api_key
+        auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {quote(key)})" if key else ""
+        url = f"http://127.0.0.1:{plan.port}"
+        lines += [
+            f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}/health; }}",
+            f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",
+            "capture health health",
+            "capture models models",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
+
+
+def parse_time(text: str) -> float | None:
+    """Pure: docker's RFC 3339 time (nanoseconds, `Z`) -> epoch seconds; None for docker's zero time."""
+    match = _RFC3339.match(text)
+    if not match or text.startswith("0001-"):
+        return None
+    zone = match.group(3) if match.group(3) not in (None, "Z") else "+00:00"
+    return datetime.fromisoformat(match.group(1) + zone).timestamp() + float("0." + (match.group(2) or "0"))
+
+
+def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
+    """Pure: a node's status from what its script printed."""
+    if run.ssh_failed:
+        failure = ssh_failure(run)
+        return NodeStatus(node.name, node.role, container, "unreachable", error=f"{failure.kind}: {failure.message}")
+    sections = parse_sections(run.stdout)
+    inspect = sections.get("inspect")
+    if inspect is None:
+        return NodeStatus(node.name, node.role, container, "unknown", error=run.stderr.strip()[-200:])
+    if not inspect.ok:
+        if "no such" in inspect.body.lower():
+            return NodeStatus(node.name, node.role, container, "absent")
+        return NodeStatus(node.name, node.role, container, "unknown", error=inspect.first_line)
+    fields = inspect.first_line.split("|")
+    fields += [""] * (7 - len(fields))
+    state, code, started, finished, revision, container_id, oom = fields[:7]
+    now_section = sections.get("now")
+    now = float(now_section.first_line) if now_section and now_section.ok else None
+    started_s = parse_time(started)
+    uptime = now - started_s if state == "running" and now is not None and started_s is not None else None
+    return NodeStatus(
+        node=node.name,
+        role=node.role,
+        container=container,
+        state=state,
+        exit_code=int(code) if code.lstrip("-").isdigit() and state != "running" else None,
+        started_at=started,
+        finished_at=finished if state != "running" else "",
+        revision=revision,
+        container_id=container_id[:12],
+        oom_killed=oom == "true",
+        uptime_s=uptime,
+    )
+
+
+def head_health(run: NodeRun) -> Health:
+    """Pure: the head's /health code and served models from its script's output."""
+    if run.ssh_failed:
+        return Health(None, (), "no ssh")
+    sections = parse_sections(run.stdout)
+    health = sections.get("health", Section(-1, ""))
+    code = int(health.first_line) if health.first_line.isdigit() else None
+    models: tuple[str, ...] = ()
+    error = ""
+    section = sections.get("models")
+    if section is not None and section.ok:
+        try:
+            models = tuple(m.get("id", "?") for m in json.loads(section.body).get("data", []))
+        except (ValueError, AttributeError):
+            error = "/v1/models did not answer JSON"
+    elif section is not None:
+        error = section.first_line
+    if code in (None, 0):
+        code = None
+        error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
+    return Health(code, models, error)
+
+
+def launch_status_line(status: NodeStatus) -> str:
+    """Pure: the line `launch.sh status` prints for this container (what the Pulumi drift check reads)."""
+    if status.state == "running":
+        return f"running {status.container_id} {status.started_at} {status.revision}"
+    if status.state == "absent":
+        return "absent"
+    if status.state in ("unreachable", "unknown"):
+        return f"{status.state} ({status.error})"
+    return f"exited {status.exit_code} {status.container_id}"
+
+
+def restart_order(plan: DeploymentPlan) -> str:
+    workers = [n.name for n in plan.workers]
+    return ", ".join(
+        [f"{plan.head.name} stopped", *(f"{w} stopped" for w in workers), *(f"{w} started" for w in workers)]
+        + [f"{plan.head.name} started"]
+    )
+
+
+def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus]) -> list[str]:
+    """Pure: every way the group differs from what the config gives now, one phrase each."""
+    out = []
+    head = next(s for s in statuses if s.node == plan.head.name)
+    for s in statuses:
+        if s.state == "absent":
+            out.append(f"{s.node} has no {s.container} container")
+        elif s.state in ("unreachable", "unknown"):
+            out.append(f"{s.node} is {s.state} ({s.error})")
+        elif s.state != "running":
+            oom = ", killed for memory" if s.oom_killed else ""
+            out.append(f"{s.node} {s.state} ({s.exit_code}{oom})")
+        elif s.revision != plan.group_revision:
+            out.append(f"{s.node} runs revision {s.revision or '(none)'}, the config gives {plan.group_revision}")
+        elif s.node != head.node and head.state == "running" and _later(s.started_at, head.started_at):
+            out.append(f"{s.node} restarted after the head, outside the group")
+    return out
+
+
+def _later(a: str, b: str) -> bool:
+    ta, tb = parse_time(a), parse_time(b)
+    return ta is not None and tb is not None and ta > tb
+
+
+def verdict(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None) -> tuple[str, str]:
+    """Pure: ("in sync" | "drift" | "unhealthy" | "not deployed", one sentence on what `pulumi up` will do)."""
+    diffs = differences(plan, statuses)
+    problem = judge_group({s.node: launch_status_line(s) for s in statuses}, plan.head.name, plan.group_revision)
+    if all(s.state == "absent" for s in statuses):
+        order = ", ".join(f"{n} started" for n in plan.start_order)
+        return "not deployed", f"no engine container on any node: `pulumi up` starts the group in order: {order}"
+    if any(s.state in ("unreachable", "unknown") for s in statuses):
+        return "drift", (
+            "; ".join(diffs) + ": `pulumi preview` cannot read that node either and counts it as drift; "
+            "fix its ssh first (`spark-llm preflight`)"
+        )
+    if problem is not None or diffs:
+        what = "; ".join(diffs or [problem or ""])
+        return "drift", f"{what}: `pulumi up` restarts the group in order: {restart_order(plan)}"
+    if health is not None and not health.healthy:
+        seen = f"answers {health.http_code}" if health.http_code else f"does not answer ({health.error})"
+        return "unhealthy", (
+            f"every container runs revision {plan.group_revision}, but the head's /health {seen}: "
+            "`pulumi preview` sees no drift; still loading? see `spark-llm logs`"
+        )
+    if health is not None and plan.model_name not in health.models:
+        return (
+            "unhealthy",
+            f"the head serves {', '.join(health.models) or 'no model'}, the config says {plan.model_name}",
+        )
+    return (
+        "in sync",
+        f"every member runs revision {plan.group_revision}, the head started last; `pulumi up` does nothing",
+    )
+
+
+def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None) -> Table:
+    rows = []
+    for s in statuses:
+        if s.state == "running":
+            since = render.seconds(s.uptime_s) if s.uptime_s is not None else "?"
+        else:
+            since = f"finished {s.finished_at[:19]}" if s.finished_at and not s.finished_at.startswith("0001") else ""
+        revision = s.revision or "-"
+        if s.revision and s.revision != plan.group_revision:
+            revision += " (config: " + plan.group_revision + ")"
+        answer = ""
+        if s.role == "head" and health is not None:
+            answer = f"/health {health.http_code}" if health.http_code else f"/health: {health.error}"
+            if health.models:
+                answer += f"; serves {', '.join(health.models)}"
+        rows.append(
+            [
+                s.node,
+                s.role,
+                s.container + (f" {s.container_id}" if s.container_id else ""),
+                s.state + (f" ({s.error})" if s.error else ""),
+                since,
+                "" if s.exit_code is None else str(s.exit_code),
+                revision,
+                answer,
+            ]
+        )
+    columns = ["node", "role", "container", "state", "uptime", "exit", "revision", "head"]
+    return render.table(f"status: {plan.model_name} at {plan.endpoint}", columns, rows)
+
+
+def collect(plan: DeploymentPlan, timeout: float = 60) -> tuple[list[NodeStatus], Health | None]:
+    """Every node's container status (in parallel) and the head's health."""
+    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
+        runs = list(pool.map(lambda n: run_on(n.ssh, node_script(plan, n), timeout=timeout), plan.nodes))
+    statuses = [node_status(node, plan.container, r) for node, r in zip(plan.nodes, runs, strict=True)]
+    return statuses, head_health(runs[0])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per node (60)")
+
+
+def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+    with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
+        statuses, health = collect(plan, args.timeout)
+    state, sentence = verdict(plan, statuses, health)
+    if args.json:
+        render.emit_json(
+            {
+                "state": state,
+                "drift": state == "drift",
+                "summary": sentence,
+                "config_revision": plan.group_revision,
+                "endpoint": plan.endpoint,
+                "model": plan.model_name,
+                "nodes": [asdict(s) for s in statuses],
+                "head": asdict(health) if health else None,
+            }
+        )
+    else:
+        out = render.console()
+        out.print(status_table(plan, statuses, health))
+        style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow"}.get(state, "")
+        out.print(Text(f"{state}: ", style=style) + Text(sentence))
+    return 0 if state == "in sync" else 1

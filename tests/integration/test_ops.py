@@ -1,0 +1,274 @@
+"""The operator CLI (`spark-llm`) on the sim (1 head + 1 worker), with the real pulumi CLI.
+
+User stories: before `pulumi up`, preflight says what would break it, naming the node and the check (a cut
+fabric, a host key that changed, a disk too small, a wrong interface name, a flag the engine does not know),
+and on a healthy sim it passes with the GPU reported as simulated; after a worker's engine dies, status says
+drift and what `pulumi up` will do about it; logs show both nodes' lines in time order; smoke reports numbers
+from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from tests.conftest import WORKER_KEY
+from tests.integration.conftest import REPO, Pulumi, SimCluster, run
+
+pytestmark = pytest.mark.integration
+
+CONTAINER = "spark-llm-engine"
+
+
+@dataclass
+class SparkLlm:
+    """`spark-llm COMMAND --stack sim --config-file <the test's copy>`, with the test's state backend."""
+
+    pulumi: Pulumi
+
+    def argv(self, command: str, *args: str) -> list[str]:
+        config = ["--stack", "sim", "--config-file", str(self.pulumi.config_file)]
+        return [sys.executable, "-m", "spark_llm.cli", command, *config, *args]
+
+    def __call__(self, command: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return run(self.argv(command, *args), env=self.pulumi.env, check=False, timeout=timeout)
+
+    def json(self, command: str, *args: str, expect: int = 0, timeout: float = 300) -> dict:
+        result = self(command, "--json", *args, timeout=timeout)
+        assert result.returncode == expect, (
+            f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
+        return json.loads(result.stdout)
+
+
+def checks_by_key(report: dict) -> dict[tuple[str, str], dict]:
+    return {(c["node"], c["check"]): c for c in report["checks"]}
+
+
+def failed(report: dict) -> set[tuple[str, str]]:
+    return {(c["node"], c["check"]) for c in report["checks"] if c["status"] == "fail"}
+
+
+def started_at(sim_cluster: SimCluster, node: str) -> str:
+    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", CONTAINER).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
+    pulumi.up()
+    yield pulumi
+
+
+@pytest.fixture
+def spark_llm(deployed: Pulumi) -> Iterator[SparkLlm]:
+    deployed.reset_config()
+    yield SparkLlm(deployed)
+    deployed.reset_config()
+
+
+# ---------- preflight ----------
+
+
+def test_preflight_passes_on_a_healthy_sim_with_the_gpu_reported_as_simulated(spark_llm):
+    report = spark_llm.json("preflight", "--check-flags")
+    checks = checks_by_key(report)
+    assert report["ok"] and report["counts"]["fail"] == 0
+    for node in ("head", "worker-1"):
+        assert checks[node, "gpu"] == {
+            "node": node,
+            "check": "gpu",
+            "status": "simulated",
+            "detail": "no GPU: simulated node",
+            "fix": "",
+        }
+        for name in ("ssh", "clock", "docker", "disk", "memory", "interfaces", "image"):
+            assert checks[node, name]["status"] == "pass", checks[node, name]
+    assert "as pinned" in checks["worker-1", "ssh"]["detail"] and "via head" in checks["worker-1", "ssh"]["detail"]
+    assert checks["worker-1", "fabric"]["status"] == "pass"
+    assert "MTU 1500 don't-fragment: head -> worker-1" in checks["worker-1", "fabric"]["detail"]
+    assert "held by our engine" in checks["head", "ports"]["detail"]
+    assert checks["head", "engine flags"]["status"] == "pass"
+    assert report["seconds"] < 30
+
+    table = spark_llm("preflight")
+    assert table.returncode == 0 and "ready for `pulumi up`" in table.stdout
+    assert "no GPU: simulated node" in table.stdout
+
+
+def test_preflight_names_a_worker_whose_host_key_differs_from_the_pin(spark_llm, deployed):
+    deployed.set("nodes[1].hostKey", WORKER_KEY)  # well-formed, but not worker-1's key
+    report = spark_llm.json("preflight", expect=1)
+    ssh = checks_by_key(report)["worker-1", "ssh"]
+    assert failed(report) == {("worker-1", "ssh")}
+    assert ssh["detail"].startswith("host key mismatch: root@") and "unreachable" not in ssh["detail"]
+    assert "spark-llm:nodes[1].hostKey" in ssh["fix"] and "ssh-keyscan -t ed25519" in ssh["fix"]
+
+
+def test_preflight_fails_the_disk_check_when_the_model_does_not_fit(spark_llm):
+    report = spark_llm.json("preflight", "--model-size-gb", "100000", expect=1)
+    assert {("head", "disk"), ("worker-1", "disk")} <= failed(report)
+    detail = checks_by_key(report)["worker-1", "disk"]["detail"]
+    assert "needs 100000.0 GB + margin 10.0 GB" in detail
+
+
+def test_preflight_fails_a_fabric_interface_name_the_nodes_do_not_have(spark_llm, deployed):
+    deployed.set("network.fabricInterfaces[0]", "enp1s0f0np0")  # the Spark's name, not the sim's
+    report = spark_llm.json("preflight", expect=1)
+    assert failed(report) == {("head", "interfaces"), ("worker-1", "interfaces")}
+    assert "no interface enp1s0f0np0 (has: " in checks_by_key(report)["worker-1", "interfaces"]["detail"]
+
+
+def test_preflight_check_flags_names_a_flag_the_images_engine_does_not_list(spark_llm, deployed):
+    # The seeds' first failure: a vLLM flag handed to SGLang.
+    stack = yaml.safe_load(deployed.config_file.read_text())
+    stack["config"]["spark-llm:engine"]["flags"] = ["--language-model-only"]  # `config set` reads it as its flag
+    deployed.config_file.write_text(yaml.safe_dump(stack))
+    report = spark_llm.json("preflight", "--check-flags", expect=1)
+    assert failed(report) == {("head", "engine flags")}
+    assert "does not list --language-model-only" in checks_by_key(report)["head", "engine flags"]["detail"]
+
+
+# ---------- status, logs, smoke ----------
+
+
+def test_status_in_sync_after_up(spark_llm, deployed):
+    report = spark_llm.json("status")
+    assert report["state"] == "in sync" and not report["drift"]
+    assert report["head"]["http_code"] == 200 and report["head"]["models"] == [deployed.outputs()["model"]]
+    assert {n["node"]: n["revision"] for n in report["nodes"]} == {
+        "head": report["config_revision"],
+        "worker-1": report["config_revision"],
+    }
+    assert all(n["state"] == "running" and n["uptime_s"] > 0 for n in report["nodes"])
+
+
+def test_logs_show_both_nodes_lines_in_time_order(spark_llm):
+    result = spark_llm("logs", "--tail", "20")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("head     ") for line in lines) and any(line.startswith("worker-1 ") for line in lines)
+    stamps = [line.split()[1] for line in lines]
+    assert stamps == sorted(stamps)
+    assert any("Rendezvous" in line and line.startswith("worker-1") for line in lines)
+
+    as_json = [
+        json.loads(line)
+        for line in spark_llm("logs", "--json", "--node", "worker-1", "--tail", "3").stdout.splitlines()
+    ]
+    assert len(as_json) == 3 and {entry["node"] for entry in as_json} == {"worker-1"}
+
+
+def test_logs_follow_streams_every_node_until_ctrl_c(spark_llm):
+    proc = subprocess.Popen(
+        spark_llm.argv("logs", "--follow", "--tail", "2"),
+        env=spark_llm.pulumi.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    seen: set[str] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while seen != {"head", "worker-1"} and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line:
+                seen.add(line.split()[0])
+        assert seen == {"head", "worker-1"}
+        # A request while following: its access-log line arrives from the head.
+        spark_llm("smoke", "--requests", "1", "--concurrency", "1")
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if "POST /v1/chat/completions" in line:
+                break
+        assert "POST /v1/chat/completions" in line and line.startswith("head")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20)
+    assert code == 0
+
+
+def test_smoke_reports_time_to_first_token_tokens_per_second_and_no_errors(spark_llm):
+    report = spark_llm.json("smoke", "--requests", "12", "--concurrency", "4", "--max-tokens", "32")
+    first, load = report["first"], report["load"]
+    assert report["ok"] and first["ok"] and first["tokens"] > 0 and first["ttft_s"] > 0
+    assert (load["requests"], load["ok"], load["errors"]) == (12, 12, 0)
+    assert load["ttft_ms"]["p50"] > 0 and load["tokens_per_s"] > 0 and load["completion_tokens"] > 0
+
+    table = spark_llm("smoke", "--requests", "2", "--concurrency", "2")
+    assert table.returncode == 0 and "time to first token" in table.stdout and "12/12" not in table.stdout
+
+
+# ---------- drift, and the ordered restart through Pulumi ----------
+
+
+def test_status_shows_drift_and_what_up_does_after_a_workers_engine_is_killed(spark_llm, deployed, sim_cluster):
+    sim_cluster.node_exec("worker-1", "docker", "kill", CONTAINER)
+    report = spark_llm.json("status", expect=1)
+    worker = next(n for n in report["nodes"] if n["node"] == "worker-1")
+    assert report["drift"] and worker["state"] == "exited" and worker["exit_code"] == 137
+    assert "worker-1 exited (137)" in report["summary"]
+    assert report["summary"].endswith(
+        "`pulumi up` restarts the group in order: head stopped, worker-1 stopped, worker-1 started, head started"
+    )
+    table = spark_llm("status")
+    assert table.returncode == 1 and "drift: " in table.stdout
+
+    deployed.up()  # the operator loop: status said what up does; do it
+    assert spark_llm.json("status")["state"] == "in sync"
+
+
+def test_restart_replaces_the_workers_then_the_head_and_leaves_preview_clean(spark_llm, deployed, sim_cluster):
+    before = {node: started_at(sim_cluster, node) for node in ("head", "worker-1")}
+    report = spark_llm.json("restart", "--yes", timeout=600)
+    assert report["ok"] and report["up_exit"] == 0 and report["preview_clean"]
+    assert len(report["replaced"]) == 1 and report["replaced"][0].endswith("EngineContainer::spark-engine-worker-1")
+    after = {node: started_at(sim_cluster, node) for node in ("head", "worker-1")}
+    assert after["worker-1"] > before["head"] and after["worker-1"] < after["head"]  # workers first, then the head
+    assert report["start_order"] == ["worker-1", "head"] and set(report["restarted"]) == {"head", "worker-1"}
+    assert deployed("preview", "--expect-no-changes", check=False).returncode == 0
+
+
+# ---------- last: cutting the fabric breaks the running group ----------
+
+
+def reconnect_fabric(sim_cluster: SimCluster, node: str, address: str) -> None:
+    """Back on the fabric with the same address, then the node restarted if the interface is not eth0 again:
+    docker names a re-connected network's interface eth1, and the sim's stack pins eth0 (names are given in
+    network-name order at start; renaming the link by hand instead breaks docker's next disconnect)."""
+    run(["docker", "network", "connect", "--ip", address, f"{sim_cluster.prefix}-fabric", sim_cluster.container(node)])
+    addrs = sim_cluster.node_exec(node, "ip", "-o", "-4", "addr").stdout
+    if not any(line.split()[1] == "eth0" and f" {address}/" in line for line in addrs.splitlines()):
+        run(["docker", "restart", sim_cluster.container(node)])
+    ssh = ["ssh", "-F", str(REPO / ".sim" / "ssh_config"), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node]
+    deadline = time.monotonic() + 90
+    while run([*ssh, "docker", "info"], check=False, timeout=30).returncode != 0:
+        assert time.monotonic() < deadline, f"{node} not back on ssh and docker within 90 s"
+        time.sleep(2)
+
+
+def test_preflight_names_the_worker_and_the_fabric_when_the_fabric_is_cut(spark_llm, sim_cluster):
+    address = next(n for n in sim_cluster.nodes() if n["name"] == "worker-1")["fabricAddress"]
+    run(["docker", "network", "disconnect", f"{sim_cluster.prefix}-fabric", sim_cluster.container("worker-1")])
+    try:
+        report = spark_llm.json("preflight", expect=1)
+    finally:
+        reconnect_fabric(sim_cluster, "worker-1", address)
+    checks = checks_by_key(report)
+    assert failed(report) == {("worker-1", "ssh"), ("worker-1", "fabric")}
+    assert "unreachable" in checks["worker-1", "ssh"]["detail"]
+    assert f"head -> worker-1 {address}: no reply" in checks["worker-1", "fabric"]["detail"]
+    assert "the fabric" in checks["worker-1", "ssh"]["fix"]
+
+    again = spark_llm.json("preflight")  # reconnected: every check passes again (the group died with the link)
+    assert checks_by_key(again)["worker-1", "fabric"]["status"] == "pass"
+    assert checks_by_key(again)["worker-1", "interfaces"]["status"] == "pass"
