@@ -80,21 +80,16 @@ def docker_args(topo: Topology) -> list[str]:
         # The engines bind the node's own fabric and management addresses (NCCL needs the real interfaces).
         "--network",
         "host",
-        # Tensor-parallel processes share memory through /dev/shm and CUDA IPC.
+        # Tensor-parallel processes share memory through /dev/shm and CUDA IPC: the host's /dev/shm, not docker's
+        # 64 MB default (which is also why no --shm-size is given).
         "--ipc",
         "host",
-        # NCCL's shared-memory transport and the engines' tokenizer workers outgrow docker's 64 MB default.
-        "--shm-size",
-        "16g",
-        # RDMA registers (pins) large buffers: no memlock limit; many sockets and files at once.
-        "--ulimit",
-        "memlock=-1",
-        "--ulimit",
-        "nofile=65536:65536",
     ]
     if topo.gpus:
         args += ["--gpus", "all"]
     if topo.roce_devices:
-        # RoCE needs the verbs devices in the container and the right to pin memory.
-        args += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK"]
+        # RoCE needs the verbs devices in the container, and RDMA registers (pins) large buffers: no memlock
+        # limit and the right to lock memory. (Only with RDMA: raising memlock needs CAP_SYS_RESOURCE, which
+        # a node without RDMA, like the sim's, may not grant.)
+        args += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
     return args
