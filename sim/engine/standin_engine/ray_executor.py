@@ -97,7 +97,7 @@ class RayExecutorGroup:
         except ImportError as error:
             raise RendezvousError(
                 f"--distributed-executor-backend ray needs Ray, which this Python cannot import ({error}); "
-                "the stand-in image carries it under /opt/standin/site"
+                "the stand-in image has it in /opt/standin/site unless it was built with STANDIN_RAY=0"
             ) from None
         config, log = self._config, self._log
         world = config.world_size
