@@ -5,4 +5,4 @@ import sys
 from standin_engine.launch import run
 
 if __name__ == "__main__":
-    sys.exit(run("sglang", sys.argv[1:]))
+    sys.exit(run("sglang.launch_server", sys.argv[1:]))

@@ -1,223 +1,186 @@
-"""Command-line flags of the real engines, one table per engine, parsed into an engine-neutral LaunchConfig."""
+"""argparse parsers built from the real engines' flag catalogs: every spelling, alias, negation, nargs, type, choice.
+
+A flag the real engine version rejects is rejected here too, with argparse's usage line and exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from standin_engine.catalog import CatalogFlag, EngineCatalog
+
+# ---- value types: the catalogs' type names, with the real engines' parsing -------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Flag:
-    """One flag of a real engine's command line and the LaunchConfig field it fills."""
-
-    names: tuple[str, ...]
-    """Spellings the real engine accepts, first one canonical (`--tp-size`, `--tp`)."""
-    field: str
-    """LaunchConfig field this flag fills."""
-    type: Callable[[str], object] | None
-    """Value parser (`int`, `float`, `str`); None makes a store-true switch."""
-    default: object = None
-    required: bool = False
-    help: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineProfile:
-    """How one real engine is launched: its display name, argparse prog and flag table."""
-
-    display_name: str
-    prog: str
-    flags: tuple[Flag, ...]
+def human_readable_int(value: str) -> int:
+    """vLLM's and SGLang's sizes: `1k` = 1000, `1K` = 1024, `25.6k` = 25600, or a plain integer."""
+    value = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix.islower():
+            return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+        if "." in number:
+            raise argparse.ArgumentTypeError(
+                f"Decimals are not allowed with binary suffixes like {suffix}. "
+                f"Did you mean to use {number}{suffix.lower()} instead?"
+            )
+        return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)
+    return int(value)
 
 
-# SGLang's `python3 -m sglang.launch_server` (python/sglang/srt/server_args.py); only the flags spark-llm uses.
-# Defaults are SGLang's, except --dist-timeout (SGLang: none, i.e. torch's own) which the stand-in bounds.
-SGLANG_FLAGS: tuple[Flag, ...] = (
-    Flag(
-        names=("--model-path", "--model"),
-        field="model_path",
-        type=str,
-        required=True,
-        help="Model weights folder or hub id; the stand-in never reads it.",
-    ),
-    Flag(
-        names=("--served-model-name",),
-        field="served_model_name",
-        type=str,
-        help="Model name in the OpenAI API; defaults to --model-path.",
-    ),
-    Flag(names=("--tp-size", "--tp"), field="tp_size", type=int, default=1, help="Tensor parallel size."),
-    Flag(names=("--nnodes",), field="nnodes", type=int, default=1, help="Number of nodes in the group."),
-    Flag(names=("--node-rank",), field="node_rank", type=int, default=0, help="This node's rank, 0 is the head."),
-    Flag(
-        names=("--dist-init-addr", "--nccl-init-addr"),
-        field="dist_init_addr",
-        type=str,
-        help="HOST:PORT where node rank 0 listens for the group's rendezvous.",
-    ),
-    Flag(names=("--host",), field="host", type=str, default="127.0.0.1", help="HTTP listen address."),
-    Flag(names=("--port",), field="port", type=int, default=30000, help="HTTP listen port."),
-    Flag(
-        names=("--trust-remote-code",),
-        field="trust_remote_code",
-        type=None,
-        default=False,
-        help="Accepted and ignored.",
-    ),
-    Flag(
-        names=("--mem-fraction-static",),
-        field="mem_fraction_static",
-        type=float,
-        help="Accepted and ignored (no GPU memory here).",
-    ),
-    Flag(
-        names=("--context-length",),
-        field="context_length",
-        type=int,
-        help="Longest prompt plus completion, in stand-in tokens; defaults to 8192.",
-    ),
-    Flag(
-        names=("--dist-timeout",),
-        field="dist_timeout",
-        type=int,
-        default=300,
-        help="Seconds to wait for the group to form (workers: to reach rank 0).",
-    ),
-)
+def human_readable_int_or_auto(value: str) -> int:
+    """human_readable_int, or `auto` / `-1` for auto-detection (-1)."""
+    if value.strip() == "-1" or value.strip().lower() == "auto":
+        return -1
+    return human_readable_int(value)
 
-ENGINE_PROFILES: dict[str, EngineProfile] = {
-    "sglang": EngineProfile(display_name="SGLang", prog="launch_server.py", flags=SGLANG_FLAGS),
+
+def json_value(value: str) -> object:
+    try:
+        return json.loads(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"Failed to parse {value!r} as JSON: {error}") from None
+
+
+def json_or_str(value: str) -> object:
+    """A JSON object when the value is one, else the string (vLLM's dict-or-str flags)."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if isinstance(parsed, dict) else value
+
+
+def json_list(value: str) -> list:
+    parsed = json_value(value)
+    if not isinstance(parsed, list):
+        raise argparse.ArgumentTypeError(f"expected a JSON list, got {value!r}")
+    return parsed
+
+
+def list_int_or_str(value: str) -> list[int | str]:
+    """Comma-separated items, integers where they are digits (vLLM's --device-ids)."""
+    return [int(item) if item.strip().isdigit() else item.strip() for item in value.split(",") if item.strip()]
+
+
+def bool_value(value: str) -> bool:
+    """A bool flag that takes a value (deprecated vLLM 0.11 guided-decoding flags)."""
+    if value.strip().lower() in ("true", "1", "yes"):
+        return True
+    if value.strip().lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+VALUE_TYPES: dict[str, Callable[[str], object]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool_value,
+    "json": json_value,
+    "json_or_str": json_or_str,
+    "json_list": json_list,
+    "int_human_readable": human_readable_int,
+    "int_human_readable_or_auto": human_readable_int_or_auto,
+    "list_int_or_str_comma_separated": list_int_or_str,
 }
 
-DEFAULT_CONTEXT_LENGTH = 8192
+
+def _nullable(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """vLLM's optional types: the string `None` is null, anything else goes to the type."""
+
+    def parse_optional(value: str) -> object:
+        return None if value == "None" else parse(value)
+
+    parse_optional.__name__ = getattr(parse, "__name__", "value")
+    return parse_optional
 
 
-@dataclass(frozen=True, kw_only=True)
-class LaunchConfig:
-    """One node's launch of the stand-in engine, whatever real engine's command line it came from."""
+class SwitchAction(argparse.Action):
+    """A bool flag: its own spellings store True, its negations (`--no-X`, `--disable-X`) store False."""
 
-    engine: str
-    model_path: str
-    served_model_name: str
-    tp_size: int
-    nnodes: int
-    node_rank: int
-    dist_init_addr: str | None
-    host: str
-    port: int
-    trust_remote_code: bool
-    mem_fraction_static: float | None
-    context_length: int
-    dist_timeout: int
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        negations: Sequence[str] = (),
+        default: object = None,
+        required: bool = False,
+        help: str | None = None,
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, required=required, help=help)
+        self.negations = frozenset(negations)
 
-    @property
-    def is_head(self) -> bool:
-        """Node rank 0 serves the OpenAI API and hosts the rendezvous."""
-        return self.node_rank == 0
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, option_string not in self.negations)
 
-    @property
-    def tp_rank(self) -> int:
-        """First tensor-parallel rank on this node, as in the real engines' `TP<n>` log prefix."""
-        return self.node_rank * (self.tp_size // self.nnodes)
-
-    @property
-    def group_digest(self) -> str:
-        """Digest of what every rank of one group must agree on: model path, tp size, node count."""
-        text = f"model_path={self.model_path}\ntp_size={self.tp_size}\nnnodes={self.nnodes}\n"
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    def rendezvous_address(self) -> tuple[str, int]:
-        """(host, port) of --dist-init-addr, IPv6 hosts written `[addr]:port`."""
-        if self.dist_init_addr is None:
-            raise ValueError("--dist-init-addr is not set")
-        return parse_host_port(self.dist_init_addr)
+    def format_usage(self) -> str:
+        # BooleanOptionalAction's usage shape, `--X | --no-X`, where the engine declares a negation.
+        return " | ".join(self.option_strings) if self.negations else self.option_strings[0]
 
 
-def parse_host_port(address: str) -> tuple[str, int]:
-    """Split `host:port` or `[ipv6]:port`; raise ValueError naming the expected shape."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"expected HOST:PORT (e.g. 192.168.100.1:5000), got {address!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port_text)
-
-
-def build_parser(engine: str) -> argparse.ArgumentParser:
-    """The argparse parser for one engine's flag table."""
-    profile = engine_profile(engine)
-    parser = argparse.ArgumentParser(
-        prog=profile.prog,
-        description=f"spark-llm stand-in engine: a simulator of {profile.display_name}'s multi-node launch, "
-        "no model, no GPU.",
-    )
-    for flag in profile.flags:
-        if flag.type is None:
-            parser.add_argument(*flag.names, dest=flag.field, action="store_true", help=flag.help)
-        else:
-            parser.add_argument(
-                *flag.names,
-                dest=flag.field,
-                type=flag.type,
-                default=flag.default,
-                required=flag.required,
-                help=flag.help,
-            )
-    return parser
-
-
-def engine_profile(engine: str) -> EngineProfile:
-    """The profile of a known engine; an unknown one raises an error that lists the known ones."""
+def add_catalog_flag(parser: argparse.ArgumentParser, flag: CatalogFlag) -> argparse.Action:
+    """Register one catalog flag on an argparse parser with all its spellings, as the real engine does."""
+    help_text = argparse.SUPPRESS if flag.hidden_from_help else None
+    if not flag.takes_value:
+        return parser.add_argument(
+            *flag.option_strings,
+            dest=flag.dest,
+            action=SwitchAction,
+            negations=flag.negations,
+            default=flag.default,
+            required=flag.required,
+            help=help_text,
+        )
     try:
-        return ENGINE_PROFILES[engine]
+        parse = VALUE_TYPES[flag.type]
     except KeyError:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(sorted(ENGINE_PROFILES))}") from None
+        raise ValueError(
+            f"{flag.flag}: catalog type {flag.type!r} is not one of {', '.join(sorted(VALUE_TYPES))}"
+        ) from None
+    if flag.nullable:
+        parse = _nullable(parse)
+    kwargs: dict[str, object] = {"dest": flag.dest, "type": parse, "default": flag.default, "help": help_text}
+    if flag.required:
+        kwargs["required"] = True
+    if flag.nargs is not None:
+        kwargs["nargs"] = flag.nargs
+    if flag.choices is not None:
+        kwargs["choices"] = [parse(choice) for choice in flag.choices]
+    return parser.add_argument(*flag.option_strings, **kwargs)
 
 
-def parse_launch_config(engine: str, argv: Sequence[str]) -> LaunchConfig:
-    """Parse a real engine's command line; bad or inconsistent flags exit 2 with argparse's usage line."""
-    parser = build_parser(engine)
-    args = parser.parse_args(list(argv))
-    config = LaunchConfig(
-        engine=engine,
-        model_path=args.model_path,
-        served_model_name=args.served_model_name or args.model_path,
-        tp_size=args.tp_size,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        dist_init_addr=args.dist_init_addr,
-        host=args.host,
-        port=args.port,
-        trust_remote_code=args.trust_remote_code,
-        mem_fraction_static=args.mem_fraction_static,
-        context_length=args.context_length or DEFAULT_CONTEXT_LENGTH,
-        dist_timeout=args.dist_timeout,
+DISPLAY_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
+def catalog_parser(
+    catalog: EngineCatalog,
+    *,
+    prog: str | None = None,
+    parser: argparse.ArgumentParser | None = None,
+) -> argparse.ArgumentParser:
+    """An argparse parser with every positional and flag of one engine version, in the catalog's order.
+
+    A new parser named `prog`, or `parser` (a sub-command's) filled in.
+    """
+    if parser is None:
+        parser = argparse.ArgumentParser(prog=prog)
+    parser.description = (
+        f"spark-llm stand-in engine: accepts the command line of {DISPLAY_NAMES[catalog.engine]} {catalog.version} "
+        "(flags from its catalog, no help texts); no model, no GPU."
     )
-    problem = launch_config_problem(config)
-    if problem:
-        parser.error(problem)
-    return config
-
-
-def launch_config_problem(config: LaunchConfig) -> str | None:
-    """The first inconsistency in a launch, worded like an argparse error, or None."""
-    if config.nnodes < 1:
-        return f"--nnodes must be at least 1, got {config.nnodes}"
-    if not 0 <= config.node_rank < config.nnodes:
-        return f"--node-rank must be in [0, {config.nnodes - 1}] for --nnodes {config.nnodes}, got {config.node_rank}"
-    if config.tp_size < 1 or config.tp_size % config.nnodes:
-        return f"--tp-size ({config.tp_size}) must be a positive multiple of --nnodes ({config.nnodes})"
-    if config.nnodes > 1 and config.dist_init_addr is None:
-        return "--dist-init-addr HOST:PORT is required when --nnodes > 1"
-    if config.dist_init_addr is not None:
-        try:
-            parse_host_port(config.dist_init_addr)
-        except ValueError as error:
-            return f"--dist-init-addr: {error}"
-    if config.dist_timeout < 1:
-        return f"--dist-timeout must be at least 1 second, got {config.dist_timeout}"
-    if config.context_length < 1:
-        return f"--context-length must be positive, got {config.context_length}"
-    return None
+    for positional in catalog.positionals:
+        parser.add_argument(positional, nargs="?")
+    for flag in catalog.flags:
+        add_catalog_flag(parser, flag)
+    return parser

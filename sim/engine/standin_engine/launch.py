@@ -1,4 +1,4 @@
-"""The launch sequence every real engine's stand-in entry point runs: parse, serve HTTP, rendezvous, watch."""
+"""The launch sequence every real engine's stand-in entry point runs: parse, serve HTTP, form the group, watch it."""
 
 from __future__ import annotations
 
@@ -11,29 +11,32 @@ import traceback
 from collections.abc import Sequence
 from types import FrameType
 
-from standin_engine.flags import LaunchConfig, engine_profile, parse_launch_config
+from standin_engine.command_line import ParsedLaunch, parse_launch
 from standin_engine.knobs import HANG_BEFORE_RENDEZVOUS, SLOW_START_SECONDS, FailureKnobs, KnobError
-from standin_engine.logs import EngineLog
+from standin_engine.launch_config import LaunchConfig
+from standin_engine.logs import EngineLog, engine_log
 from standin_engine.model_runner import init_torch_distributed
 from standin_engine.openai_api import EngineHTTPServer, EngineState
+from standin_engine.rendezvous import ProcessGroup
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-def run(engine: str, argv: Sequence[str]) -> int:
-    """Run one node of the stand-in engine until its group breaks or a signal stops it; return the exit code."""
-    config = parse_launch_config(engine, argv)
-    log = EngineLog(config.tp_rank)
-    log.server(
-        f"spark-llm stand-in engine: a simulator of {engine_profile(engine).display_name}'s multi-node launch, "
-        "no model, no GPU"
-    )
-    log.server(f"server_args={config!r}")
+def run(entry_name: str, argv: Sequence[str]) -> int:
+    """Run one node of the stand-in engine until its group breaks or a signal stops it; return the exit code.
+
+    `entry_name` names the real command the argv came with (command_line.ENTRY_POINTS): `sglang.launch_server`,
+    `sglang` (`sglang serve`), `vllm` (`vllm serve`), `vllm.entrypoints.openai.api_server`.
+    """
+    parsed = parse_launch(entry_name, argv)
+    config = parsed.config
+    log = engine_log(config)
+    _log_start(parsed, log)
     try:
-        knobs = FailureKnobs.from_environ(os.environ, config.nnodes)
+        knobs = FailureKnobs.from_environ(os.environ, config.world_size if config.uses_ray else config.nnodes)
     except KnobError as error:
-        log.server(f"error: {error}")
+        log.server(f"error: {error}", level="ERROR")
         return EXIT_USAGE
     knob_settings = " ".join(
         f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("STANDIN_")
@@ -43,18 +46,60 @@ def run(engine: str, argv: Sequence[str]) -> int:
     _exit_on_signals(log)
 
     state = EngineState(config)
-    try:
-        http_server = EngineHTTPServer(state, log)
-    except OSError as error:
+    if config.engine == "sglang" or config.serves_api:
+        # SGLang's workers serve /health too; vLLM's headless ranks run no HTTP server at all.
+        try:
+            http_server = EngineHTTPServer(state, log)
+        except OSError as error:
+            log.server(
+                f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
+                f"({config.host!r}, {config.port}): {error.strerror or error}",
+                level="ERROR",
+            )
+            return EXIT_FAILED
+        threading.Thread(target=http_server.serve_forever, name="http", daemon=True).start()
+        served = "OpenAI API" if config.serves_api else "/health and /health_generate only"
         log.server(
-            f"ERROR:    [Errno {error.errno}] error while attempting to bind on address "
-            f"({config.host!r}, {config.port}): {error.strerror or error}"
+            f"Stand-in HTTP server on http://{config.host}:{config.port} ({served}; 503 until every rank joined)"
         )
-        return EXIT_FAILED
-    threading.Thread(target=http_server.serve_forever, name="http", daemon=True).start()
-    served = "OpenAI API" if config.is_head else "/health and /health_generate only"
-    log.server(f"Stand-in HTTP server on http://{config.host}:{config.port} ({served}; 503 until every rank joined)")
 
+    if config.uses_ray:
+        group = _form_ray_group(config, state, log)
+    else:
+        group = _form_native_group(config, knobs, state, log)
+    if group is None:
+        return EXIT_FAILED
+    log.distributed_init_end()
+    log.weights_loaded()
+    state.mark_ready()
+    log.ready()
+
+    loss = group.wait_for_loss()
+    log.group_broken(loss)
+    return EXIT_FAILED
+
+
+def _log_start(parsed: ParsedLaunch, log: EngineLog) -> None:
+    config = parsed.config
+    warning = parsed.entry.deprecation(parsed.catalog)
+    if warning:
+        log.server(warning, level="WARNING")
+    log.server(
+        f"spark-llm stand-in engine: a simulator of {log.display_name} {config.engine_version}'s multi-node launch "
+        f"({parsed.entry.command}; flags checked against the {parsed.catalog.release_tag} catalog), no model, no GPU"
+    )
+    log.server(f"server_args={config!r}")
+    for flag in config.deprecated_flags:
+        log.server(
+            f"The command line argument '{flag}' is deprecated and will be removed in future versions.",
+            level="WARNING",
+        )
+
+
+def _form_native_group(
+    config: LaunchConfig, knobs: FailureKnobs, state: EngineState, log: EngineLog
+) -> ProcessGroup | None:
+    """The TCP rendezvous of SGLang's ranks and of vLLM's mp ranks; None when this rank failed (logged)."""
     if knobs.slow_start_seconds:
         state.phase = f"slow start ({SLOW_START_SECONDS}={knobs.slow_start_seconds:g})"
         log.scheduler(f"Stand-in: {SLOW_START_SECONDS} delays this rank's start by {knobs.slow_start_seconds:g} s")
@@ -68,27 +113,33 @@ def run(engine: str, argv: Sequence[str]) -> int:
         threading.Event().wait()
 
     state.phase = _waiting_phase(config)
-    log.scheduler("Init torch distributed begin.")
+    log.distributed_init_begin()
     try:
-        group = init_torch_distributed(config, knobs, log)
+        if config.engine == "vllm" and not config.is_head and not config.headless:
+            # A vLLM follower started without --headless builds a whole engine core and dies at its first RPC.
+            raise AssertionError(
+                "collective_rpc should not be called on follower node "
+                f"(node rank {config.node_rank} was started without --headless)"
+            )
+        return init_torch_distributed(config, knobs, log)
     except Exception:
-        log.scheduler(f"Scheduler hit an exception: {traceback.format_exc().rstrip()}")
-        return EXIT_FAILED
-    log.scheduler("Init torch distributed ends. mem usage=0.00 GB")
-    log.scheduler(f"Load weight begin. avail mem=0.00 GB (stand-in: nothing is read from {config.model_path})")
-    log.scheduler("Load weight end. type=StandIn, dtype=none, avail mem=0.00 GB, mem usage=0.00 GB.")
-    state.mark_ready()
-    if config.is_head:
-        log.server("The server is fired up and ready to roll!")
-    else:
-        log.server(f"Dummy health check server serving on {config.host}:{config.port}")
+        log.init_failed(traceback.format_exc().rstrip())
+        return None
 
-    loss = group.wait_for_loss()
-    log.scheduler(
-        f"Scheduler hit an exception: RuntimeError: stand-in process group aborted, as a real NCCL group would: {loss}"
-    )
-    log.server("Exiting: the process group of this engine is broken.")
-    return EXIT_FAILED
+
+def _form_ray_group(config: LaunchConfig, state: EngineState, log: EngineLog) -> ProcessGroup | None:
+    """vLLM's Ray executor: the group is the Ray cluster (ray_executor.py); None when it failed (logged)."""
+    from standin_engine.ray_executor import RayExecutorGroup
+
+    state.phase = f"waiting for {config.world_size} GPU nodes in the Ray cluster"
+    log.distributed_init_begin()
+    group = RayExecutorGroup(config, log)
+    try:
+        group.form_group()
+    except Exception:
+        log.init_failed(traceback.format_exc().rstrip())
+        return None
+    return group
 
 
 def _waiting_phase(config: LaunchConfig) -> str:

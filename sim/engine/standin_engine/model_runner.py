@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from standin_engine.flags import LaunchConfig
 from standin_engine.knobs import FailureKnobs
+from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 from standin_engine.rendezvous import ProcessGroup, process_group
 

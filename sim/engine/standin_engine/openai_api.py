@@ -14,11 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from standin_engine import STANDIN_FINGERPRINT
-from standin_engine.flags import LaunchConfig
 from standin_engine.generation import Generation, count_tokens, generate
+from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 
-HEALTH_PATHS = ("/health", "/health_generate")
+HEALTH_PATHS = {"sglang": ("/health", "/health_generate"), "vllm": ("/health", "/ping")}
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default
 MAX_CHOICES = 16
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -74,6 +74,9 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if self.server.state.config.engine == "vllm":
+            self._dispatch({"/v1/models": self._models, "/version": self._version})
+            return
         self._dispatch(
             {
                 "/v1/models": self._models,
@@ -94,10 +97,11 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         state = self.server.state
         try:
-            if path in HEALTH_PATHS and self.command == "GET":
+            # vLLM's /ping (SageMaker's health route) answers POST too.
+            if path in HEALTH_PATHS[state.config.engine] and (self.command == "GET" or path == "/ping"):
                 self._health()
                 return
-            route = routes.get(path) if state.config.is_head else None
+            route = routes.get(path) if state.config.serves_api else None
             if route is None:
                 raise ApiError(HTTPStatus.NOT_FOUND, f"{self.command} {path} is not served by this node")
             body = self._read_json() if self.command == "POST" else {}
@@ -145,6 +149,9 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
                 ],
             },
         )
+
+    def _version(self, _body: dict) -> None:
+        self._send_json(HTTPStatus.OK, {"version": self.server.state.config.engine_version})
 
     def _model_info(self, _body: dict) -> None:
         config = self.server.state.config
@@ -311,7 +318,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        if urlsplit(self.path).path in HEALTH_PATHS:
+        if urlsplit(self.path).path in HEALTH_PATHS[self.server.state.config.engine]:
             return
         status = HTTPStatus(int(code)) if str(code).isdigit() else None
         phrase = f"{status.value} {status.phrase}" if status else str(code)

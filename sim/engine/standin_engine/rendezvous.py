@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Protocol
 
-from standin_engine.flags import LaunchConfig
+from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 
 PROTOCOL = "spark-llm-standin-rendezvous/1"

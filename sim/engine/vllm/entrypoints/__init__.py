@@ -1,0 +1,1 @@
+"""vLLM's entry points, served by the spark-llm stand-in engine."""

@@ -1,0 +1,1 @@
+"""vLLM's `vllm` console script, served by the spark-llm stand-in engine."""
