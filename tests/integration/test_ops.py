@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import REPO, Pulumi, SimCluster, run
+from tests.integration.conftest import REPO, SIM_IMAGE_TAG, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration
 
@@ -126,9 +126,18 @@ def test_preflight_fails_a_fabric_interface_name_the_nodes_do_not_have(spark_llm
     assert "no interface enp1s0f0np0 (has: " in checks_by_key(report)["worker-1", "interfaces"]["detail"]
 
 
-def test_preflight_check_flags_names_a_flag_the_images_engine_does_not_list(spark_llm, deployed):
-    # The seeds' first failure: a vLLM flag handed to SGLang.
+def test_preflight_check_flags_names_a_flag_the_images_engine_does_not_list(spark_llm, deployed, sim_cluster):
+    # The seeds' first failure: the config's release (0.5.23, the catalog check passes) is not what the image runs.
+    # An image whose stand-in engine is SGLang 0.5.17, which has no --language-model-only, built on the head:
+    old = "spark-llm/standin-engine:sglang-0.5.17"
+    sim_cluster.node_exec("head", "docker", "rm", "-f", "spark-llm-old-engine", check=False)
+    sim_cluster.node_exec("head", "docker", "create", "--name", "spark-llm-old-engine", SIM_IMAGE_TAG, "true")
+    sim_cluster.node_exec(
+        "head", "docker", "commit", "--change", "ENV SPARK_LLM_ENGINE_VERSION=0.5.17", "spark-llm-old-engine", old
+    )
+    sim_cluster.node_exec("head", "docker", "rm", "spark-llm-old-engine")
     stack = yaml.safe_load(deployed.config_file.read_text())
+    stack["config"]["spark-llm:image"]["ref"] = old
     stack["config"]["spark-llm:engine"]["flags"] = ["--language-model-only"]  # `config set` reads it as its flag
     deployed.config_file.write_text(yaml.safe_dump(stack))
     report = spark_llm.json("preflight", "--check-flags", expect=1)
