@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pulumi
 from pulumi.dynamic import Resource
 
-from spark_llm.remote import _CommandProvider
+from spark_llm.remote import _CommandProvider, command_props
 from spark_llm.ssh import RemoteError, SshHost, run_script
 
 
@@ -73,19 +73,13 @@ class EngineContainer(Resource, module="spark-llm", name="EngineContainer"):
         label: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {
-            "connection": connection,
-            "create": start,
-            "update": None,
-            "delete": stop,
-            "check": None,
-            "group": group,
-            "group_revision": group_revision,
-            "triggers": triggers,
-            "environment": None,
-            "label": label,
-            "timeout": None,
-            "stdout": None,
-            "observed": None,
-        }
+        props = command_props(
+            connection=connection,
+            create=start,
+            delete=stop,
+            triggers=triggers,
+            label=label,
+            group=group,
+            group_revision=group_revision,
+        )
         super().__init__(_ContainerProvider(), name, props, opts)

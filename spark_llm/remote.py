@@ -147,6 +147,38 @@ class _CommandProvider(ResourceProvider):
             self._run(props, props["delete"])
 
 
+def command_props(
+    *,
+    connection: pulumi.Input[dict],
+    create: pulumi.Input[str],
+    update: pulumi.Input[str] | None = None,
+    delete: pulumi.Input[str] | None = None,
+    check: pulumi.Input[str] | None = None,
+    triggers: pulumi.Input[list] | None = None,
+    environment: pulumi.Input[dict] | None = None,
+    feed: dict | None = None,
+    label: str | None = None,
+    timeout: float | None = None,
+    **extra: object,
+) -> dict:
+    """The inputs every command-style resource stores (its provider reads these keys), plus `extra`."""
+    return {
+        "connection": connection,
+        "create": create,
+        "update": update,
+        "delete": delete,
+        "check": check,
+        "triggers": triggers or [],
+        "environment": environment,
+        "feed": feed,
+        "label": label,
+        "timeout": timeout,
+        "stdout": None,
+        "observed": None,
+        **extra,
+    }
+
+
 class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
     """A script run on a node at create (and update), with an optional script run at delete.
 
@@ -176,20 +208,18 @@ class RemoteCommand(Resource, module="spark-llm", name="RemoteCommand"):
         timeout: float | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {
-            "connection": connection,
-            "create": create,
-            "update": update,
-            "delete": delete,
-            "check": check,
-            "triggers": triggers or [],
-            "environment": environment,
-            "feed": feed,
-            "label": label,
-            "timeout": timeout,
-            "stdout": None,
-            "observed": None,
-        }
+        props = command_props(
+            connection=connection,
+            create=create,
+            update=update,
+            delete=delete,
+            check=check,
+            triggers=triggers,
+            environment=environment,
+            feed=feed,
+            label=label,
+            timeout=timeout,
+        )
         super().__init__(_CommandProvider(), name, props, opts)
 
 
@@ -231,19 +261,9 @@ class LocalCommand(Resource, module="spark-llm", name="LocalCommand"):
         timeout: float | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props = {
-            "connection": connection,
-            "create": create,
-            "update": None,
-            "delete": None,
-            "check": check,
-            "triggers": triggers or [],
-            "environment": None,
-            "label": label,
-            "timeout": timeout,
-            "stdout": None,
-            "observed": None,
-        }
+        props = command_props(
+            connection=connection, create=create, check=check, triggers=triggers, label=label, timeout=timeout
+        )
         super().__init__(_LocalCommandProvider(), name, props, opts)
 
 
