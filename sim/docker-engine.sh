@@ -50,8 +50,15 @@ host_dockerd_running() {
 start_dockerd() {
   log "starting dockerd (log: ${DOCKERD_LOG})"
   mkdir -p "$(dirname "${DOCKERD_LOG}")"
-  # setsid: the engine must outlive this script and the shell that ran it.
-  setsid dockerd >>"${DOCKERD_LOG}" 2>&1 < /dev/null &
+  # setsid: the engine must outlive this script and the shell that ran it. It must also not inherit the caller's
+  # open descriptors: a build lock (flock) held on one would stay held for as long as dockerd runs.
+  (
+    for fd in /proc/"${BASHPID}"/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
+    done
+    exec setsid dockerd >>"${DOCKERD_LOG}" 2>&1 < /dev/null
+  ) &
   disown || true
 }
 

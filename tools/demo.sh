@@ -11,8 +11,9 @@ cd "$repo"
 say() { printf '\n==> %s\n' "$*"; }
 
 say "stand-in engine image (a simulator: no model, no GPU)"
-mapfile -t built < <(sim/engine/build-image.sh | tail -n 2)
-image_tar=${built[1]}
+# Not a process substitution: a failed build must stop the demo here, with the build's own error above.
+built=$(sim/engine/build-image.sh)
+image_tar=$(tail -n 1 <<<"$built")
 
 say "simulated cluster: 1 head + ${WORKERS:-1} worker(s)"
 # The image spark-llm/standin-engine:sim goes on the head only; `pulumi up` transfers it to the workers.

@@ -86,10 +86,11 @@ ensure_docker() {
   docker info >/dev/null 2>&1 && return
   if [[ -f "$REPO_DIR/sim/docker-engine.sh" ]]; then
     log "docker engine not answering; starting it with sim/docker-engine.sh ensure"
-    bash "$REPO_DIR/sim/docker-engine.sh" ensure >&2
+    # 9>&-: dockerd outlives this script; it must not inherit (and so hold forever) the build lock on fd 9.
+    bash "$REPO_DIR/sim/docker-engine.sh" ensure >&2 9>&-
   else
     log "docker engine not answering; starting dockerd (log: $DOCKERD_LOG)"
-    setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
+    setsid dockerd >"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
   fi
   local waited
   for ((waited = 0; waited < DOCKER_WAIT_SECONDS; waited++)); do
@@ -164,6 +165,9 @@ TAG="$IMAGE_NAME:$RECIPE_HASH"
 IMAGE_TAR="$IMAGE_DIR/standin-engine-$RECIPE_HASH.tar"
 
 mkdir -p "$IMAGE_DIR" "$ROOTFS_DIR"
+# The engine first, before the lock exists: a dockerd started while fd 9 is open would hold the lock for its lifetime
+# (CI once waited the full lock timeout for a build that had finished 20 minutes earlier).
+ensure_docker
 # One build at a time per cache: a second caller waits, then finds the first one's results.
 exec 9>"$CACHE_DIR/standin-engine.lock"
 flock -w "$LOCK_WAIT_SECONDS" 9 || die "another build held $CACHE_DIR/standin-engine.lock for ${LOCK_WAIT_SECONDS} s"
@@ -171,8 +175,6 @@ flock -w "$LOCK_WAIT_SECONDS" 9 || die "another build held $CACHE_DIR/standin-en
 WORK_DIR="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
 cleanup() { rm -rf "$WORK_DIR"; }
 trap cleanup EXIT
-
-ensure_docker
 
 build_rootfs_tar() {
   local mirror
