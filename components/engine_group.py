@@ -83,7 +83,8 @@ class EngineGroup(pulumi.ComponentResource):
         head = container(plan.head, [*restart_on, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
         self.ready = GroupReady(
             f"{name}-ready",
-            members=group,
+            # Fabric addresses too: with Ray a worker's error shows up in the head's log under the worker's address.
+            members=[{**g, "fabric_address": n.fabric_address} for g, n in zip(group, plan.nodes, strict=True)],
             port=plan.port,
             model=plan.model_name,
             timeout=plan.ready_timeout,

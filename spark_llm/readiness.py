@@ -8,6 +8,7 @@ of as a head that hangs at "Init torch distributed begin" (what the seeds saw af
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import time
@@ -28,11 +29,13 @@ class Member:
     role: str
     ssh: SshHost
     script_path: str
+    fabric_address: str = ""
 
 
 def _members(props: dict) -> list[Member]:
     return [
-        Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"]) for m in props["members"]
+        Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"], m.get("fabric_address", ""))
+        for m in props["members"]
     ]
 
 
@@ -54,15 +57,47 @@ def _status(member: Member) -> str:
         return f"unreachable ({str(err).splitlines()[0]})"
 
 
-def _logs(members: list[Member]) -> str:
-    parts = []
+def _log_tails(members: list[Member]) -> dict[str, str]:
+    tails = {}
     for m in members:
         try:
             text = run_script(m.ssh, f"{m.script_path} logs {m.name} {LOG_LINES}\n", stream=False, timeout=60)
         except RemoteError as err:
             text = f"(could not read the log: {str(err).splitlines()[0]})"
-        parts.append(f"---- {m.name} ({m.role}): last {LOG_LINES} lines ----\n{text.rstrip()}")
-    return "\n".join(parts)
+        tails[m.name] = text.rstrip()
+    return tails
+
+
+def _logs(members: list[Member], tails: dict[str, str]) -> str:
+    return "\n".join(f"---- {m.name} ({m.role}): last {LOG_LINES} lines ----\n{tails[m.name]}" for m in members)
+
+
+def relayed_from(members: list[Member], failed: Member, tail: str) -> list[Member]:
+    """Other members whose lines the failed member's log carries.
+
+    With Ray the driver (the head) relays every actor's output tagged `(Actor pid=N, ip=ADDR)` and re-raises a
+    remote error as `ray::Actor.method() (pid=N, ip=ADDR, ...)`: a worker's crash ends the head's container while
+    the worker's own container runs on. Naming that worker points at the real culprit.
+    """
+    return [
+        m
+        for m in members
+        if m is not failed and m.fabric_address and re.search(rf"\bip={re.escape(m.fabric_address)}(?![\d.])", tail)
+    ]
+
+
+def exited_message(members: list[Member], failed: Member, state: str, tails: dict[str, str]) -> str:
+    lines = [f"{failed.name} ({failed.role}): engine container is {state} while the group was starting."]
+    for m in relayed_from(members, failed, tails[failed.name]):
+        lines.append(
+            f"{failed.name}'s log carries lines from {m.name} (ip={m.fabric_address}), relayed by Ray:"
+            f" look there for the first error."
+        )
+    lines += [
+        _logs(members, tails),
+        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
+    ]
+    return "\n".join(lines)
 
 
 class GroupNotReadyError(RuntimeError):
@@ -80,11 +115,7 @@ class _GroupReadyProvider(ResourceProvider):
             for m in members:
                 state = _status(m)
                 if not state.startswith("running"):
-                    raise GroupNotReadyError(
-                        f"{m.name} ({m.role}): engine container is {state} while the group was starting.\n"
-                        f"{_logs(members)}\n"
-                        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order."
-                    )
+                    raise GroupNotReadyError(exited_message(members, m, state, _log_tails(members)))
             probe = run_script(head.ssh, _probe_script(props), stream=False, timeout=60).strip()
             if probe.endswith("HTTP200"):
                 waited = round(time.monotonic() - start, 1)
@@ -94,7 +125,7 @@ class _GroupReadyProvider(ResourceProvider):
             if now > deadline:
                 raise GroupNotReadyError(
                     f"rank 0 on {head.name} did not generate within {props['timeout']} s (last answer: {probe!r}).\n"
-                    f"{_logs(members)}\n"
+                    f"{_logs(members, _log_tails(members))}\n"
                     "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
                 )
             if now - last_report >= 15:

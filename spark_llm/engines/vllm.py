@@ -56,8 +56,16 @@ def _native(topo: Topology, member: Member) -> NodeLaunch:
 
 
 def _ray(topo: Topology, member: Member) -> NodeLaunch:
-    # Ray's memory monitor kills workers under unified-memory pressure on a Spark (GPU memory is host memory).
-    env = {**_env(topo, member), "RAY_memory_monitor_refresh_ms": "0"}
+    env = {
+        **_env(topo, member),
+        # Ray's memory monitor kills workers under unified-memory pressure on a Spark (GPU memory is host memory).
+        "RAY_memory_monitor_refresh_ms": "0",
+        # The head relays every worker's output into its own log, which is read in files and `pulumi up` errors,
+        # not on a terminal: no colour escapes around the `(RayWorkerWrapper pid=N, ip=ADDR)` prefixes.
+        "RAY_COLOR_PREFIX": "0",
+        # A deployment does not report usage to anyone (and a cluster's network may have no route out).
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
     head = f"{topo.head.fabric_address}:{RAY_PORT}"
     if member.rank > 0:
         script = (

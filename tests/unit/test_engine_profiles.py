@@ -73,6 +73,13 @@ def test_vllm_env_pins_the_fabric_and_disables_rays_memory_monitor():
     assert env["VLLM_HOST_IP"] == "192.168.200.13" and env["RAY_memory_monitor_refresh_ms"] == "0"
 
 
+def test_ray_logs_read_as_text_and_report_no_usage():
+    for member in (HEAD, WORKER):
+        env = PROFILES[("vllm", "ray")].launch(topo(), member).env
+        assert env["RAY_COLOR_PREFIX"] == "0" and env["RAY_USAGE_STATS_ENABLED"] == "0"
+    assert "RAY_COLOR_PREFIX" not in PROFILES[("vllm", "native")].launch(topo(), WORKER).env
+
+
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_fabric_env_comes_from_one_network_declaration(profile):
     env = PROFILES[profile].launch(topo(), WORKER).env
