@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,16 @@ class SimCluster:
         """A command inside a sim node (test plumbing, not the product's path)."""
         return run(["docker", "exec", self.container(node), *cmd], check=check, timeout=120)
 
+    def fabric_address(self, node: str) -> str:
+        return next(n["fabricAddress"] for n in self.nodes() if n["name"] == node)
+
+    def started_at(self, node: str, container: str = "spark-llm-engine") -> str:
+        """When the node's engine container started (RFC 3339, nanoseconds: compares as text)."""
+        return self.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", container).stdout.strip()
+
+    def engine_log(self, node: str, container: str = "spark-llm-engine") -> str:
+        return self.node_exec(node, "docker", "logs", container).stdout
+
     def resize(self, workers: int, image: Path) -> None:
         run(
             [
@@ -71,6 +82,14 @@ class SimCluster:
             ],
             timeout=1200,
         )
+
+
+def complete(outputs: dict, prompt: str = "hello", max_tokens: int = 4) -> dict:
+    """One completion from the deployed endpoint, as a client would ask for it."""
+    body = json.dumps({"model": outputs["model"], "prompt": prompt, "max_tokens": max_tokens}).encode()
+    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=20) as response:
+        return json.load(response)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,151 @@
+"""Each engine profile deployed on the sim (1 head + 1 worker) with the real pulumi CLI.
+
+User stories: the same stack serves with SGLang, vLLM native (headless workers) and vLLM on Ray (what finally
+worked in the seeds), each started in its own order; switching engines restarts the group and moves no
+weights; a worker that crashes at init is reported by `pulumi up` with that worker's own log lines, whichever
+engine runs (with Ray the crash surfaces in the head's log: the error must still name the worker).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import Pulumi, SimCluster, complete
+
+pytestmark = pytest.mark.integration
+
+PROFILES = {
+    "sglang": ("sglang", "native"),
+    "vllm-native": ("vllm", "native"),
+    "vllm-ray": ("vllm", "ray"),
+}
+MODEL_PATH = "/srv/models/standin-model"
+
+
+def use_profile(pulumi: Pulumi, profile: str) -> None:
+    kind, executor = PROFILES[profile]
+    pulumi.reset_config()
+    pulumi.set("engine.kind", kind)
+    pulumi.set("engine.executor", executor)
+
+
+def launch_lines(out: str) -> list[str]:
+    """The nodes in the order `pulumi up` started them, from launch.sh's "starting ..." lines as they streamed.
+
+    (The Diagnostics summary at the end repeats them: only the live part before it counts.)
+    """
+    live = out.split("\nDiagnostics:", 1)[0]
+    return [
+        line.split("starting spark-llm-engine on ", 1)[1].split(":", 1)[0]
+        for line in live.splitlines()
+        if "] starting spark-llm-engine on " in line
+    ]
+
+
+def assert_profile_order(out: str, sim_cluster: SimCluster, profile: str, workers: list[str]) -> None:
+    """Workers before the head, in the update's log and in the containers' start times."""
+    started = [line for line in out.splitlines() if "] starting spark-llm-engine on " in line]
+    assert started and all(f"profile={profile} " in line for line in started), started
+    assert launch_lines(out) == [*workers, "head"], out
+    head_start = sim_cluster.started_at("head")
+    assert all(sim_cluster.started_at(w) < head_start for w in workers)
+
+
+def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str]) -> None:
+    """What each role's engine log shows for this profile: who waited for whom, and that the group formed."""
+    head_log = sim_cluster.engine_log("head")
+    for rank, worker in enumerate(workers, start=1):
+        log = sim_cluster.engine_log(worker)
+        if profile == "sglang":
+            assert f"node_rank={rank}" in log and "Init torch distributed begin." in log
+            assert "Dummy health check server serving" in log  # ranks > 0 only answer /health
+            assert f"node rank {rank} joined" in head_log
+        elif profile == "vllm-native":
+            assert "headless multiproc executor" in log and "Headless worker is part of the group" in log
+            assert f"node rank {rank} joined" in head_log
+        else:
+            assert "Ray runtime started." in log
+            assert f"{rank}={sim_cluster.fabric_address(worker)}" in head_log  # "Ray group ranks: 0=..., 1=..."
+    if profile == "vllm-ray":
+        # The head's `ray status` counted every node's GPU before `vllm serve` started.
+        gpus = f"0.0/{len(workers) + 1}.0 GPU"
+        assert head_log.index(gpus) < head_log.index("distributed_executor_backend=ray"), head_log
+        assert "Ray group formed" in head_log
+    else:
+        assert "the group is formed" in head_log
+
+
+def weights_on_nodes(sim_cluster: SimCluster) -> dict[str, str]:
+    """Inode, size, mtime and ctime of every weights file on every node: a copy or a touch changes them."""
+    return {
+        node: sim_cluster.node_exec(
+            node, "sh", "-c", f"find {MODEL_PATH} -type f -exec stat -c '%n %i %s %Y %Z' {{}} + | sort"
+        ).stdout
+        for node in ("head", "worker-1")
+    }
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_each_profile_serves_a_completion_in_its_start_order(pulumi, sim_cluster, profile):
+    use_profile(pulumi, profile)
+    out = pulumi.up().stdout
+    outputs = pulumi.outputs()
+    assert outputs["engine"] == PROFILES[profile][0]
+    assert outputs["start_order"] == ["worker-1", "head"]
+    assert_profile_order(out, sim_cluster, profile, ["worker-1"])
+    assert_profile_logs(sim_cluster, profile, ["worker-1"])
+    assert complete(outputs, "Two DGX Sparks", 6)["usage"]["completion_tokens"] == 6
+
+
+def test_switching_sglang_to_vllm_and_back_restarts_the_group_and_moves_no_weights(pulumi, sim_cluster):
+    use_profile(pulumi, "sglang")
+    pulumi.up()
+    weights = weights_on_nodes(sim_cluster)
+    digest = pulumi.outputs()["weights_manifest_digest"]
+
+    for profile in ("vllm-native", "sglang"):
+        use_profile(pulumi, profile)
+        preview = pulumi("preview").stdout
+        assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
+        out = pulumi.up().stdout
+        order = [
+            out.index("spark-engine-head deleted original"),
+            out.index("spark-engine-worker-1 deleted original"),
+            out.index("spark-engine-worker-1 created replacement"),
+            out.index("spark-engine-head created replacement"),
+        ]
+        assert order == sorted(order), out
+        assert_profile_order(out, sim_cluster, profile, ["worker-1"])
+        # The weights steps did not run and not one file on any node was rewritten or touched.
+        for line in out.splitlines():
+            if "spark-weights-" in line:
+                assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line
+        assert weights_on_nodes(sim_cluster) == weights
+        outputs = pulumi.outputs()
+        assert outputs["weights_manifest_digest"] == digest and outputs["engine"] == PROFILES[profile][0]
+        assert complete(outputs)["usage"]["completion_tokens"] == 4
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_worker_crash_at_init_is_reported_with_that_workers_log_lines(pulumi, sim_cluster, profile):
+    use_profile(pulumi, profile)
+    pulumi.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
+    try:
+        failed = pulumi.up(check=False)
+    finally:
+        pulumi.reset_config()
+    assert failed.returncode != 0
+    text = failed.stdout + failed.stderr
+    assert "STANDIN_CRASH_AT_INIT selects node rank 1" in text, text
+    if profile == "vllm-ray":
+        # The worker's container (its Ray node) runs on; its actor's traceback reaches the head's log, tagged
+        # with the worker's address, and the error points at the worker.
+        worker_ip = sim_cluster.fabric_address("worker-1")
+        assert f"head's log carries lines from worker-1 (ip={worker_ip})" in text
+        assert f"ip={worker_ip}" in text.split("---- head (head): last")[1]
+    else:
+        # The worker's own container stopped within the startup grace: its lines are in the error, and the
+        # head was never started.
+        assert "spark-llm-engine on worker-1 stopped during startup" in text
+        assert "---- last lines of spark-llm-engine on worker-1 ----" in text
+        assert "spark-engine-head created" not in text
