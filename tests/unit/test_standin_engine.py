@@ -610,7 +610,6 @@ def test_real_flags_accepted_by_that_engine_version(
         ("sglang.launch_server", "0.5.23", ["--model-path", "m", "--tokenizer-mode", "fast"], "invalid choice: 'fast'"),
         ("vllm", "0.33.0", ["serve", "m", "--max-lora-rank", "7"], "invalid choice: 7"),
         ("sglang", "0.5.5", ["serve", "m"], "the following arguments are required: --model-path/--model"),
-        ("sglang.launch_server", "0.5.23", ["--model-path", "m", "--config", "c.yaml"], "does not read config files"),
         (
             "vllm",
             "0.33.0",
@@ -674,3 +673,61 @@ def test_served_model_name_without_a_positional_model_fails_as_vllm_does() -> No
     result = run_entry("vllm", ["serve", "--port", "8001", "--served-model-name", "x"], "0.33.0")
     assert result.returncode == 1
     assert "`model` should be provided as the first positional argument" in result.stderr
+
+
+def test_config_file_carries_the_api_key_and_the_v1_routes_require_it(
+    new_group: Callable[..., EngineGroup], tmp_path: Path
+) -> None:
+    """As both engines read `--config FILE`: the key never on the command line, /v1 wants it, /health does not."""
+    secret = "sk-standin-0123456789"
+    config = tmp_path / "api-key.yaml"
+    config.write_text(f'# written by spark-llm\napi-key: "{secret}"\n')
+    group = new_group(1, extra_args=("--config", str(config)))
+    head = group.start(0)
+    wait_until(lambda: head.health() == 200, "the head to be healthy")
+    payload = {"model": SERVED_MODEL_NAME, "prompt": "hi", "max_tokens": 2}
+    assert http_post(f"{head.url}/v1/completions", payload)[0] == 401
+    body = json.dumps(payload).encode()
+    for header, expected in ((f"Bearer {secret}", 200), ("Bearer wrong", 401), (secret, 401)):
+        request = urllib.request.Request(
+            f"{head.url}/v1/completions",
+            body,
+            {"Content-Type": "application/json", "Authorization": header},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status = response.status
+        except urllib.error.HTTPError as error:
+            status = error.code
+        assert status == expected, header
+    # The key is in neither the log (server_args) nor the process's command line.
+    assert secret not in head.log()
+    assert secret not in Path(f"/proc/{head.process.pid}/cmdline").read_bytes().decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("api-key: [a, b]\n", "plain scalars only"),
+        ('api-key: "unterminated\n', "invalid double-quoted string"),
+        ("- port\n", "expected `key: value`"),
+    ],
+)
+def test_config_file_the_stand_in_cannot_read_exits_2_naming_the_line(tmp_path: Path, text: str, error: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    result = run_entry("sglang.launch_server", ["--model-path", "m", "--config", str(config)], "0.5.23")
+    assert result.returncode == 2
+    assert f"error: {config}:1: " in result.stderr and error in result.stderr
+
+
+def test_command_line_wins_over_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("port: 1234\ntrust-remote-code: true\nhost: 127.0.0.1\n")
+    sys.path.insert(0, str(ENGINE_DIR))
+    try:
+        from standin_engine.config_file import expand_config_file
+    finally:
+        sys.path.remove(str(ENGINE_DIR))
+    argv = expand_config_file(["serve", "m", "--port", "999", "--config", str(config)])
+    assert argv == ["serve", "m", "--port", "1234", "--trust-remote-code", "--host", "127.0.0.1", "--port", "999"]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from standin_engine.catalog import CatalogError, EngineCatalog, load_catalog, selected_version, version_key
+from standin_engine.config_file import ConfigFileError, expand_config_file
 from standin_engine.flags import catalog_parser, human_readable_int
 from standin_engine.launch_config import LaunchConfig, join_host_port, launch_config_problem
 
@@ -170,7 +171,6 @@ def _model_flag_to_positional(parser: argparse.ArgumentParser, args: list[str]) 
     if (
         len(args) > 1
         and args[1].startswith("-")
-        and not any(re.match(r"^--config(=.+|$)", arg) for arg in args)
         and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", arg) for arg in args)
     ):
         raise CommandLineError(
@@ -293,14 +293,16 @@ def parse_launch(entry_name: str, argv: Sequence[str], environ: Mapping[str, str
         sys.stderr.write(f"{entry.prog}: error: {error}\n")
         raise SystemExit(2) from None
     try:
-        parser, args = entry.parse(entry, catalog, list(argv))
+        # Both engines merge `--config FILE` (YAML) into the command line before parsing it.
+        expanded = expand_config_file(list(argv))
+    except ConfigFileError as error:
+        sys.stderr.write(f"{entry.prog}: error: {error}\n")
+        raise SystemExit(2) from None
+    try:
+        parser, args = entry.parse(entry, catalog, expanded)
     except CommandLineError as error:
         sys.stderr.write(f"{error}\n")
         raise SystemExit(1) from None
-    if _value(catalog, args, "--config"):
-        # Both engines read `--config FILE` (YAML) before parsing; the stand-in has no YAML reader and would
-        # otherwise ignore settings such as the port in it, so it says so instead of guessing.
-        parser.error("--config FILE: the spark-llm stand-in does not read config files; pass the flags instead")
     build = _sglang_config if entry.engine == "sglang" else _vllm_config
     try:
         config = build(catalog, args, environ)
@@ -337,6 +339,14 @@ def _dist_timeout(flag_value: object, environ: Mapping[str, str]) -> int:
     return DEFAULT_DIST_TIMEOUT_SECONDS
 
 
+def _api_key(catalog: EngineCatalog, args: argparse.Namespace) -> str | None:
+    value = _value(catalog, args, "--api-key")
+    # vLLM takes several keys (nargs="+" in newer releases); one is what a deployment sets.
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return str(value) if value else None
+
+
 def _context_length(value: object) -> int:
     return DEFAULT_CONTEXT_LENGTH if value is None or value == -1 else int(value)
 
@@ -361,6 +371,7 @@ def _sglang_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Ma
         context_length=_context_length(_value(catalog, args, "--context-length")),
         dist_timeout=_dist_timeout(_value(catalog, args, "--dist-timeout"), environ),
         deprecated_flags=_deprecated_set(catalog, args),
+        api_key=_api_key(catalog, args),
     )
 
 
@@ -390,4 +401,5 @@ def _vllm_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Mapp
         context_length=_context_length(_value(catalog, args, "--max-model-len")),
         dist_timeout=_dist_timeout(_value(catalog, args, "--distributed-timeout-seconds"), environ),
         deprecated_flags=_deprecated_set(catalog, args),
+        api_key=_api_key(catalog, args),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 VLLM_EXECUTOR_BACKENDS = ("external_launcher", "mp", "ray", "uni")  # the catalogs' metavar, checked as vLLM does
 
@@ -33,6 +33,8 @@ class LaunchConfig:
     dist_timeout: int
     deprecated_flags: tuple[str, ...] = ()
     """Deprecated flags that were set; the launch logs a warning for each."""
+    api_key: str | None = field(default=None, repr=False)
+    """--api-key: the /v1 routes want `Authorization: Bearer KEY` (kept out of repr: server_args is logged)."""
 
     @property
     def is_head(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import socket
 import threading
@@ -104,6 +105,11 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             route = routes.get(path) if state.config.serves_api else None
             if route is None:
                 raise ApiError(HTTPStatus.NOT_FOUND, f"{self.command} {path} is not served by this node")
+            if not self._authorized(path):
+                # Both engines' API-key middleware: the /v1 routes only (health stays open), a bare JSON error.
+                self.close_connection = True
+                self._send_json(HTTPStatus.UNAUTHORIZED, {"error": "Unauthorized"})
+                return
             body = self._read_json() if self.command == "POST" else {}
             if not state.ready:
                 raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, f"stand-in engine not ready: {state.phase}")
@@ -123,6 +129,13 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             )
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _authorized(self, path: str) -> bool:
+        key = self.server.state.config.api_key
+        if not key or not path.startswith("/v1"):
+            return True
+        given = self.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {key}".encode())
 
     def _health(self) -> None:
         state = self.server.state
@@ -170,7 +183,8 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         self._send_json(
             HTTPStatus.OK,
             {
-                **asdict(self.server.state.config),
+                # asdict copies every field: the API key is dropped from the answer, as from the log.
+                **{k: v for k, v in asdict(self.server.state.config).items() if k != "api_key"},
                 "version": STANDIN_FINGERPRINT,
                 "system_fingerprint": STANDIN_FINGERPRINT,
             },
