@@ -10,69 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, complete
+from tests.integration.conftest import SimCluster, complete
+from tests.integration.profiles import PROFILES, assert_profile_logs, assert_profile_order, use_profile
 
 pytestmark = pytest.mark.integration
 
-PROFILES = {
-    "sglang": ("sglang", "native"),
-    "vllm-native": ("vllm", "native"),
-    "vllm-ray": ("vllm", "ray"),
-}
 MODEL_PATH = "/srv/models/standin-model"
-
-
-def use_profile(pulumi: Pulumi, profile: str) -> None:
-    kind, executor = PROFILES[profile]
-    pulumi.reset_config()
-    pulumi.set("engine.kind", kind)
-    pulumi.set("engine.executor", executor)
-
-
-def launch_lines(out: str) -> list[str]:
-    """The nodes in the order `pulumi up` started them, from launch.sh's "starting ..." lines as they streamed.
-
-    (The Diagnostics summary at the end repeats them: only the live part before it counts.)
-    """
-    live = out.split("\nDiagnostics:", 1)[0]
-    return [
-        line.split("starting spark-llm-engine on ", 1)[1].split(":", 1)[0]
-        for line in live.splitlines()
-        if "] starting spark-llm-engine on " in line
-    ]
-
-
-def assert_profile_order(out: str, sim_cluster: SimCluster, profile: str, workers: list[str]) -> None:
-    """Workers before the head, in the update's log and in the containers' start times."""
-    started = [line for line in out.splitlines() if "] starting spark-llm-engine on " in line]
-    assert started and all(f"profile={profile} " in line for line in started), started
-    assert launch_lines(out) == [*workers, "head"], out
-    head_start = sim_cluster.started_at("head")
-    assert all(sim_cluster.started_at(w) < head_start for w in workers)
-
-
-def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str]) -> None:
-    """What each role's engine log shows for this profile: who waited for whom, and that the group formed."""
-    head_log = sim_cluster.engine_log("head")
-    for rank, worker in enumerate(workers, start=1):
-        log = sim_cluster.engine_log(worker)
-        if profile == "sglang":
-            assert f"node_rank={rank}" in log and "Init torch distributed begin." in log
-            assert "Dummy health check server serving" in log  # ranks > 0 only answer /health
-            assert f"node rank {rank} joined" in head_log
-        elif profile == "vllm-native":
-            assert "headless multiproc executor" in log and "Headless worker is part of the group" in log
-            assert f"node rank {rank} joined" in head_log
-        else:
-            assert "Ray runtime started." in log
-            assert f"{rank}={sim_cluster.fabric_address(worker)}" in head_log  # "Ray group ranks: 0=..., 1=..."
-    if profile == "vllm-ray":
-        # The head's `ray status` counted every node's GPU before `vllm serve` started.
-        gpus = f"0.0/{len(workers) + 1}.0 GPU"
-        assert head_log.index(gpus) < head_log.index("distributed_executor_backend=ray"), head_log
-        assert "Ray group formed" in head_log
-    else:
-        assert "the group is formed" in head_log
 
 
 def weights_on_nodes(sim_cluster: SimCluster) -> dict[str, str]:

@@ -57,10 +57,6 @@ def failed(report: dict) -> set[tuple[str, str]]:
     return {(c["node"], c["check"]) for c in report["checks"] if c["status"] == "fail"}
 
 
-def started_at(sim_cluster: SimCluster, node: str) -> str:
-    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", CONTAINER).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
     pulumi.up()
@@ -237,11 +233,11 @@ def test_status_shows_drift_and_what_up_does_after_a_workers_engine_is_killed(sp
 
 
 def test_restart_replaces_the_workers_then_the_head_and_leaves_preview_clean(spark_llm, deployed, sim_cluster):
-    before = {node: started_at(sim_cluster, node) for node in ("head", "worker-1")}
+    before = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
     report = spark_llm.json("restart", "--yes", timeout=600)
     assert report["ok"] and report["up_exit"] == 0 and report["preview_clean"]
     assert len(report["replaced"]) == 1 and report["replaced"][0].endswith("EngineContainer::spark-engine-worker-1")
-    after = {node: started_at(sim_cluster, node) for node in ("head", "worker-1")}
+    after = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
     assert after["worker-1"] > before["head"] and after["worker-1"] < after["head"]  # workers first, then the head
     assert report["start_order"] == ["worker-1", "head"] and set(report["restarted"]) == {"head", "worker-1"}
     assert deployed("preview", "--expect-no-changes", check=False).returncode == 0

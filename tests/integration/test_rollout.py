@@ -8,30 +8,16 @@ that meant nothing); a one-off crash is cured by running `pulumi up` again; a co
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, complete
 
 pytestmark = pytest.mark.integration
 
 TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
-
-
-def complete(pulumi) -> dict:
-    outputs = pulumi.outputs()
-    body = json.dumps({"model": outputs["model"], "prompt": "hello", "max_tokens": 4}).encode()
-    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as response:
-        return json.load(response)
-
-
-def started_at(sim_cluster, node: str) -> str:
-    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", "spark-llm-engine").stdout
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +27,8 @@ def deployed(pulumi) -> Iterator:
 
 
 def test_from_nothing_the_worker_starts_before_the_head_and_the_endpoint_answers(deployed, sim_cluster):
-    assert started_at(sim_cluster, "worker-1") < started_at(sim_cluster, "head")
-    assert complete(deployed)["usage"]["completion_tokens"] == 4
+    assert sim_cluster.started_at("worker-1") < sim_cluster.started_at("head")
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
 
 
 def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deployed, sim_cluster):
@@ -87,7 +73,7 @@ def test_worker_crash_at_start_fails_up_with_the_workers_log_then_converges(depl
     finally:
         deployed.reset_config()
     deployed.up()
-    assert complete(deployed)["choices"][0]["text"].strip()
+    assert complete(deployed.outputs())["choices"][0]["text"].strip()
 
 
 def test_a_crash_that_happens_once_is_cured_by_running_up_again(deployed):
@@ -97,7 +83,7 @@ def test_a_crash_that_happens_once_is_cured_by_running_up_again(deployed):
     try:
         assert deployed.up(check=False).returncode != 0
         deployed.up()  # same config: only running `pulumi up` again
-        assert complete(deployed)["usage"]["completion_tokens"] == 4
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
     finally:
         deployed.reset_config()
     deployed.up()
@@ -109,5 +95,5 @@ def test_a_killed_worker_is_announced_by_preview_and_restored_by_up(deployed, si
     assert "drift" in preview and "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
     out = deployed.up().stdout
     assert out.index("spark-engine-worker-1 created replacement") < out.index("spark-engine-head created replacement")
-    assert complete(deployed)["usage"]["completion_tokens"] == 4
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
     deployed("preview", "--expect-no-changes")

@@ -6,11 +6,11 @@ one worker restarts the whole group in order.
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
+from tests.integration.conftest import complete
 
 pytestmark = pytest.mark.integration
 
@@ -22,20 +22,13 @@ def two_workers(sim_cluster, standin_image) -> Iterator[None]:
     sim_cluster.resize(1, standin_image)
 
 
-def started_at(sim_cluster, node: str) -> str:
-    return sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.State.StartedAt}}", "spark-llm-engine").stdout
-
-
 def test_both_workers_start_before_the_head_and_the_group_serves(pulumi, sim_cluster):
     pulumi.up()
     outputs = pulumi.outputs()
     assert outputs["start_order"] == ["worker-1", "worker-2", "head"]
-    head_start = started_at(sim_cluster, "head")
-    assert started_at(sim_cluster, "worker-1") < head_start and started_at(sim_cluster, "worker-2") < head_start
-    body = json.dumps({"model": outputs["model"], "prompt": "three nodes", "max_tokens": 5}).encode()
-    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as response:
-        assert json.load(response)["usage"]["completion_tokens"] == 5
+    head_start = sim_cluster.started_at("head")
+    assert sim_cluster.started_at("worker-1") < head_start and sim_cluster.started_at("worker-2") < head_start
+    assert complete(outputs, "three nodes", 5)["usage"]["completion_tokens"] == 5
     head_log = sim_cluster.node_exec("head", "docker", "logs", "spark-llm-engine").stdout
     assert "node rank 1 joined" in head_log and "node rank 2 joined" in head_log
 
