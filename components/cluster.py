@@ -41,7 +41,12 @@ class SparkCluster(pulumi.ComponentResource):
             EngineGroupArgs(
                 plan=plan,
                 after=[scripts, image, weights],
-                restart_on=[scripts.script_sha256, image.image_id, weights.manifest_digest],
+                restart_on=[
+                    scripts.script_sha256,
+                    image.image_id,
+                    weights.manifest_digest,
+                    *([scripts.api_config_digest] if scripts.api_config_digest is not None else []),
+                ],
             ),
             pulumi.ResourceOptions(parent=self),
         )

@@ -66,7 +66,13 @@ class EngineGroup(pulumi.ComponentResource):
                 group_revision=plan.group_revision,
                 triggers=triggers,
                 label=node.name,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=depends_on,
+                    delete_before_replace=True,
+                    # With an API key the triggers carry its file's digest: kept encrypted in state.
+                    additional_secret_outputs=["triggers"] if plan.api_config else None,
+                ),
             )
 
         # The start command is in the triggers too: a container is only ever restarted with its whole group.
@@ -88,6 +94,7 @@ class EngineGroup(pulumi.ComponentResource):
             port=plan.port,
             model=plan.model_name,
             timeout=plan.ready_timeout,
+            api_key=pulumi.Output.secret(plan.config.api_key) if plan.config.api_key else None,
             triggers=[head.id],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[head], delete_before_replace=True),
         )

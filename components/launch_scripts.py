@@ -1,4 +1,4 @@
-"""LaunchScripts: the one launch script and the engine env file, identical on every node."""
+"""LaunchScripts: the one launch script and the engine env file, identical on every node; the head's API key file."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class LaunchScripts(pulumi.ComponentResource):
     """Copies launch.sh (0755) and engine.env (0600) to every node; recopies a file only when it changes."""
 
     script_sha256: pulumi.Output[str]
+    api_config_digest: pulumi.Output[str] | None
     files: dict[str, list[RemoteFile]]
 
     def __init__(self, name: str, args: LaunchScriptsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -47,5 +48,22 @@ class LaunchScripts(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.files[node.name] = [script, env]
+        self.api_config_digest = None
+        if plan.api_config and plan.api_config_path:
+            # The API key, for the head's engine only (the rank that serves the API): a secret in state, 0600 on
+            # the node, handed to the engine as `--config` so it is on no command line.
+            self.files[plan.head.name].append(
+                RemoteFile(
+                    f"{name}-{plan.head.name}-api-key",
+                    connection=plan.head.ssh.to_props(),
+                    path=plan.api_config_path,
+                    content=pulumi.Output.secret(plan.api_config),
+                    mode="0600",
+                    label=plan.head.name,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+            # A new key must restart the group (the engine reads the file at start): its digest, kept secret.
+            self.api_config_digest = pulumi.Output.secret(sha256_text(plan.api_config))
         self.script_sha256 = pulumi.Output.from_input(sha256_text(plan.launch_script))
         self.register_outputs({"script_sha256": self.script_sha256})

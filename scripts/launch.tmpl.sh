@@ -18,6 +18,8 @@ IMAGE=@@IMAGE@@
 CONTAINER=@@CONTAINER@@
 GROUP_REVISION=@@GROUP_REVISION@@
 ENV_FILE=@@ENV_FILE@@
+# The head's engine config file with the API key (empty: no key); mounted read-only for the API-serving rank.
+API_CONFIG=@@API_CONFIG@@
 CACHE_DIR=@@CACHE_DIR@@
 MODEL_PATH=@@MODEL_PATH@@
 STARTUP_GRACE=@@STARTUP_GRACE@@
@@ -97,6 +99,11 @@ docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE is not on $no
 
 node_launch "$node"
 [ ${#CMD[@]} -gt 0 ] || die "no launch command for node '$node' in this script"
+MOUNTS=(-v "$MODEL_PATH:$MODEL_PATH:ro" -v "$CACHE_DIR:/root/.cache")
+if [ -n "$API_CONFIG" ] && [ "$rank" -eq 0 ]; then
+  [ -r "$API_CONFIG" ] || die "API key file $API_CONFIG missing; run 'pulumi up' to recreate it"
+  MOUNTS+=(-v "$API_CONFIG:$API_CONFIG:ro")
+fi
 
 docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
 # Compile/JIT caches survive restarts: a relaunch after a crash does not pay the warm-up again.
@@ -105,7 +112,7 @@ echo "starting $CONTAINER on $node: role=$role rank=$rank profile=$PROFILE revis
 docker run -d --name "$CONTAINER" \
   --label "spark-llm.group-revision=$GROUP_REVISION" --label "spark-llm.role=$role" --label "spark-llm.node=$node" \
   --env-file "$ENV_FILE" -e "SPARK_LLM_NODE=$node" -e "SPARK_LLM_ENGINE_VERSION=$ENGINE_VERSION" "${NODE_ENV[@]}" \
-  -v "$MODEL_PATH:$MODEL_PATH:ro" -v "$CACHE_DIR:/root/.cache" \
+  "${MOUNTS[@]}" \
   "${DOCKER_ARGS[@]}" \
   "$IMAGE" "${CMD[@]}" >/dev/null
 

@@ -55,6 +55,9 @@ class DeploymentPlan:
     port: int
     model_name: str
     ready_timeout: float
+    api_config: str | None = None
+    """The head's `--config` file carrying spark-llm:apiKey (secret content; None without a key)."""
+    api_config_path: str | None = None
 
     @property
     def head(self) -> NodePlan:
@@ -68,6 +71,9 @@ class DeploymentPlan:
     def start_order(self) -> list[str]:
         """Workers first (they wait for the head's rendezvous), the head last."""
         return [n.name for n in self.workers] + [self.head.name]
+
+
+API_CONFIG_NAME = "api-key.yaml"
 
 
 def remote_dir(user: str) -> str:
@@ -98,6 +104,17 @@ def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
     return hosts
 
 
+def api_config_path(cfg: StackConfig) -> str | None:
+    """Where the head keeps the API key file, beside its launch script; None when the stack has no key."""
+    return f"{remote_dir(cfg.head.user)}/{API_CONFIG_NAME}" if cfg.api_key else None
+
+
+def render_api_config(api_key: str) -> str:
+    """The engine config file with the key: YAML, the key JSON-quoted (a valid YAML double-quoted scalar)."""
+    header = "# spark-llm: the API key (spark-llm:apiKey); mode 0600, read by the engine as --config\n"
+    return f"{header}api-key: {json.dumps(api_key)}\n"
+
+
 def topology(cfg: StackConfig) -> Topology:
     """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
     ordered = [cfg.head, *cfg.workers]
@@ -111,6 +128,7 @@ def topology(cfg: StackConfig) -> Topology:
         fabric_interfaces=tuple(cfg.network.fabric_interfaces),
         roce_devices=tuple(cfg.network.roce_devices),
         gpus=cfg.engine.gpus,
+        api_config=api_config_path(cfg),
     )
 
 
@@ -161,6 +179,9 @@ def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
             # The version only picks the flag catalog the config is checked against: nothing to restart for.
             "engine": cfg.engine.model_dump(exclude={"version"}),
             "nodes": [(n.name, n.role, n.fabric_address) for n in cfg.nodes],
+            # Whether there is a key, never the key: the revision is a label on every container and a stack output.
+            # (A new key restarts the group through its file's secret digest; see components/engine_group.py.)
+            "api_key": cfg.api_key is not None,
         },
         sort_keys=True,
     )
@@ -182,6 +203,7 @@ def render_launch_script(
         "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
         "DOCKER_ARGS": _bash_array(docker_args(topology(cfg))),
         "GROUP_REVISION": shlex.quote(revision),
+        "API_CONFIG": shlex.quote(api_config_path(cfg) or ""),
     }
     # The node cases replace their whole placeholder line (a comment, so the template itself is valid bash).
     out = re.sub(r"^ *# @@NODE_LAUNCH@@.*$", lambda _: _launch_cases(node_launches(cfg)), template, flags=re.M)
@@ -223,4 +245,6 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         port=cfg.engine.port,
         model_name=cfg.model.name,
         ready_timeout=cfg.timeouts.ready_seconds,
+        api_config=render_api_config(cfg.api_key) if cfg.api_key else None,
+        api_config_path=api_config_path(cfg),
     )

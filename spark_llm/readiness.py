@@ -40,13 +40,25 @@ def _members(props: dict) -> list[Member]:
 
 
 def _probe_script(props: dict) -> str:
-    """On the head: one-token completion against rank 0 (loopback, so no port needs to be open outside)."""
+    """On the head: one-token completion against rank 0 (loopback, so no port needs to be open outside).
+
+    With an API key the header reaches curl through a file descriptor (`-H @<(printf ...)`, printf being a bash
+    builtin): the key travels in this script over ssh's stdin and is on no command line on the head.
+    """
     body = json.dumps({"model": props["model"], "prompt": "ping", "max_tokens": 1})
+    key = props.get("api_key")
+    auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(key)}) " if key else ""
     return (
-        f"out=$(curl -sS -m 10 -o - -w ' HTTP%{{http_code}}' http://127.0.0.1:{int(props['port'])}/v1/completions "
+        f"out=$(curl -sS -m 10 -o - -w ' HTTP%{{http_code}}' {auth}"
+        f"http://127.0.0.1:{int(props['port'])}/v1/completions "
         f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1) || true\n"
         'echo "$out" | tail -c 300\n'
     )
+
+
+def redact(text: str, secret: str | None) -> str:
+    """An engine may log its own arguments (the key included): errors and progress never show it."""
+    return text.replace(secret, "[spark-llm:apiKey]") if secret else text
 
 
 def _status(member: Member) -> str:
@@ -115,7 +127,8 @@ class _GroupReadyProvider(ResourceProvider):
             for m in members:
                 state = _status(m)
                 if not state.startswith("running"):
-                    raise GroupNotReadyError(exited_message(members, m, state, _log_tails(members)))
+                    tails = {name: redact(text, props.get("api_key")) for name, text in _log_tails(members).items()}
+                    raise GroupNotReadyError(exited_message(members, m, state, tails))
             probe = run_script(head.ssh, _probe_script(props), stream=False, timeout=60).strip()
             if probe.endswith("HTTP200"):
                 waited = round(time.monotonic() - start, 1)
@@ -125,7 +138,7 @@ class _GroupReadyProvider(ResourceProvider):
             if now > deadline:
                 raise GroupNotReadyError(
                     f"rank 0 on {head.name} did not generate within {props['timeout']} s (last answer: {probe!r}).\n"
-                    f"{_logs(members, _log_tails(members))}\n"
+                    f"{redact(_logs(members, _log_tails(members)), props.get('api_key'))}\n"
                     "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
                 )
             if now - last_report >= 15:
@@ -135,7 +148,7 @@ class _GroupReadyProvider(ResourceProvider):
             time.sleep(POLL_SECONDS)
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        keys = ("members", "port", "model", "timeout", "triggers")
+        keys = ("members", "port", "model", "timeout", "api_key", "triggers")
         changed = [k for k in keys if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
@@ -152,6 +165,7 @@ class GroupReady(Resource, module="spark-llm", name="GroupReady"):
         model: str,
         timeout: float,
         triggers: pulumi.Input[list],
+        api_key: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         props = {
@@ -159,7 +173,11 @@ class GroupReady(Resource, module="spark-llm", name="GroupReady"):
             "port": port,
             "model": model,
             "timeout": timeout,
+            "api_key": api_key,
             "triggers": triggers,
             "ready_after_s": None,
         }
+        if api_key is not None:
+            # Outputs copy the inputs: the key stays encrypted in state.
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["api_key"]))
         super().__init__(_GroupReadyProvider(), name, props, opts)

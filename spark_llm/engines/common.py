@@ -26,6 +26,9 @@ class Topology:
     fabric_interfaces: tuple[str, ...] = ()
     roce_devices: tuple[str, ...] = ()
     gpus: bool = True
+    # A 0600 YAML file on the head holding `api-key:`, passed as `--config` to the rank that serves the API (both
+    # engines merge `--config FILE` into their flags): the key never appears on a command line. None: no key.
+    api_config: str | None = None
 
     @property
     def nnodes(self) -> int:
@@ -93,3 +96,8 @@ def docker_args(topo: Topology) -> list[str]:
         # a node without RDMA, like the sim's, may not grant.)
         args += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
     return args
+
+
+def api_config_args(topo: Topology) -> list[str]:
+    """`--config FILE` for the API-serving rank when the stack has an API key (see Topology.api_config)."""
+    return ["--config", topo.api_config] if topo.api_config else []

@@ -6,7 +6,7 @@ means the process is up (a bad flag or an init crash exits within the startup gr
 
 from __future__ import annotations
 
-from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology, fabric_env
+from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology, api_config_args, fabric_env
 
 
 def _launch(topo: Topology, member: Member) -> NodeLaunch:
@@ -31,7 +31,7 @@ def _launch(topo: Topology, member: Member) -> NodeLaunch:
         str(topo.api_port),
     ]
     if member.rank == 0:
-        argv += ["--host", "0.0.0.0"]
+        argv += ["--host", "0.0.0.0", *api_config_args(topo)]
     argv += topo.user_flags
     # SGLang picks its own address for the distributed init from this.
     env = {"SGLANG_HOST_IP": member.fabric_address, **fabric_env(topo, member)}

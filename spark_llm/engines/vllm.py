@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology, fabric_env
+from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology, api_config_args, fabric_env
 
 RAY_PORT = 6379
 RAY_JOIN_SECONDS = 600
@@ -48,7 +48,7 @@ def _native(topo: Topology, member: Member) -> NodeLaunch:
         str(topo.dist_port),
     ]
     if member.rank == 0:
-        argv += ["--host", "0.0.0.0", "--port", str(topo.api_port)]
+        argv += ["--host", "0.0.0.0", "--port", str(topo.api_port), *api_config_args(topo)]
     else:
         argv += ["--headless"]
     argv += topo.user_flags
@@ -86,6 +86,7 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         "0.0.0.0",
         "--port",
         str(topo.api_port),
+        *api_config_args(topo),
         *topo.user_flags,
     ]
     script = (

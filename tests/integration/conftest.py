@@ -84,10 +84,13 @@ class SimCluster:
         )
 
 
-def complete(outputs: dict, prompt: str = "hello", max_tokens: int = 4) -> dict:
+def complete(outputs: dict, prompt: str = "hello", max_tokens: int = 4, api_key: str | None = None) -> dict:
     """One completion from the deployed endpoint, as a client would ask for it."""
     body = json.dumps({"model": outputs["model"], "prompt": prompt, "max_tokens": max_tokens}).encode()
-    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(outputs["endpoint"] + "/v1/completions", body, headers)
     with urllib.request.urlopen(req, timeout=20) as response:
         return json.load(response)
 

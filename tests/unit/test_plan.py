@@ -108,3 +108,32 @@ def test_rendered_script_passes_shellcheck(raw_config, tmp_path, engine):
     path.write_text(build(raw_config).launch_script)
     result = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("key", ["sk-plain", 'with "quotes" and \\ backslash', "ключ # not a comment", "a: b\nc"])
+def test_api_key_file_is_yaml_the_engines_read_back_exactly(raw_config, key):
+    import yaml
+
+    p = plan.build_plan(parse({**raw_config, "apiKey": key}), TEMPLATE)
+    assert p.api_config is not None and yaml.safe_load(p.api_config) == {"api-key": key}
+    assert p.api_config_path == "/home/aurora/spark-llm/api-key.yaml"
+    assert key not in p.launch_script and key not in p.env_file and key not in p.group_revision
+
+
+@pytest.mark.parametrize("profile", [("sglang", "native"), ("vllm", "native"), ("vllm", "ray")])
+def test_only_the_api_serving_rank_gets_the_key_file_as_config(raw_config, profile):
+    kind, executor = profile
+    raw = {**raw_config, "apiKey": "sk-x", "engine": {**raw_config.get("engine", {}), "kind": kind}}
+    raw["engine"]["executor"] = executor
+    launches = plan.node_launches(parse(raw))
+    head, worker = (" ".join(launches[n].argv) for n in ("spark-1", "spark-2"))
+    assert "--config /home/aurora/spark-llm/api-key.yaml" in head
+    assert "--config" not in worker and "sk-x" not in head + worker
+
+
+def test_adding_a_key_changes_the_revision_but_rotating_it_does_not_show_in_it(raw_config):
+    bare = build(raw_config).group_revision
+    first = plan.build_plan(parse({**raw_config, "apiKey": "sk-one"}), TEMPLATE)
+    second = plan.build_plan(parse({**raw_config, "apiKey": "sk-two"}), TEMPLATE)
+    assert bare != first.group_revision == second.group_revision  # rotation restarts via the file's digest
+    assert first.api_config != second.api_config

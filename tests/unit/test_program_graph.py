@@ -301,3 +301,42 @@ def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
     obtain = registered["spark-weights-spark-1"]
     assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
     assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
+
+
+def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command_line(monkeypatch):
+    raw = dual_spark_raw()
+    raw["apiKey"] = "sk-spark-0123456789abcdef"
+    registered = _register(monkeypatch, raw, secrets=("apiKey",))
+    key_file = _inputs(registered["spark-scripts-spark-1-api-key"])
+    assert key_file["mode"] == "0600" and key_file["path"] == "/home/aurora/spark-llm/api-key.yaml"
+    assert isinstance(key_file["content"], dict) and key_file["content"].get(SECRET_SIG)
+    assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
+    # The launch script (the engines' command lines) carries the file's path, never the key.
+    script = _inputs(registered["spark-scripts-spark-1-script"])["content"]
+    assert "--config /home/aurora/spark-llm/api-key.yaml" in script
+    for name, request in registered.items():
+        # Only inside Pulumi secrets (encrypted in state), nowhere in plain inputs.
+        assert "sk-spark-0123456789abcdef" not in json.dumps(_without_secrets(_inputs(request))), name
+    # The readiness gate authenticates with the key as a secret, kept secret in its outputs too.
+    ready = registered["spark-engine-ready"]
+    assert _inputs(ready)["api_key"].get(SECRET_SIG) and "api_key" in ready.additionalSecretOutputs
+    # A new key restarts the group: every container's triggers carry the file's (secret) digest.
+    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
+        assert "triggers" in registered[name].additionalSecretOutputs
+        assert any(isinstance(t, dict) and t.get(SECRET_SIG) for t in _inputs(registered[name])["triggers"])
+
+
+def test_without_an_api_key_no_key_file_and_no_config_flag(registered):
+    assert not any(name.endswith("-api-key") for name in registered)
+    assert "--config" not in _inputs(registered["spark-scripts-spark-1-script"])["content"]
+
+
+def _without_secrets(value):
+    """The inputs with every Pulumi secret's value left out: what state would hold in plaintext."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG):
+            return "[secret]"
+        return {k: _without_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_secrets(v) for v in value]
+    return value
