@@ -417,7 +417,10 @@ class StackConfig(_Model):
     )
     api_key: str | None = Field(
         None,
-        description="API key the endpoint requires (a Pulumi secret: `pulumi config set --secret apiKey`); the head's engine reads it from a 0600 file",
+        description=(
+            "API key the endpoint requires (a Pulumi secret: `pulumi config set --secret apiKey`);"
+            " the head's engine reads it from a 0600 file"
+        ),
         json_schema_extra={"example": "sk-...", "secret": True},
     )
 
