@@ -62,3 +62,21 @@ def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str
         assert "Ray group formed" in head_log
     else:
         assert "the group is formed" in head_log
+
+
+def assert_replaced_in_order(out: str, workers: list[str]) -> None:
+    """The group's replacement in an `up` log: head deleted first, workers after; workers created first, head last."""
+    order = [
+        out.index("spark-engine-head deleted original"),
+        *[out.index(f"spark-engine-{w} deleted original") for w in reversed(workers)],
+        *[out.index(f"spark-engine-{w} created replacement") for w in workers],
+        out.index("spark-engine-head created replacement"),
+    ]
+    assert order == sorted(order), out
+
+
+def assert_untouched(out: str, *steps: str) -> None:
+    """No resource of these steps (e.g. "spark-weights-") was created, updated, replaced or deleted by the `up`."""
+    for line in out.splitlines():
+        if any(step in line for step in steps):
+            assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line

@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.conftest import SimCluster, complete
-from tests.integration.profiles import PROFILES, assert_profile_logs, assert_profile_order, use_profile
+from tests.integration.profiles import (
+    PROFILES,
+    assert_profile_logs,
+    assert_profile_order,
+    assert_replaced_in_order,
+    assert_untouched,
+    use_profile,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -51,18 +58,10 @@ def test_switching_sglang_to_vllm_and_back_restarts_the_group_and_moves_no_weigh
         preview = pulumi("preview").stdout
         assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
         out = pulumi.up().stdout
-        order = [
-            out.index("spark-engine-head deleted original"),
-            out.index("spark-engine-worker-1 deleted original"),
-            out.index("spark-engine-worker-1 created replacement"),
-            out.index("spark-engine-head created replacement"),
-        ]
-        assert order == sorted(order), out
+        assert_replaced_in_order(out, ["worker-1"])
         assert_profile_order(out, sim_cluster, profile, ["worker-1"])
         # The weights steps did not run and not one file on any node was rewritten or touched.
-        for line in out.splitlines():
-            if "spark-weights-" in line:
-                assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line
+        assert_untouched(out, "spark-weights-")
         assert weights_on_nodes(sim_cluster) == weights
         outputs = pulumi.outputs()
         assert outputs["weights_manifest_digest"] == digest and outputs["engine"] == PROFILES[profile][0]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import REPO, complete
+from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
 
@@ -42,17 +43,9 @@ def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deplo
         assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
 
         out = deployed.up().stdout
-        order = [
-            out.index("spark-engine-head deleted original"),
-            out.index("spark-engine-worker-1 deleted original"),
-            out.index("spark-engine-worker-1 created replacement"),
-            out.index("spark-engine-head created replacement"),
-        ]
-        assert order == sorted(order), out
+        assert_replaced_in_order(out, ["worker-1"])
         # No weights or image bytes move for a script edit: their steps are untouched.
-        for line in out.splitlines():
-            if "spark-weights-" in line or "spark-image-" in line:
-                assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line
+        assert_untouched(out, "spark-weights-", "spark-image-")
         assert "MB sent" not in out and "sent " not in out.replace("MB sent", "")
         script = sim_cluster.node_exec("worker-1", "cat", "/root/spark-llm/launch.sh").stdout
         assert script.endswith("# rollout test: an edit an operator makes\n")
