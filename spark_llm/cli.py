@@ -13,6 +13,8 @@ and builds the same plan as the Pulumi program; `--json` prints one JSON documen
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -47,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems hung is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = parser().parse_args(argv)
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     try:

@@ -171,15 +171,18 @@ def test_logs_show_both_nodes_lines_in_time_order(spark_llm):
     assert len(as_json) == 3 and {entry["node"] for entry in as_json} == {"worker-1"}
 
 
-def test_logs_follow_streams_every_node_until_ctrl_c(spark_llm):
-    proc = subprocess.Popen(
-        spark_llm.argv("logs", "--follow", "--tail", "2"),
-        env=spark_llm.pulumi.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
+def test_logs_follow_streams_every_node_until_ctrl_c(spark_llm, tmp_path):
+    # stderr to a file: a pipe nobody reads could fill and stall the command; the file is shown on failure.
+    errors = tmp_path / "stderr"
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            spark_llm.argv("logs", "--follow", "--tail", "2"),
+            env=spark_llm.pulumi.env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=REPO,
+        )
     assert proc.stdout is not None
     seen: set[str] = set()
     deadline = time.monotonic() + 30
@@ -198,8 +201,15 @@ def test_logs_follow_streams_every_node_until_ctrl_c(spark_llm):
         assert "POST /v1/chat/completions" in line and line.startswith("head")
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=20)
-    assert code == 0
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the CLI dumps every thread's stack to stderr (faulthandler)
+            time.sleep(2)
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"logs --follow ignored Ctrl-C for 20 s; its stderr:\n{errors.read_text()}") from None
+    assert code == 0, errors.read_text()
 
 
 def test_smoke_reports_time_to_first_token_tokens_per_second_and_no_errors(spark_llm):
