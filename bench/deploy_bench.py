@@ -17,39 +17,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed
+
 TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
-STACK_FILE = REPO / "Pulumi.sim.yaml"
-
-
-def sh(cmd: list[str], env: dict, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL)
-    if check and result.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def timed(cmd: list[str], env: dict, check: bool = True) -> tuple[float, subprocess.CompletedProcess[str]]:
-    start = time.perf_counter()
-    result = sh(cmd, env, check)
-    return time.perf_counter() - start, result
-
-
-def summary(samples: list[float]) -> dict:
-    return {
-        "samples_s": [round(s, 2) for s in samples],
-        "median_s": round(statistics.median(samples), 2),
-        "min_s": round(min(samples), 2),
-        "max_s": round(max(samples), 2),
-    }
 
 
 def main() -> int:
@@ -58,22 +33,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
 
-    image = sh([str(REPO / "sim/engine/build-image.sh")], dict(os.environ)).stdout.strip().splitlines()[-1]
-    sh(
-        [
-            str(REPO / "sim/sim"),
-            "up",
-            "--workers",
-            str(args.workers),
-            "--load-image",
-            image,
-            "--load-on",
-            "all",
-            "--image-tag",
-            "spark-llm/standin-engine:sim",
-        ],
-        dict(os.environ),
-    )
+    sim_up(args.workers)
 
     with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
         env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
