@@ -51,6 +51,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems hung is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # A shell starts a background command with SIGINT ignored, and Python then keeps it ignored: `logs --follow`
+    # run by a script or a supervisor would not stop on SIGINT. Ctrl-C always means stop here.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parser().parse_args(argv)
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     try:

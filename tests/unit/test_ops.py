@@ -572,3 +572,29 @@ def test_cli_has_one_subcommand_per_ops_module():
     assert set(cli.COMMANDS) == {"preflight", "status", "logs", "smoke", "restart"}
     args = cli.parser().parse_args(["logs", "--stack", "sim", "--config-file", "f.yaml", "--tail", "5", "-f"])
     assert (args.stack, args.config_file, args.tail, args.follow, args.json) == ("sim", "f.yaml", 5, True, False)
+
+
+def test_cli_stops_on_sigint_even_when_started_with_it_ignored():
+    """A shell starts background commands with SIGINT ignored; `spark-llm logs --follow` must still stop on it."""
+    import signal
+    import subprocess
+    import sys
+
+    probe = (
+        "import signal\n"
+        "from spark_llm import cli\n"
+        "assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN\n"
+        "try:\n"
+        "    cli.main(['no-such-command'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert result.stdout.strip() == "True", result.stderr
