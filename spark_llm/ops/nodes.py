@@ -8,13 +8,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 import queue
 import re
 import shlex
+import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from spark_llm.ssh import SshHost, ssh_argv, ssh_files
 
@@ -52,21 +55,65 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+def _start_ssh(argv: list[str]) -> subprocess.Popen[str]:
+    """ssh in a session of its own: see _end_helpers."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _end_helpers(proc: subprocess.Popen[str]) -> None:
+    """After ssh exited: end what it left behind. A ProxyJump helper (`ssh -W` to the jump host) can outlive it
+    for minutes while the jump host still tries to reach an unreachable node, holding our stderr pipe open: the
+    reader would then never see the end of ssh's own error message."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_lines(stream: IO[str], into: list[str]) -> threading.Thread:
+    """Collect a pipe's lines as they come (not at EOF only: a helper may keep the pipe open)."""
+
+    def read() -> None:
+        for line in stream:
+            into.append(line)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
 def run_on(target: SshHost, script: str, *, timeout: float = 60) -> NodeRun:
     """Run a bash script (`set -uo pipefail`, sent over stdin) on `target`; never raises for a node's failure."""
     start = time.monotonic()
     with ssh_files(target, multiplex=False) as config:
+        proc = _start_ssh(ssh_argv(config, target, ["bash", "-s"]))
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out: list[str] = []
+        err: list[str] = []
+        readers = [_read_lines(proc.stdout, out), _read_lines(proc.stderr, err)]
         try:
-            result = subprocess.run(
-                ssh_argv(config, target, ["bash", "-s"]),
-                input="set -uo pipefail\n" + script,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
+            proc.stdin.write("set -uo pipefail\n" + script)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            _end_helpers(proc)
             return NodeRun(target.name, NO_ANSWER, "", f"no answer within {timeout:.0f} s", time.monotonic() - start)
-    return NodeRun(target.name, result.returncode, result.stdout, result.stderr, time.monotonic() - start)
+        _end_helpers(proc)
+        for reader in readers:
+            reader.join(timeout=5)
+    return NodeRun(target.name, code, "".join(out), "".join(err), time.monotonic() - start)
 
 
 def clock_script(script: str) -> str:
@@ -90,13 +137,7 @@ def run_with_clock(target: SshHost, script: str, *, timeout: float = 60) -> Node
     start = time.monotonic()
     deadline = start + timeout
     with ssh_files(target, multiplex=False) as config:
-        proc = subprocess.Popen(
-            ssh_argv(config, target, ["bash", "-s"]),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = _start_ssh(ssh_argv(config, target, ["bash", "-s"]))
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         lines: queue.Queue[str | None] = queue.Queue()
         errors: list[str] = []
@@ -107,13 +148,8 @@ def run_with_clock(target: SshHost, script: str, *, timeout: float = 60) -> Node
                 lines.put(line)
             lines.put(None)
 
-        def read_err() -> None:
-            assert proc.stderr is not None
-            errors.append(proc.stderr.read())
-
-        readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
-        for reader in readers:
-            reader.start()
+        readers = [threading.Thread(target=read_out, daemon=True), _read_lines(proc.stderr, errors)]
+        readers[0].start()
 
         ended = False
 
@@ -130,6 +166,7 @@ def run_with_clock(target: SshHost, script: str, *, timeout: float = 60) -> Node
             return line
 
         def finish(code: int, out: list[str], skew: float | None = None, error: float | None = None) -> NodeRun:
+            _end_helpers(proc)
             for reader in readers:
                 reader.join(timeout=5)
             stderr = "".join(errors) if code != NO_ANSWER else f"no answer within {timeout:.0f} s"
