@@ -57,7 +57,8 @@ def main() -> int:
             if crash:
                 sh(["pulumi", "config", "set", "--path", "engine.env.STANDIN_CRASH_AT_INIT", "1", *stack], env)
 
-        use("sglang")
+        # Start from the last profile, so that every timed `up` below is a real switch.
+        use(list(PROFILES)[-1])
         sh(up, env)
         try:
             for _ in range(args.repeat):

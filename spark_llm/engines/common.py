@@ -87,6 +87,13 @@ def docker_args(topo: Topology) -> list[str]:
         # 64 MB default (which is also why no --shm-size is given).
         "--ipc",
         "host",
+        # A container's PID 1 ignores SIGTERM unless it installs a handler (a `bash -c` retry loop, a Python
+        # server that does not): `docker stop` then waits its full timeout and SIGKILLs. Docker's init (tini) as
+        # PID 1 passes SIGTERM on, to the engine's whole process group (the Ray worker's loop and `ray start`
+        # with it): a group restart stops each member in ~0.2 s instead of 10 s, and the engine can leave cleanly.
+        "--init",
+        "-e",
+        "TINI_KILL_PROCESS_GROUP=1",
     ]
     if topo.gpus:
         args += ["--gpus", "all"]

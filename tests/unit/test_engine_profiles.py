@@ -104,3 +104,9 @@ def test_docker_options_for_a_spark_and_for_the_sim():
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ValueError, match="known: sglang/native, vllm/native, vllm/ray"):
         profile_for("sglang", "ray")
+
+
+def test_every_engine_container_runs_under_an_init_that_passes_sigterm_to_its_process_group():
+    for args in (docker_args(topo()), docker_args(topo(gpus=False, roce_devices=()))):
+        assert "--init" in args
+        assert args[args.index("TINI_KILL_PROCESS_GROUP=1") - 1] == "-e"
