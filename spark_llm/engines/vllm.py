@@ -92,9 +92,10 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
     script = (
         f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1\n"
         f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
-        # Every node's GPU must be in the cluster before vLLM places its workers.
-        'until python3 -c \'import ray,sys; ray.init(address="auto", logging_level="ERROR");'
-        f' sys.exit(0 if ray.cluster_resources().get("GPU", 0) >= {topo.nnodes} else 1)\'; do\n'
+        # Every node's GPU must be in the cluster before vLLM places its workers. The check prints the nodes it
+        # counted from the cluster's own state: `ray status` below reads the autoscaler's report, which can lag
+        # by seconds and show fewer nodes than there are.
+        f"until python3 -c '{_gpu_check(topo.nnodes)}'; do\n"
         f'  [ "$SECONDS" -lt "$deadline" ] || {{ echo "Ray cluster has fewer than {topo.nnodes} GPUs after'
         f' {RAY_JOIN_SECONDS} s" >&2; ray status >&2; exit 1; }}\n'
         f'  echo "waiting for {topo.nnodes} GPUs in the Ray cluster"; sleep 3\n'
@@ -103,6 +104,19 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         f"exec {' '.join(shlex.quote(a) for a in serve)}\n"
     )
     return NodeLaunch(("bash", "-c", script), env)
+
+
+def _gpu_check(nnodes: int) -> str:
+    """Python for `python3 -c '...'`: exit 0 once the live Ray nodes hold `nnodes` GPUs, naming them."""
+    return (
+        'import ray, sys; ray.init(address="auto", logging_level="ERROR"); '
+        'nodes = sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: n["NodeManagerAddress"]); '
+        'gpus = sum(n["Resources"].get("GPU", 0) for n in nodes); '
+        f"ok = gpus >= {nnodes}; "
+        'ok and print("Ray cluster ready: %d nodes, %g GPUs: %s" % (len(nodes), gpus, ", ".join('
+        '"%s (%g GPU)" % (n["NodeManagerAddress"], n["Resources"].get("GPU", 0)) for n in nodes))); '
+        "sys.exit(0 if ok else 1)"
+    )
 
 
 VLLM_NATIVE = EngineProfile(

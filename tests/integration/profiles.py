@@ -56,9 +56,12 @@ def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str
             assert "Ray runtime started." in log
             assert f"{rank}={sim_cluster.fabric_address(worker)}" in head_log  # "Ray group ranks: 0=..., 1=..."
     if profile == "vllm-ray":
-        # The head's `ray status` counted every node's GPU before `vllm serve` started.
-        gpus = f"0.0/{len(workers) + 1}.0 GPU"
-        assert head_log.index(gpus) < head_log.index("distributed_executor_backend=ray"), head_log
+        # The head counted every node's GPU before `vllm serve` started.
+        n = len(workers) + 1
+        ready = head_log.index(f"Ray cluster ready: {n} nodes, {n} GPUs: ")
+        assert ready < head_log.index("distributed_executor_backend=ray"), head_log
+        for node in ["head", *workers]:
+            assert f"{sim_cluster.fabric_address(node)} (1 GPU)" in head_log
         assert "Ray group formed" in head_log
     else:
         assert "the group is formed" in head_log
