@@ -14,15 +14,12 @@ Talks only to the sim's containers. Absolute numbers depend on the machine; comp
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed
+from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
 
 TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
 
@@ -68,10 +65,6 @@ def main() -> int:
             sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack], env, check=False)
 
     result = {
-        "benchmark": "deploy",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "pulumi": sh(["pulumi", "version"], dict(os.environ)).stdout.strip(),
         "workers": args.workers,
         "repeat": args.repeat,
         "first_up_s": round(first_up, 2),
@@ -80,8 +73,7 @@ def main() -> int:
         "script_edit_rollout": summary(rollout_s),
         "worker_crash_to_up_failure": summary(crash_s),
     }
-    out = REPO / "bench" / "results" / f"deploy-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result("deploy", result)
     for key in ("preview", "noop_up", "script_edit_rollout", "worker_crash_to_up_failure"):
         print(f"{key:28s} median {result[key]['median_s']:6.2f} s  {result[key]['samples_s']}")
     print(f"written: {out.relative_to(REPO)}")

@@ -17,16 +17,13 @@ Talks only to the sim's containers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed
+from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
 
 PROFILES = {"sglang": ("sglang", "native"), "vllm-native": ("vllm", "native"), "vllm-ray": ("vllm", "ray")}
 READY = re.compile(r"ready: rank 0 generated a token after ([0-9.]+) s")
@@ -80,16 +77,11 @@ def main() -> int:
             sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack], env, check=False)
 
     result = {
-        "benchmark": "profiles",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "pulumi": sh(["pulumi", "version"], dict(os.environ)).stdout.strip(),
         "workers": args.workers,
         "repeat": args.repeat,
         "profiles": {p: {k: summary(v) for k, v in by_metric.items()} for p, by_metric in samples.items()},
     }
-    out = REPO / "bench" / "results" / f"profiles-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result("profiles", result)
     for profile, metrics in result["profiles"].items():
         cells = "  ".join(f"{k} {v['median_s']:6.2f}" for k, v in metrics.items())
         print(f"{profile:12s} medians: {cells}")

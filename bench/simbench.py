@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,3 +56,18 @@ def sim_up(workers: int) -> None:
         ],
         dict(os.environ),
     )
+
+
+def write_result(benchmark: str, fields: dict) -> Path:
+    """bench/results/<benchmark>-<UTC timestamp>.json: the machine, the Pulumi CLI, then `fields`."""
+    now = datetime.now(UTC)
+    result = {
+        "benchmark": benchmark,
+        "when": now.isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "pulumi": sh(["pulumi", "version"], dict(os.environ)).stdout.strip(),
+        **fields,
+    }
+    out = REPO / "bench" / "results" / f"{benchmark}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return out
