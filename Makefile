@@ -22,17 +22,18 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed ## the project venv with pinned Python packages
 
-pulumi: ## the pinned Pulumi CLI (built from Go modules when none is on PATH)
+pulumi: ## the pinned Pulumi CLI, its Python language host and the command/docker providers
 	tools/build-pulumi.sh >/dev/null
+	$(ENV); tools/build-plugins.sh >/dev/null
 
 tools: system-deps venv pulumi ## everything the other targets need
-	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"
+	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
 
 lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy spark_llm components scripts/manifest.py tools/langhost __main__.py
-	shellcheck -x $$(git ls-files '*.sh' tools/bin/pulumi-language-python .ci/run)
+	$(VENV)/bin/mypy spark_llm components scripts/manifest.py __main__.py
+	shellcheck -x $$(git ls-files '*.sh' .ci/run)
 	$(PY) -m spark_llm.schema_docs --check
 
 unit: venv ## tests without network or cluster

@@ -1,13 +1,21 @@
 # shellcheck shell=bash
-# Source this to use the project's own toolchain: `. tools/env.sh` (the Makefile does it for every target).
-# Puts the built Pulumi CLI, the Python language host and the venv on PATH, and runs Pulumi fully offline:
-# a local file backend, no update check, no plugin downloads.
+# Source this to use the project's toolchain: `. tools/env.sh` (the Makefile does it for every target).
+# Puts the venv on PATH, and the Pulumi CLI tools/build-pulumi.sh built (with the Python language host
+# tools/build-plugins.sh put beside it) when no official CLI is installed (one on PATH is used as it is).
+# It leaves PULUMI_HOME and plugin downloads alone: `pulumi plugin install` and the engine's own plugin
+# acquisition work as Pulumi's documentation says, and the providers the build scripts installed from source
+# sit in the same PULUMI_HOME.
 _spark_llm_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tools/versions.env
 . "$_spark_llm_repo/tools/versions.env"
 export SPARK_LLM_CACHE="${SPARK_LLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/spark-llm}"
-export PATH="$_spark_llm_repo/tools/bin:$SPARK_LLM_CACHE/pulumi/v$PULUMI_VERSION/bin:$_spark_llm_repo/.venv/bin:$PATH"
-export PULUMI_HOME="${PULUMI_HOME:-$SPARK_LLM_CACHE/pulumi-home}"
+# The CLI tools/build-pulumi.sh built, with the language host tools/build-plugins.sh put beside it; only when it
+# was built (a machine with the official CLI never builds one).
+_spark_llm_bin="$SPARK_LLM_CACHE/pulumi/v$PULUMI_VERSION/bin"
+if [ -d "$_spark_llm_bin" ]; then
+  case ":$PATH:" in *":$_spark_llm_bin:"*) ;; *) PATH="$_spark_llm_bin:$PATH" ;; esac
+fi
+export PATH="$_spark_llm_repo/.venv/bin:$PATH"
 # State stays on this machine unless the user chose a backend.
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   mkdir -p "$_spark_llm_repo/.pulumi-state"
@@ -18,7 +26,6 @@ fi
 if [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   export PULUMI_CONFIG_PASSPHRASE="${PULUMI_CONFIG_PASSPHRASE-}"
 fi
+# The CLI's "a newer version is available" check only adds a network round trip to every command.
 export PULUMI_SKIP_UPDATE_CHECK=true
-export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
-export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=false
-unset _spark_llm_repo
+unset _spark_llm_repo _spark_llm_bin
