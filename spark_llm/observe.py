@@ -1,0 +1,139 @@
+"""What every node runs now: one read-only ssh session per node at each program run (preview and up).
+
+pulumi-command runs nothing during preview and reads nothing on refresh, and the docker provider's refresh sees
+one container at a time. Drift is a fact about the whole group (a worker that died takes the engine's process
+group with it), so the program looks once per run: for each node, the engine container's state and labels, the
+image's ID, the weights' manifest digest and the tokens the last `pulumi up` left there (spark_llm.drift turns
+these into the values that make Pulumi restart what must be restarted, and nothing else).
+
+The probe is read-only (`docker inspect`, `cat`, a manifest scan that hashes only files whose stat changed) and
+each node gets one ssh connection (workers through the head's multiplexed connection).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from spark_llm.plan import DeploymentPlan, NodePlan
+from spark_llm.ssh import RemoteError, run_script
+
+ENGINE_LABEL_GENERATION = "spark-llm.generation"
+ENGINE_LABEL_REVISION = "spark-llm.group-revision"
+ENGINE_LABEL_NODE = "spark-llm.node"
+# Where a step records the token it ran with (spark_llm.drift): one file a step, under the node's remote dir.
+TOKENS_DIR = "state"
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The engine container on a node as `docker inspect` shows it."""
+
+    status: str
+    """running, exited, created, ... or absent."""
+    exit_code: int = 0
+    container_id: str = ""
+    started_at: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class NodeObservation:
+    node: str
+    error: str | None = None
+    """Why the node could not be read (None: it was)."""
+    engine: EngineState = EngineState("absent")
+    image: str = ""
+    """`ID OS/ARCH` of the configured image ref on the node; empty when absent."""
+    tokens: dict[str, str] = field(default_factory=dict)
+    """Step name -> `TOKEN VALUE`, what the step recorded when it last ran on this node (spark_llm.drift)."""
+    facts: dict[str, str] = field(default_factory=dict)
+    """Other sections a probe printed (`name<TAB>value`), e.g. the weights' live manifest digest."""
+
+    @property
+    def reachable(self) -> bool:
+        return self.error is None
+
+
+_INSPECT_FORMAT = '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "labels": {{json .Config.Labels}}}'  # noqa: E501
+
+
+def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
+    """Pure: the read-only script one node runs; every line it prints is `SECTION<TAB>VALUE`.
+
+    `extra`: more read-only bash that prints such lines (its sections land in NodeObservation.facts).
+    """
+    tokens = f"{node.remote_dir}/{TOKENS_DIR}"
+    return (
+        f"container={shlex.quote(plan.container)}\n"
+        f"image={shlex.quote(plan.config.image.ref)}\n"
+        f"tokens={shlex.quote(tokens)}\n"
+        f'if out=$(docker inspect -f {shlex.quote(_INSPECT_FORMAT)} "$container" 2>/dev/null); then\n'
+        '  printf "engine\\t%s\\n" "$out"\n'
+        "else\n"
+        '  printf \'engine\\t{"status": "absent"}\\n\'\n'
+        "fi\n"
+        "if out=$(docker image inspect -f '{{.Id}} {{.Os}}/{{.Architecture}}' \"$image\" 2>/dev/null); then\n"
+        '  printf "image\\t%s\\n" "$out"\n'
+        "fi\n"
+        'if [ -d "$tokens" ]; then\n'
+        '  for f in "$tokens"/*; do\n'
+        '    [ -f "$f" ] && printf "token\\t%s %s\\n" "$(basename "$f")" "$(head -c 512 "$f" | tr -d "\\n\\t")"\n'
+        "  done\n"
+        "fi\n" + extra + "true\n"
+    )
+
+
+def parse_probe(node: str, output: str) -> NodeObservation:
+    """Pure: a node's probe output -> its observation."""
+    engine = EngineState("absent")
+    image = ""
+    tokens: dict[str, str] = {}
+    facts: dict[str, str] = {}
+    for line in output.splitlines():
+        section, _, value = line.partition("\t")
+        if section == "engine":
+            data = json.loads(value)
+            engine = EngineState(
+                status=data.get("status", "absent"),
+                exit_code=int(data.get("exit_code", 0)),
+                container_id=data.get("container_id", ""),
+                started_at=data.get("started_at", ""),
+                labels=data.get("labels") or {},
+            )
+        elif section == "image":
+            image = value.strip()
+        elif section == "token":
+            name, _, content = value.partition(" ")
+            tokens[name] = content.strip()
+        elif section and value:
+            facts[section] = value.strip()
+    return NodeObservation(node=node, engine=engine, image=image, tokens=tokens, facts=facts)
+
+
+def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str) -> NodeObservation:
+    try:
+        out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
+    except RemoteError as err:
+        return NodeObservation(node=node.name, error=str(err).splitlines()[0])
+    return parse_probe(node.name, out)
+
+
+def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
+    """Every node's observation, read in parallel (the head first: workers ride on its ssh connection).
+
+    `extra(node)`: more read-only probe bash for that node (see `probe_script`).
+    """
+    head = _observe_node(plan, plan.head, extra(plan.head))
+    if not plan.workers:
+        return {head.node: head}
+    with ThreadPoolExecutor(max_workers=len(plan.workers)) as pool:
+        workers = list(pool.map(lambda n: _observe_node(plan, n, extra(n)), plan.workers))
+    return {o.node: o for o in [head, *workers]}
