@@ -1,4 +1,4 @@
-"""spark-llm Pulumi program: load the stack config, build the cluster, export what an operator needs."""
+"""spark-llm Pulumi program: load the stack config, look at the nodes, build the cluster, export its outputs."""
 
 import pulumi
 
@@ -6,8 +6,10 @@ from components.cluster import SparkCluster, SparkClusterArgs
 from spark_llm import plan, stack
 
 config = stack.load()
+keys = stack.load_keys(config)
 deployment = plan.build_plan(config, plan.TEMPLATE_PATH.read_text())
-cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment))
+observations = stack.observe_nodes(deployment)
+cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations))
 
 pulumi.export("endpoint", cluster.endpoint)
 pulumi.export("model", config.model.name)

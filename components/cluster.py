@@ -10,6 +10,9 @@ from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
+from spark_llm import drift
+from spark_llm.connection import command_connection, docker_provider
+from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan
 
 
@@ -17,6 +20,10 @@ from spark_llm.plan import DeploymentPlan
 class SparkClusterArgs:
     plan: DeploymentPlan
     """The deployment plan built from the stack config."""
+    keys: dict[str, str]
+    """The ssh private keys' contents by path (spark_llm.connection.read_keys)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node runs now (spark_llm.observe); None: not looked at (unit tests)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -32,25 +39,41 @@ class SparkCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
+        connections = {n.name: command_connection(n.ssh, args.keys) for n in plan.nodes}
+        # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
+        providers = {
+            n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, pulumi.ResourceOptions(parent=self))
+            for n in plan.nodes
+        }
+        generation, why = drift.group_generation(args.observations, [(n.name, n.role) for n in plan.nodes])
+        if why and args.observations and all(o.engine.status == "absent" for o in args.observations.values()):
+            pulumi.log.info("engine group: not running on any node yet; `pulumi up` starts it, workers first")
+        elif why:
+            pulumi.log.warn(f"engine group: {why}; `pulumi up` restarts the whole group in order")
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        restart_on: dict[str, pulumi.Input[str]] = {
+            "spark-llm.script": scripts.script_sha256,
+            "spark-llm.weights": weights.manifest_digest,
+        }
+        if scripts.api_config_digest is not None:
+            restart_on["spark-llm.api-key"] = scripts.api_config_digest
         group = EngineGroup(
             f"{name}-engine",
-            # Prerequisites of every container, and what restarts the group when it changes.
             EngineGroupArgs(
                 plan=plan,
+                providers=providers,
+                connections=connections,
+                image_ids={n.name: image.image_id for n in plan.nodes},
+                generation=generation,
+                # Prerequisites of every container.
                 after=[scripts, image, weights],
-                restart_on=[
-                    scripts.script_sha256,
-                    image.image_id,
-                    weights.manifest_digest,
-                    *([scripts.api_config_digest] if scripts.api_config_digest is not None else []),
-                ],
+                restart_on=restart_on,
             ),
             pulumi.ResourceOptions(parent=self),
         )
-        self.endpoint = group.ready.id.apply(lambda _: plan.endpoint)
+        self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids

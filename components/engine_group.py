@@ -1,110 +1,222 @@
-"""EngineGroup: the engine containers, started workers first and head last, and the readiness gate.
+"""EngineGroup: the engine containers (docker.Container on each node's provider), workers first, head last, then
+the readiness gate.
 
-Every change to the group (its revision) replaces every container in order: head stopped, workers stopped,
-workers started, head started. That order comes from resource options, not from a script:
-- each worker has the group revision in its triggers and delete_before_replace (its old container must be
-  gone before the new one of the same name starts);
-- the head depends on the workers and has their IDs in its triggers (a plain depends_on would not
-  replace it: pulumi/pulumi#838), so it is deleted before them and created after them;
-- the workers are chained the same way among themselves, so a multi-member replacement is one ordered path.
-Each container's diff also reads every member's status (`launch.sh status`, read-only): if any member exited,
-was removed or was restarted by hand since the last `up`, preview shows drift and `up` restarts the whole
-group in the same order.
+Every change to the group replaces every container in this order: head stopped, workers stopped, workers started,
+head started. It comes from resource options and labels (docker_container labels force a replacement):
+- every restart input (group revision, generation, script digest, image ID, weights digest, API key digest) is a
+  label of every container, and each container has delete_before_replace (the new container has the old one's
+  name, so the old one must be gone first);
+- the head depends on the workers and carries their container IDs as a label (a plain depends_on would not
+  replace it: pulumi/pulumi#838), so it is deleted before them and created after them; workers are chained the
+  same way among themselves, so a multi-member replacement is one ordered path;
+- a `stop-head` step, whose triggers are the same restart inputs, stops the head's engine before any worker is
+  touched: when a worker's container was removed by hand and `--refresh` dropped it from state, Pulumi would
+  otherwise create the new worker while the old head still ran.
+After each container is created, a `watch` step fails with the container's own log lines if it stops within
+`timeouts.startupGraceSeconds` (a crash at init), so the head never starts after a broken worker. The generation
+label (spark_llm.drift) is new whenever a member is gone, exited or restarted by hand: `pulumi preview` announces
+the ordered restart and `pulumi up` does it.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
 
-from spark_llm.engine_container import EngineContainer
+from spark_llm.commands import NodeCommand
+from spark_llm.engine_spec import ContainerSpec, container_spec
 from spark_llm.plan import DeploymentPlan, NodePlan
-from spark_llm.readiness import GroupReady
-
-
-def _start(node: NodePlan) -> str:
-    return f"{node.script_path} start {node.role} {node.name}\n"
-
-
-def _stop(node: NodePlan) -> str:
-    return f"if [ -x {node.script_path} ]; then {node.script_path} stop {node.name}; fi\n"
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineGroupArgs:
     plan: DeploymentPlan
-    """The deployment plan: nodes in rank order, launch script paths, group revision."""
+    """The deployment plan: nodes in rank order, container specs' inputs, group revision."""
+    providers: dict[str, docker.Provider]
+    """Each node's docker provider."""
+    connections: dict[str, command.remote.ConnectionArgs]
+    """Each node's pulumi-command connection."""
+    image_ids: dict[str, pulumi.Input[str]]
+    """The image ID each node's container runs."""
+    generation: str
+    """The group's generation (spark_llm.drift.group_generation): new when a member must be restarted."""
     after: list[pulumi.Resource] = field(default_factory=list)
     """Resources every container waits for (scripts, image, weights)."""
-    restart_on: list[pulumi.Input[str]] = field(default_factory=list)
-    """Values that restart the whole group when they change (script digest, image ID, weights manifest digest)."""
+    restart_on: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Label name -> value: what restarts the whole group when it changes (script, weights, API key digests)."""
+
+
+def _labels(spec: ContainerSpec, extra: Mapping[str, pulumi.Input[str]]) -> list[docker.ContainerLabelArgs]:
+    return [docker.ContainerLabelArgs(label=k, value=v) for k, v in {**spec.labels, **extra}.items()]
+
+
+def _container(
+    name: str,
+    spec: ContainerSpec,
+    image_id: pulumi.Input[str],
+    labels: list[docker.ContainerLabelArgs],
+    opts: pulumi.ResourceOptions,
+) -> docker.Container:
+    rdma = spec.rdma
+    return docker.Container(
+        name,
+        name=spec.name,
+        image=image_id,
+        # The launch script (mounted read-only) loads the engine env file, logs a start line and execs the engine.
+        entrypoints=list(spec.entrypoint),
+        command=list(spec.command),
+        envs=[f"{k}={v}" for k, v in spec.env.items()],
+        # The engines bind the node's own fabric and management addresses (NCCL needs the real interfaces).
+        network_mode="host",
+        # Tensor-parallel processes share memory through /dev/shm and CUDA IPC: the host's /dev/shm, not docker's
+        # 64 MB default (which is also why no shm_size is given).
+        ipc_mode="host",
+        # A PID 1 that installs no SIGTERM handler (a `bash -c` retry loop, some Python servers) makes `docker stop`
+        # wait its whole timeout. Docker's init (tini, with TINI_KILL_PROCESS_GROUP in env) passes SIGTERM to the
+        # engine's process group: a member stops in ~0.2 s instead of 10 s and can leave the group cleanly.
+        init=True,
+        gpus="all" if spec.gpus else None,
+        # RoCE needs the verbs devices, and RDMA pins large buffers: no memlock limit and the right to lock memory
+        # (only with RDMA: raising memlock needs CAP_SYS_RESOURCE, which a node without RDMA may not grant).
+        devices=[docker.ContainerDeviceArgs(host_path="/dev/infiniband", container_path="/dev/infiniband")]
+        if rdma
+        else None,
+        capabilities=docker.ContainerCapabilitiesArgs(adds=["IPC_LOCK"]) if rdma else None,
+        ulimits=[docker.ContainerUlimitArgs(name="memlock", soft=-1, hard=-1)] if rdma else None,
+        # Weights, script and env file read-only; the compile/JIT cache survives restarts (no warm-up after a crash).
+        volumes=[
+            docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)
+            for m in spec.mounts
+        ],
+        labels=labels,
+        # A member that dies stays dead: the group restarts as a whole (spark_llm.drift), never one member alone.
+        restart="no",
+        must_run=True,
+        # Stop gracefully before removal, so the engine can leave the group (docker's init makes it quick).
+        destroy_grace_seconds=10,
+        opts=opts,
+    )
+
+
+def _watch(name: str, node: NodePlan, connection: command.remote.ConnectionArgs, container: docker.Container, opts):
+    return NodeCommand(
+        name,
+        connection=connection,
+        script=f"{node.script_path} watch {shlex.quote(node.name)}\n",
+        triggers=[container.id],
+        opts=opts,
+    )
 
 
 class EngineGroup(pulumi.ComponentResource):
     """Worker containers, then the head container, then a gate that passes when rank 0 generates."""
 
     container_ids: pulumi.Output[dict]
-    ready: GroupReady
+    ready: command.local.Command
 
     def __init__(self, name: str, args: EngineGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:EngineGroup", name, None, opts)
         plan = args.plan
+        restart = {"spark-llm.generation": args.generation, **args.restart_on}
+        # With an API key the restart inputs carry its file's digest: kept encrypted in state.
+        secret = plan.api_config is not None
+        stop_head = NodeCommand(
+            f"{name}-stop-head",
+            connection=args.connections[plan.head.name],
+            script=f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
+            f"echo 'stopped the engine on {plan.head.name} (if it ran): the group restarts in order'\n",
+            triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
+            secret=secret,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.after),
+        )
 
-        group = [
-            {"name": n.name, "role": n.role, "connection": n.ssh.to_props(), "script_path": n.script_path}
-            for n in plan.nodes
-        ]
-
-        def container(node: NodePlan, triggers: list, depends_on: list[pulumi.Resource]) -> EngineContainer:
-            return EngineContainer(
+        def member(node: NodePlan, extra: Mapping[str, pulumi.Input[str]], after: Sequence[pulumi.Resource]):
+            spec = container_spec(plan, node)
+            container = _container(
                 f"{name}-{node.name}",
-                connection=node.ssh.to_props(),
-                start=_start(node),
-                stop=_stop(node),
-                group=group,
-                group_revision=plan.group_revision,
-                triggers=triggers,
-                label=node.name,
-                opts=pulumi.ResourceOptions(
+                spec,
+                args.image_ids[node.name],
+                _labels(spec, {**restart, **extra}),
+                pulumi.ResourceOptions(
                     parent=self,
-                    depends_on=depends_on,
+                    provider=args.providers[node.name],
+                    depends_on=[*args.after, stop_head, *after],
                     delete_before_replace=True,
-                    # With an API key the triggers carry its file's digest: kept encrypted in state.
-                    additional_secret_outputs=["triggers"] if plan.api_config else None,
+                    additional_secret_outputs=["labels"] if secret else None,
                 ),
             )
-
-        # The start command is in the triggers too: a container is only ever restarted with its whole group.
-        restart_on = [plan.group_revision, *args.restart_on]
-        # Workers form a chain (each depends on the one before, whose ID is in its triggers): when several
-        # members are replaced at once, Pulumi then deletes and recreates them along one path (head, last worker,
-        # ..., first worker; then first worker, ..., head) instead of racing independent replacements.
-        workers: list[EngineContainer] = []
-        for node in plan.workers:
-            before = workers[-1:]
-            workers.append(
-                container(node, [*restart_on, _start(node), *[w.id for w in before]], [*args.after, *before])
+            watch = _watch(
+                f"{name}-{node.name}-watch",
+                node,
+                args.connections[node.name],
+                container,
+                pulumi.ResourceOptions(parent=self, depends_on=[container]),
             )
-        head = container(plan.head, [*restart_on, _start(plan.head), *[w.id for w in workers]], [*args.after, *workers])
-        self.ready = GroupReady(
-            f"{name}-ready",
-            # Fabric addresses too: with Ray a worker's error shows up in the head's log under the worker's address.
-            members=[{**g, "fabric_address": n.fabric_address} for g, n in zip(group, plan.nodes, strict=True)],
-            port=plan.port,
-            model=plan.model_name,
-            timeout=plan.ready_timeout,
-            api_key=pulumi.Output.secret(plan.config.api_key) if plan.config.api_key else None,
-            triggers=[head.id],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[head], delete_before_replace=True),
+            return container, watch
+
+        containers: dict[str, docker.Container] = {}
+        watches: list[NodeCommand] = []
+        for node in plan.workers:
+            before = list(containers.values())[-1:]
+            extra = {"spark-llm.after": before[0].id} if before else {}
+            containers[node.name], watch = member(node, extra, [*before, *watches[-1:]])
+            watches.append(watch)
+        workers = list(containers.values())
+        head_extra: dict[str, pulumi.Input[str]] = {
+            "spark-llm.workers": pulumi.Output.all(*[w.id for w in workers]).apply(",".join)
+        }
+        head, head_watch = member(plan.head, head_extra if workers else {}, [*workers, *watches])
+        containers = {plan.head.name: head, **containers}
+        self.ready = _readiness_gate(
+            f"{name}-ready", plan, head, pulumi.ResourceOptions(parent=self, depends_on=[head_watch])
         )
-        members = {plan.head.name: head, **{n.name: w for n, w in zip(plan.workers, workers, strict=True)}}
-        self.container_ids = pulumi.Output.all(
-            **{name: member.stdout.apply(_last_line) for name, member in members.items()}
-        )
+        self.container_ids = pulumi.Output.all(**{n: c.id for n, c in containers.items()})
         self.register_outputs({"container_ids": self.container_ids})
 
 
-def _last_line(stdout: str | None) -> str:
-    lines = (stdout or "").strip().splitlines()
-    return lines[-1] if lines else ""
+def readiness_spec(plan: DeploymentPlan) -> dict:
+    """Pure: what the gate (`python -m spark_llm.readiness`) reads on stdin."""
+    return {
+        "members": [
+            {
+                "name": n.name,
+                "role": n.role,
+                "connection": n.ssh.to_props(),
+                "script_path": n.script_path,
+                # With Ray a worker's error shows up in the head's log under the worker's fabric address.
+                "fabric_address": n.fabric_address,
+            }
+            for n in plan.nodes
+        ],
+        "port": plan.port,
+        "model": plan.model_name,
+        "timeout": plan.ready_timeout,
+        "api_key": plan.config.api_key or "",
+    }
+
+
+def _readiness_gate(
+    name: str, plan: DeploymentPlan, head: docker.Container, opts: pulumi.ResourceOptions
+) -> command.local.Command:
+    """Runs here, reads the nodes over ssh (read-only) until rank 0 answers a one-token completion."""
+    spec = json.dumps(readiness_spec(plan), sort_keys=True)
+    return command.local.Command(
+        name,
+        create=f"{shlex.quote(sys.executable)} -m spark_llm.readiness",
+        update="echo 'spark-llm: readiness gate settings recorded'",
+        # Progress (stdout) streams into `pulumi up`; a failure's message (stderr, with every member's log tail)
+        # shows once, in the step's error.
+        logging=command.local.Logging.STDOUT,
+        # The spec carries the API key: over stdin (encrypted in state), never on a command line.
+        stdin=pulumi.Output.secret(spec) if plan.config.api_key else spec,
+        triggers=[head.id],
+        add_previous_output_in_env=False,
+        opts=opts,
+    )

@@ -67,6 +67,9 @@ class NodeCommand(command.remote.Command):
             delete=delete,
             stdin=stdin,
             triggers=[digest, *triggers],
+            # Progress lines (stdout) stream into `pulumi up` as the step runs; a failure's details go to stderr and
+            # show once, in the step's error (which carries both streams).
+            logging=command.remote.Logging.STDOUT,
             # No $PULUMI_COMMAND_STDOUT in the next run's environment: sshd would refuse it (AcceptEnv).
             add_previous_output_in_env=False,
             opts=opts,

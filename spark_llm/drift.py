@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 
+from spark_llm.engine_spec import LABEL_GENERATION
 from spark_llm.observe import TOKENS_DIR, NodeObservation
 
 REPAIR_PREFIX = "repair-"
@@ -58,3 +59,50 @@ def record_token_script(remote_dir: str, step: str, token: str, value_expr: str)
         f'printf "%s %s\\n" {shlex.quote(token)} "{value_expr}" > {path}.tmp\n'
         f"mv -f {path}.tmp {path}\n"
     )
+
+
+def group_generation(
+    observations: dict[str, NodeObservation] | None, members: list[tuple[str, str]]
+) -> tuple[str, str | None]:
+    """The engine group's generation label, and why it is new (None: every member runs as `pulumi up` left it).
+
+    `members`: (node, role) in rank order. The group is whole when every member's container runs, all carry the
+    same generation label, and no worker started after the head (a worker restarted by hand rejoins nothing: the
+    engines' process group died with it). Otherwise the generation is new and every container is replaced, in
+    order: head stopped, workers stopped, workers started, head started.
+    """
+    if observations is None:
+        return UNOBSERVED, None
+    problems = []
+    generations = set()
+    head_started = next((observations[n].engine.started_at for n, r in members if r == "head"), "")
+    for node, role in members:
+        seen = observations[node]
+        engine = seen.engine
+        if seen.error is not None:
+            problems.append(f"{node} could not be read ({seen.error})")
+        elif engine.status == "absent":
+            problems.append(f"{node} has no engine container")
+        elif not engine.running:
+            problems.append(f"{node}'s engine container is {engine.status} (exit code {engine.exit_code})")
+        elif role != "head" and engine.started_at > head_started:
+            problems.append(f"{node}'s engine container restarted after the head's")
+        generations.add(engine.labels.get(LABEL_GENERATION, ""))
+    if not problems and len(generations) == 1 and "" not in generations:
+        return generations.pop(), None
+    if not problems:
+        problems.append("the members' containers belong to different rollouts")
+    why = "; ".join(problems)
+    return _repair(why + repr(sorted(generations))), why
+
+
+def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[str]:
+    """Nodes whose container named like the engine's was not started by this spark-llm (no generation label): by
+    hand, as in the seeds, or by a spark-llm before the docker provider."""
+    if observations is None:
+        return []
+    return [
+        o.node
+        for o in observations.values()
+        if o.engine.status != "absent" and LABEL_GENERATION not in o.engine.labels and o.error is None
+    ]

@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 from spark_llm.plan import DeploymentPlan, NodePlan
 from spark_llm.ssh import RemoteError, run_script
 
-ENGINE_LABEL_GENERATION = "spark-llm.generation"
-ENGINE_LABEL_REVISION = "spark-llm.group-revision"
-ENGINE_LABEL_NODE = "spark-llm.node"
 # Where a step records the token it ran with (spark_llm.drift): one file a step, under the node's remote dir.
 TOKENS_DIR = "state"
 

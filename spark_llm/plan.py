@@ -10,17 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_llm.config import Node, StackConfig
 from spark_llm.engines import NodeLaunch, Topology, profile_for
-from spark_llm.engines.common import Member, docker_args
+from spark_llm.engines.common import Member
 from spark_llm.ssh import SshHost
 
 TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmpl.sh"
+# Where an engine container sees the launch script (its entrypoint) and the engine env file, both read-only.
+CONTAINER_SCRIPT = "/spark-llm/launch.sh"
+CONTAINER_ENV_FILE = "/spark-llm/engine.env"
 
 
 @dataclass(frozen=True)
@@ -139,24 +141,8 @@ def node_launches(cfg: StackConfig) -> dict[str, NodeLaunch]:
     return {m.name: profile.launch(topo, m) for m in topo.members}
 
 
-def _bash_array(items: list[str]) -> str:
-    return "(" + " ".join(shlex.quote(i) for i in items) + ")"
-
-
 def _bash_assoc(mapping: dict[str, str | int]) -> str:
     return "(" + " ".join(f"[{shlex.quote(k)}]={shlex.quote(str(v))}" for k, v in mapping.items()) + ")"
-
-
-def _launch_cases(launches: dict[str, NodeLaunch]) -> str:
-    """The body of a bash `case "$node"` that sets CMD (container command) and NODE_ENV (-e options)."""
-    lines = []
-    for node, launch in launches.items():
-        env = [f"{k}={v}" for k, v in sorted(launch.env.items())]
-        env_opts = [token for pair in env for token in ("-e", pair)]
-        lines.append(f"    {shlex.quote(node)})")
-        lines.append(f"      CMD={_bash_array(list(launch.argv))}")
-        lines.append(f"      NODE_ENV={_bash_array(env_opts)} ;;")
-    return "\n".join(lines)
 
 
 def render_env_file(cfg: StackConfig) -> str:
@@ -188,25 +174,16 @@ def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def render_launch_script(
-    cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], env_path: str, revision: str
-) -> str:
+def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], revision: str) -> str:
     values = {
-        "IMAGE": shlex.quote(cfg.image.ref),
         "CONTAINER": shlex.quote(cfg.engine.container_name),
-        "ENV_FILE": shlex.quote(env_path),
-        "CACHE_DIR": shlex.quote(env_path.rsplit("/", 1)[0] + "/cache"),
-        "MODEL_PATH": shlex.quote(cfg.model.path),
+        "ENV_FILE": shlex.quote(CONTAINER_ENV_FILE),
         "STARTUP_GRACE": str(cfg.timeouts.startup_grace_seconds),
         "PROFILE": shlex.quote(profile_for(cfg.engine.kind, cfg.engine.executor).name),
-        "ENGINE_VERSION": shlex.quote(cfg.engine.version),
         "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
-        "DOCKER_ARGS": _bash_array(docker_args(topology(cfg))),
         "GROUP_REVISION": shlex.quote(revision),
-        "API_CONFIG": shlex.quote(api_config_path(cfg) or ""),
     }
-    # The node cases replace their whole placeholder line (a comment, so the template itself is valid bash).
-    out = re.sub(r"^ *# @@NODE_LAUNCH@@.*$", lambda _: _launch_cases(node_launches(cfg)), template, flags=re.M)
+    out = template
     for key, value in values.items():
         out = out.replace(f"@@{key}@@", value)
     if "@@" in out:
@@ -217,8 +194,6 @@ def render_launch_script(
 def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     hosts = ssh_hosts(cfg)
     ordered = [cfg.head, *cfg.workers]
-    # All nodes share one remote dir (the head's user's) so the script is byte-identical everywhere.
-    shared_dir = remote_dir(cfg.head.user)
     nodes = tuple(
         NodePlan(
             name=n.name,
@@ -230,10 +205,9 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         )
         for rank, n in enumerate(ordered)
     )
-    env_path = f"{shared_dir}/engine.env"
     env_file = render_env_file(cfg)
     revision = group_revision(cfg, template, env_file)
-    script = render_launch_script(cfg, template, nodes, env_path, revision)
+    script = render_launch_script(cfg, template, nodes, revision)
     return DeploymentPlan(
         config=cfg,
         nodes=nodes,

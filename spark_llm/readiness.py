@@ -1,4 +1,4 @@
-"""GroupReady: `pulumi up` ends when rank 0 generates a token, not when containers started.
+"""The readiness gate: `pulumi up` ends when rank 0 generates a token, not when containers started.
 
 While it waits it watches every member of the group: if any engine container exits, the wait ends at once
 with the last log lines of every node in the error, so a worker crash at init is reported as itself instead
@@ -12,10 +12,8 @@ import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
 from spark_llm.ssh import RemoteError, SshHost, run_script
 
@@ -116,68 +114,60 @@ class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
 
-class _GroupReadyProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        members = _members(props)
-        head = next(m for m in members if m.role == "head")
-        deadline = time.monotonic() + float(props["timeout"])
-        start = time.monotonic()
-        last_report = 0.0
-        while True:
-            for m in members:
-                state = _status(m)
-                if not state.startswith("running"):
-                    tails = {name: redact(text, props.get("api_key")) for name, text in _log_tails(members).items()}
-                    raise GroupNotReadyError(exited_message(members, m, state, tails))
-            probe = run_script(head.ssh, _probe_script(props), stream=False, timeout=60).strip()
-            if probe.endswith("HTTP200"):
-                waited = round(time.monotonic() - start, 1)
-                sys.stderr.write(f"[{head.name}] ready: rank 0 generated a token after {waited} s\n")
-                return CreateResult(id_=f"ready-{int(time.time())}", outs={**props, "ready_after_s": waited})
-            now = time.monotonic()
-            if now > deadline:
-                raise GroupNotReadyError(
-                    f"rank 0 on {head.name} did not generate within {props['timeout']} s (last answer: {probe!r}).\n"
-                    f"{redact(_logs(members, _log_tails(members)), props.get('api_key'))}\n"
-                    "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
-                )
-            if now - last_report >= 15:
-                # Progress for `pulumi up`: a provider's stderr shows up in the update's output.
-                sys.stderr.write(f"[{head.name}] waiting for rank 0 to generate ({now - start:.0f} s)\n")
-                last_report = now
-            time.sleep(POLL_SECONDS)
+def wait_ready(spec: dict, *, say: Callable[[str], None]) -> float:
+    """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running.
 
-    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        keys = ("members", "port", "model", "timeout", "api_key", "triggers")
-        changed = [k for k in keys if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+    `spec`: {"members": [{name, role, connection (SshHost props), script_path, fabric_address}], "port", "model",
+    "timeout", "api_key"}. Returns the seconds it took.
+    """
+    members = _members(spec)
+    head = next(m for m in members if m.role == "head")
+    key = spec.get("api_key") or None
+    deadline = time.monotonic() + float(spec["timeout"])
+    start = time.monotonic()
+    last_report = 0.0
+    while True:
+        for m in members:
+            state = _status(m)
+            if not state.startswith("running"):
+                tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
+                raise GroupNotReadyError(exited_message(members, m, state, tails))
+        probe = run_script(head.ssh, _probe_script(spec), stream=False, timeout=60).strip()
+        if probe.endswith("HTTP200"):
+            waited = round(time.monotonic() - start, 1)
+            say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
+            return waited
+        now = time.monotonic()
+        if now > deadline:
+            raise GroupNotReadyError(
+                f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe!r}).\n"
+                f"{redact(_logs(members, _log_tails(members)), key)}\n"
+                "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
+            )
+        if now - last_report >= 15:
+            say(f"[{head.name}] waiting for rank 0 to generate ({now - start:.0f} s)")
+            last_report = now
+        time.sleep(POLL_SECONDS)
 
 
-class GroupReady(Resource, module="spark-llm", name="GroupReady"):
-    """Exists once rank 0 of the group answered a one-token completion; replaced with the head."""
+def main() -> int:
+    """`python -m spark_llm.readiness` with the spec as JSON on stdin (the key must not be on a command line).
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        members: list[dict],
-        port: int,
-        model: str,
-        timeout: float,
-        triggers: pulumi.Input[list],
-        api_key: pulumi.Input[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        props = {
-            "members": members,
-            "port": port,
-            "model": model,
-            "timeout": timeout,
-            "api_key": api_key,
-            "triggers": triggers,
-            "ready_after_s": None,
-        }
-        if api_key is not None:
-            # Outputs copy the inputs: the key stays encrypted in state.
-            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["api_key"]))
-        super().__init__(_GroupReadyProvider(), name, props, opts)
+    Run by the readiness gate, a pulumi-command `local.Command` (components/engine_group.py): its output streams
+    into `pulumi up`, and a failure's message (this process's stderr) becomes the step's error.
+    """
+    spec = json.load(sys.stdin)
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        wait_ready(spec, say=say)
+    except (GroupNotReadyError, RemoteError) as err:
+        sys.stderr.write(f"{err}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

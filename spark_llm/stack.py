@@ -6,8 +6,12 @@ from typing import Any
 
 import pulumi
 import pulumi.runtime
+from pulumi.runtime.mocks import MockMonitor
 
+from spark_llm import connection, drift, observe
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
+from spark_llm.observe import NodeObservation
+from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 def raw_stack_config() -> dict[str, Any]:
@@ -31,3 +35,49 @@ def load() -> StackConfig:
             f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
             "(or `pulumi config set --path ...`), then run `pulumi preview` again."
         ) from None
+
+
+def load_keys(cfg: StackConfig) -> dict[str, str]:
+    """The nodes' ssh private keys, read now (preview too): a missing key stops the program naming its config key."""
+    try:
+        return connection.read_keys(cfg)
+    except connection.KeyFileError as err:
+        raise pulumi.RunError(str(err)) from None
+
+
+def _remove_command(node: NodePlan, container: str) -> str:
+    hop = node.ssh
+    jump = f"-J {hop.via.user}@{hop.via.host}:{hop.via.port} " if hop.via else ""
+    return f"ssh {jump}-p {hop.port} {hop.user}@{hop.host} docker rm -f {container}"
+
+
+def _under_mocks() -> bool:
+    return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
+
+
+def observe_nodes(plan: DeploymentPlan) -> dict[str, NodeObservation] | None:
+    """What every node runs now (one read-only ssh session each); stops before anything runs if a node already
+    runs a container under the engine's name that spark-llm did not start (a deployment made by hand).
+
+    None under Pulumi's mocks (unit tests): a mocked program must never reach the stack's real addresses.
+    """
+    if _under_mocks():
+        return None
+    observations = observe.observe(plan)
+    foreign = drift.foreign_containers(observations)
+    if foreign:
+        lines = [
+            f"{name} already runs a container named {plan.container} that this stack's `pulumi up` did not start "
+            f"({observations[name].engine.status}, id {observations[name].engine.container_id[:12]}, "
+            "by hand or by an older spark-llm); spark-llm's own container needs that name."
+            for name in foreign
+        ]
+        nodes = {n.name: n for n in plan.nodes}
+        fixes = [f"  {_remove_command(nodes[name], plan.container)}" for name in foreign]
+        raise pulumi.RunError(
+            "\n".join(lines)
+            + "\nNothing was run on any node. Stop and remove it (this ends that engine), then run `pulumi up`:\n"
+            + "\n".join(fixes)
+            + "\n(or set spark-llm:engine.containerName to another name to keep it running beside ours)."
+        )
+    return observations

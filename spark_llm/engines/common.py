@@ -1,4 +1,4 @@
-"""What every engine profile shares: the group's topology, per-node launches, fabric env and docker options."""
+"""What every engine profile shares: the group's topology, per-node launches and the fabric environment."""
 
 from __future__ import annotations
 
@@ -75,34 +75,6 @@ def fabric_env(topo: Topology, member: Member) -> dict[str, str]:
         # whole 200 Gb/s instead of one half.
         env["NCCL_IB_HCA"] = ",".join(topo.roce_devices)
     return env
-
-
-def docker_args(topo: Topology) -> list[str]:
-    """docker run options every engine container needs, each for a reason."""
-    args = [
-        # The engines bind the node's own fabric and management addresses (NCCL needs the real interfaces).
-        "--network",
-        "host",
-        # Tensor-parallel processes share memory through /dev/shm and CUDA IPC: the host's /dev/shm, not docker's
-        # 64 MB default (which is also why no --shm-size is given).
-        "--ipc",
-        "host",
-        # A container's PID 1 ignores SIGTERM unless it installs a handler (a `bash -c` retry loop, a Python
-        # server that does not): `docker stop` then waits its full timeout and SIGKILLs. Docker's init (tini) as
-        # PID 1 passes SIGTERM on, to the engine's whole process group (the Ray worker's loop and `ray start`
-        # with it): a group restart stops each member in ~0.2 s instead of 10 s, and the engine can leave cleanly.
-        "--init",
-        "-e",
-        "TINI_KILL_PROCESS_GROUP=1",
-    ]
-    if topo.gpus:
-        args += ["--gpus", "all"]
-    if topo.roce_devices:
-        # RoCE needs the verbs devices in the container, and RDMA registers (pins) large buffers: no memlock
-        # limit and the right to lock memory. (Only with RDMA: raising memlock needs CAP_SYS_RESOURCE, which
-        # a node without RDMA, like the sim's, may not grant.)
-        args += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
-    return args
 
 
 def api_config_args(topo: Topology) -> list[str]:

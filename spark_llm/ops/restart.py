@@ -1,7 +1,8 @@
 """`spark-llm restart`: the engine group restarted in order, through Pulumi (no side channel).
 
-Runs `pulumi up --yes --replace URN` for every worker's EngineContainer (URNs from `pulumi stack export`);
-the head follows by its triggers (it holds the workers' IDs), so the order is the one every rollout uses:
+Runs `pulumi up --yes --replace URN` for every worker's engine container (its `docker.Container`, URNs from
+`pulumi stack export`); the head follows by its labels (it holds the workers' IDs), so the order is the one every
+rollout uses:
 head stopped, workers stopped, workers started, head started, then the readiness gate. Afterwards
 `pulumi preview --expect-no-changes` must be clean, and the containers' start times show the order.
 """
@@ -17,18 +18,23 @@ from spark_llm.ops import render, status
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan import DeploymentPlan
 
-ENGINE_CONTAINER_TYPE = "spark-llm:EngineContainer"
+ENGINE_CONTAINER_TYPE = "docker:index/container:Container"
 
 
 def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
-    """Pure: the URNs of the workers' EngineContainer resources in a `pulumi stack export`, in plan order."""
+    """Pure: the URNs of the workers' engine containers in a `pulumi stack export`, in plan order.
+
+    A container resource is named `<component>-<node>` (components/engine_group.py); its labels may be a secret
+    in the export (with an API key), so the node is read from the URN's name.
+    """
     by_node: dict[str, str] = {}
     for resource in export.get("deployment", {}).get("resources") or []:
-        if not str(resource.get("type", "")).endswith(ENGINE_CONTAINER_TYPE) or resource.get("delete"):
+        if resource.get("type") != ENGINE_CONTAINER_TYPE or resource.get("delete"):
             continue
-        label = (resource.get("outputs") or {}).get("label") or (resource.get("inputs") or {}).get("label")
-        if isinstance(label, str):
-            by_node[label] = resource["urn"]
+        name = str(resource["urn"]).rsplit("::", 1)[-1]
+        for node in plan.workers:
+            if name.endswith(f"-{node.name}"):
+                by_node[node.name] = resource["urn"]
     return [by_node[n.name] for n in plan.workers if n.name in by_node]
 
 
@@ -50,7 +56,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         return 2
     if len(urns) < len(plan.workers):
         sys.stderr.write(
-            f"spark-llm restart: no EngineContainer in the stack's state for {', '.join(missing) or 'some workers'}; "
+            f"spark-llm restart: no engine container in the stack's state for {', '.join(missing) or 'some workers'}; "
             "run `pulumi up` first\n"
         )
         return 2

@@ -3,7 +3,9 @@
 Per node: the engine container, its state, uptime, exit code when it exited, and the group revision it was
 started with (its `spark-llm.group-revision` label) against `plan.group_revision`; on the head, `/health`
 and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview` judges
-it (spark_llm.engine_container.judge_group), so when this says "drift" it also says what `pulumi up` does.
+it (`judge_group`: a member absent, exited, on another revision or restarted after the head; spark_llm.drift
+makes the program restart the group for the same facts), so when this says "drift" it also says what `pulumi up`
+does.
 Exit 1 on drift or an unhealthy head.
 """
 
@@ -20,7 +22,6 @@ from datetime import datetime
 from rich.table import Table
 from rich.text import Text
 
-from spark_llm.engine_container import judge_group
 from spark_llm.ops import render
 from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
 from spark_llm.ops.pulumi_cli import PulumiCli
@@ -156,6 +157,22 @@ def head_health(run: NodeRun) -> Health:
         code = None
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     return Health(code, models, error)
+
+
+def judge_group(statuses: dict[str, str], head: str, revision: str) -> str | None:
+    """Pure: from each member's `launch.sh status` line, None if the group is whole, else what is wrong."""
+    started: dict[str, str] = {}
+    for name, status in statuses.items():
+        fields = status.split()
+        if not fields or fields[0] != "running":
+            return f"{name} is {status or 'absent'}; the group restarts in order"
+        if len(fields) < 4 or fields[3] != revision:
+            return f"{name} runs group revision {fields[3] if len(fields) > 3 else '?'}, not {revision}"
+        started[name] = fields[2]
+    late = [name for name, at in started.items() if name != head and at > started[head]]
+    if late:
+        return f"{', '.join(late)} restarted after the head, outside the group; the group restarts in order"
+    return None
 
 
 def launch_status_line(status: NodeStatus) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.integration.conftest import Pulumi, SimCluster
 
 PROFILES = {
@@ -19,22 +21,16 @@ def use_profile(pulumi: Pulumi, profile: str) -> None:
 
 
 def launch_lines(out: str) -> list[str]:
-    """The nodes in the order `pulumi up` started them, from launch.sh's "starting ..." lines as they streamed.
-
-    (The Diagnostics summary at the end repeats them: only the live part before it counts.)
-    """
-    live = out.split("\nDiagnostics:", 1)[0]
-    return [
-        line.split("starting spark-llm-engine on ", 1)[1].split(":", 1)[0]
-        for line in live.splitlines()
-        if "] starting spark-llm-engine on " in line
-    ]
+    """The nodes in the order `pulumi up` created their engine containers (docker.Container `created` lines)."""
+    found = re.findall(r"docker:index:Container spark-engine-(\S+) created(?: replacement)? \(", out)
+    return list(dict.fromkeys(found))
 
 
 def assert_profile_order(out: str, sim_cluster: SimCluster, profile: str, workers: list[str]) -> None:
-    """Workers before the head, in the update's log and in the containers' start times."""
-    started = [line for line in out.splitlines() if "] starting spark-llm-engine on " in line]
-    assert started and all(f"profile={profile} " in line for line in started), started
+    """Workers before the head, in the update's log and in the containers' start times; each ran the profile."""
+    for node in ["head", *workers]:
+        started = [line for line in sim_cluster.engine_log(node).splitlines() if "starting spark-llm-engine" in line]
+        assert started and f"profile={profile} " in started[0], (node, started)
     assert launch_lines(out) == [*workers, "head"], out
     head_start = sim_cluster.started_at("head")
     assert all(sim_cluster.started_at(w) < head_start for w in workers)
@@ -68,9 +64,10 @@ def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str
 
 
 def assert_replaced_in_order(out: str, workers: list[str]) -> None:
-    """The group's replacement in an `up` log: head deleted first, workers after; workers created first, head last."""
+    """The group's replacement in an `up` log: head stopped first, workers removed after; workers created first,
+    head last (its old container, stopped first, is removed right before its new one is created)."""
     order = [
-        out.index("spark-engine-head deleted original"),
+        out.index("spark-engine-stop-head created replacement"),
         *[out.index(f"spark-engine-{w} deleted original") for w in reversed(workers)],
         *[out.index(f"spark-engine-{w} created replacement") for w in workers],
         out.index("spark-engine-head created replacement"),

@@ -246,7 +246,7 @@ def test_restart_replaces_the_workers_then_the_head_and_leaves_preview_clean(spa
     before = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
     report = spark_llm.json("restart", "--yes", timeout=600)
     assert report["ok"] and report["up_exit"] == 0 and report["preview_clean"]
-    assert len(report["replaced"]) == 1 and report["replaced"][0].endswith("EngineContainer::spark-engine-worker-1")
+    assert len(report["replaced"]) == 1 and report["replaced"][0].endswith("Container::spark-engine-worker-1")
     after = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
     assert after["worker-1"] > before["head"] and after["worker-1"] < after["head"]  # workers first, then the head
     assert report["start_order"] == ["worker-1", "head"] and set(report["restarted"]) == {"head", "worker-1"}

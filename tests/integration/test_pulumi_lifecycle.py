@@ -9,11 +9,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import time
 import urllib.request
 
 import pytest
 
 from tests.integration.conftest import REPO, run
+from tests.integration.profiles import launch_lines
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +31,17 @@ def test_pulumi_cli_is_the_pinned_build():
 
 def test_preview_plans_the_group_and_runs_nothing(pulumi, sim_cluster):
     out = pulumi("preview").stdout
-    assert "+ 19 to create" in out
+    assert re.search(r"\+ \d+ to create", out) and "to update" not in out
+    for node in ("head", "worker-1"):
+        assert f"docker:index:Container spark-engine-{node} create" in out, out
     assert "[head]" not in out and "[worker-1]" not in out  # no remote command ran
     assert sim_cluster.node_exec("head", "docker", "ps", "-q").stdout.strip() == ""
 
 
 def test_up_serves_a_completion_started_worker_first(pulumi, sim_cluster):
     out = pulumi.up().stdout
-    assert out.index("starting spark-llm-engine on worker-1") < out.index("starting spark-llm-engine on head")
+    assert launch_lines(out) == ["worker-1", "head"]
+    assert sim_cluster.started_at("worker-1") < sim_cluster.started_at("head")
     outputs = pulumi.outputs()
     assert outputs["start_order"] == ["worker-1", "head"]
     body = json.dumps({"model": outputs["model"], "prompt": "hello", "max_tokens": 8}).encode()
@@ -49,14 +54,19 @@ def test_up_serves_a_completion_started_worker_first(pulumi, sim_cluster):
     assert completion["usage"]["completion_tokens"] == 8
 
 
-def test_second_up_changes_nothing_and_runs_no_command(pulumi, sim_cluster):
+def test_second_up_changes_nothing_and_opens_one_ssh_connection_per_node(pulumi, sim_cluster):
     before = {
         n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout
         for n in ("head", "worker-1")
     }
-    out = pulumi.up().stdout
-    assert "19 unchanged" in out
+    since = str(int(time.time()))
+    out = pulumi.up().stdout  # --skip-preview: one program run, so one read-only probe per node
+    assert re.search(r"\n +\d+ unchanged", out) and not re.search(r"\d+ (created|updated|replaced|deleted)", out)
     assert "[head]" not in out and "[worker-1]" not in out
+    for node in ("head", "worker-1"):
+        # The node's sshd (PID 1 of the sim node, logging to stderr) says how many connections it accepted.
+        log = run(["docker", "logs", "--since", since, sim_cluster.container(node)]).stderr
+        assert log.count("Accepted publickey") <= 1, (node, log)
     after = {
         n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout
         for n in ("head", "worker-1")
@@ -79,7 +89,7 @@ def test_stack_addresses_stay_inside_the_sim_networks(pulumi, sim_cluster):
 
 def test_destroy_stops_the_head_before_the_worker(pulumi, sim_cluster):
     out = pulumi("destroy", "--yes", "--skip-preview").stdout
-    assert out.index("spark-engine-head deleted") < out.index("spark-engine-worker-1 deleted")
+    assert out.index("Container spark-engine-head deleted") < out.index("Container spark-engine-worker-1 deleted")
     for node in ("head", "worker-1"):
         state = sim_cluster.node_exec(node, "docker", "ps", "-aq", "--filter", "name=spark-llm-engine")
         assert state.stdout.strip() == "", node

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.engines import PROFILES, profile_for
-from spark_llm.engines.common import Member, Topology, docker_args
+from spark_llm.engines.common import Member, Topology
 
 HEAD = Member("spark-1", 0, "192.168.200.12")
 WORKER = Member("spark-2", 1, "192.168.200.13")
@@ -92,21 +92,6 @@ def test_no_fabric_declared_means_no_nccl_guessing():
     assert not any(k.startswith(("NCCL_", "GLOO_", "UCX_")) for k in env)
 
 
-def test_docker_options_for_a_spark_and_for_the_sim():
-    spark = docker_args(topo())
-    assert ["--gpus", "all"] == spark[spark.index("--gpus") : spark.index("--gpus") + 2]
-    assert "/dev/infiniband" in spark and "IPC_LOCK" in spark and "memlock=-1" in spark
-    sim = docker_args(topo(gpus=False, roce_devices=()))
-    assert "--gpus" not in sim and "/dev/infiniband" not in sim
-    assert sim[:4] == ["--network", "host", "--ipc", "host"]
-
-
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ValueError, match="known: sglang/native, vllm/native, vllm/ray"):
         profile_for("sglang", "ray")
-
-
-def test_every_engine_container_runs_under_an_init_that_passes_sigterm_to_its_process_group():
-    for args in (docker_args(topo()), docker_args(topo(gpus=False, roce_devices=()))):
-        assert "--init" in args
-        assert args[args.index("TINI_KILL_PROCESS_GROUP=1") - 1] == "-e"

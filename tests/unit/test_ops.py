@@ -534,15 +534,13 @@ def test_percentile_nearest_rank(q, value):
 
 def test_worker_urns_come_from_the_stack_export(raw_config):
     p = build(raw_config)
-    kind = "pulumi-python:dynamic/spark-llm:EngineContainer"
+    kind = "docker:index/container:Container"
     resources = [
-        {"type": kind, "urn": "urn:x::spark-engine-spark-1", "outputs": {"label": "spark-1"}},
-        {"type": kind, "urn": "urn:x::spark-engine-spark-2", "outputs": {"label": "spark-2"}},
-        {
-            "type": "pulumi-python:dynamic/spark-llm:RemoteCommand",
-            "urn": "urn:x::image",
-            "outputs": {"label": "spark-2"},
-        },
+        {"type": kind, "urn": "urn:x::spark-engine-spark-1"},
+        {"type": kind, "urn": "urn:x::spark-engine-spark-2"},
+        {"type": kind, "urn": "urn:x::spark-engine-spark-22"},  # another node's, not spark-2's
+        {"type": kind, "urn": "urn:x::spark-engine-spark-2", "delete": True},  # pending delete: not the live one
+        {"type": "command:remote:Command", "urn": "urn:x::spark-engine-spark-2-watch"},
     ]
     assert restart.worker_urns({"deployment": {"resources": resources}}, p) == ["urn:x::spark-engine-spark-2"]
 

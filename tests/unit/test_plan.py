@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import textwrap
 
 import pytest
 
 from spark_llm import plan
 from spark_llm.config import parse
+from spark_llm.engine_spec import container_spec
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 
@@ -31,21 +31,13 @@ def test_worker_is_reached_through_the_head(raw_config):
     assert p.head.ssh.via is None
 
 
-def test_each_node_gets_its_own_rank_in_the_one_script(raw_config, tmp_path):
-    script = build(raw_config).launch_script
-    probe = script.split("# ---- end of rendered values ----")[0] + textwrap.dedent(
-        """
-        die() { echo "$*" >&2; exit 1; }
-        for n in spark-1 spark-2; do node_launch "$n"; printf '%s|' "$n" "${CMD[@]}"; echo; done
-        """
-    )
-    path = tmp_path / "probe.sh"
-    path.write_text(probe)
-    lines = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
-    head, worker = (line.split("|") for line in lines)
+def test_each_node_gets_its_own_rank_and_command_in_its_container_spec(raw_config):
+    p = build(raw_config)
+    head, worker = (list(container_spec(p, n).command) for n in p.nodes)
     assert head[head.index("--node-rank") + 1] == "0" and worker[worker.index("--node-rank") + 1] == "1"
     assert "--host" in head and "--host" not in worker
     assert head[head.index("--dist-init-addr") + 1] == "192.168.200.12:20000"
+    assert container_spec(p, p.workers[0]).entrypoint == ("/bin/bash", "/spark-llm/launch.sh", "run", "spark-2")
 
 
 def test_switching_engine_kind_changes_the_group_revision_only(raw_config):
@@ -53,7 +45,7 @@ def test_switching_engine_kind_changes_the_group_revision_only(raw_config):
     raw_config["engine"] = {"kind": "vllm", "executor": "native"}
     vllm = build(raw_config)
     assert sglang.group_revision != vllm.group_revision
-    assert "vllm serve /home/aurora/models/Qwen3.5-122B-A10B-FP8" in vllm.launch_script.replace("'", "")
+    assert container_spec(vllm, vllm.head).command[:3] == ("vllm", "serve", "/home/aurora/models/Qwen3.5-122B-A10B-FP8")
 
 
 def test_launch_script_is_valid_bash_and_fully_rendered(raw_config, tmp_path):
@@ -64,25 +56,25 @@ def test_launch_script_is_valid_bash_and_fully_rendered(raw_config, tmp_path):
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
-def test_launch_script_refuses_unknown_node_and_wrong_role(raw_config, tmp_path):
+def test_launch_script_refuses_an_unknown_node_and_a_bad_mode(raw_config, tmp_path):
     path = tmp_path / "launch.sh"
     path.write_text(build(raw_config).launch_script)
-    unknown = subprocess.run(["bash", str(path), "start", "worker", "spark-9"], capture_output=True, text=True)
+    unknown = subprocess.run(["bash", str(path), "run", "spark-9", "true"], capture_output=True, text=True)
     assert unknown.returncode == 1 and "unknown node 'spark-9'" in unknown.stderr
-    wrong = subprocess.run(["bash", str(path), "start", "worker", "spark-1"], capture_output=True, text=True)
-    assert wrong.returncode == 1 and "is the head" in wrong.stderr
-    usage = subprocess.run(["bash", str(path), "launch"], capture_output=True, text=True)
+    usage = subprocess.run(["bash", str(path), "launch", "spark-1"], capture_output=True, text=True)
     assert usage.returncode == 2 and "Usage:" in usage.stderr
 
 
-def test_user_flags_with_spaces_survive_quoting(raw_config, tmp_path):
-    raw_config["engine"] = {"flags": ["--chat-template", "a b'c"]}
-    script = build(raw_config).launch_script
-    probe = script.split("# ---- end of rendered values ----")[0] + 'node_launch spark-1; printf "%s\\n" "${CMD[@]}"\n'
-    path = tmp_path / "probe.sh"
-    path.write_text(probe)
-    out = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out[-2:] == ["--chat-template", "a b'c"]
+def test_the_entrypoint_loads_the_env_file_literally_and_runs_the_command_as_given(raw_config, tmp_path):
+    env_file = tmp_path / "engine.env"
+    env_file.write_text('# a comment\nNCCL_DEBUG=INFO\nODD=a b\'c "d"\n\n')
+    script = build(raw_config).launch_script.replace("ENV_FILE=/spark-llm/engine.env", f"ENV_FILE={env_file}")
+    path = tmp_path / "launch.sh"
+    path.write_text(script)
+    argv = ["bash", str(path), "run", "spark-1", "bash", "-c", 'printf "%s\\n" "$ODD" "$NCCL_DEBUG" "$1"', "-", "x y'z"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith("starting spark-llm-engine on spark-1: rank=0 profile=sglang")
+    assert out[1:] == ['a b\'c "d"', "INFO", "x y'z"]
 
 
 def test_group_revision_changes_with_what_restarts_the_group(raw_config):
@@ -137,3 +129,29 @@ def test_adding_a_key_changes_the_revision_but_rotating_it_does_not_show_in_it(r
     second = plan.build_plan(parse({**raw_config, "apiKey": "sk-two"}), TEMPLATE)
     assert bare != first.group_revision == second.group_revision  # rotation restarts via the file's digest
     assert first.api_config != second.api_config
+
+
+def test_container_specs_for_a_spark_and_for_the_sim(raw_config):
+    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "roceDevices": ["rocep1s0f0"]}
+    spark = container_spec(build(raw_config), build(raw_config).head)
+    assert spark.gpus and spark.rdma
+    raw_config["network"] = {"fabricInterfaces": ["eth0"]}
+    raw_config["engine"] = {"gpus": False}
+    sim = container_spec(build(raw_config), build(raw_config).head)
+    assert not sim.gpus and not sim.rdma
+
+
+def test_every_engine_container_has_an_init_that_signals_its_process_group(raw_config):
+    p = build(raw_config)
+    for node in p.nodes:
+        assert container_spec(p, node).env["TINI_KILL_PROCESS_GROUP"] == "1"
+
+
+def test_only_the_head_mounts_the_api_key_file_and_the_weights_are_read_only(raw_config):
+    p = build({**raw_config, "apiKey": "sk-x"})
+    head, worker = (container_spec(p, n) for n in p.nodes)
+    key = "/home/aurora/spark-llm/api-key.yaml"
+    assert any(m.source == key and m.read_only for m in head.mounts)
+    assert not any(m.source == key for m in worker.mounts)
+    weights = next(m for m in worker.mounts if m.target == p.config.model.path)
+    assert weights.read_only and not next(m for m in worker.mounts if m.target == "/root/.cache").read_only

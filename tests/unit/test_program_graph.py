@@ -1,96 +1,33 @@
-"""The dual-spark stack under Pulumi mocks: the resource graph the real program registers, no node touched.
+"""The dual-spark stack under Pulumi mocks: scripts, image and weights as the real program registers them.
 
-A MockMonitor subclass records every RegisterResource request, so the tests assert what the engine would be
-told: types, parents, depends_on edges, delete_before_replace, triggers and secrets.
+(The engine group's graph: tests/unit/test_engine_group_graph.py; the mocks: tests/unit/graph_mocks.py.)
 """
 
 from __future__ import annotations
 
 import json
-import runpy
-from pathlib import Path
 
 import pulumi
 import pytest
-import yaml
-from google.protobuf import json_format
-from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import ConfigError, parse
-from tests.conftest import HEAD_KEY, WORKER_KEY, dual_spark_raw
-
-ROOT = Path(__file__).resolve().parents[2]
-SECRET_SIG = "4dabf18193072939515e22adb298388d"
-IMAGE_ID = "sha256:" + "c" * 64
-WEIGHTS_DIGEST = "ab" * 32
-
-
-class Mocks(pulumi.runtime.Mocks):
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        outs = dict(args.inputs)
-        if args.typ.endswith("RemoteCommand") and "-image-" in args.name:
-            outs["stdout"] = f"image {IMAGE_ID} linux/arm64\n"
-        elif args.name.startswith("spark-weights-"):
-            outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
-        elif args.typ.endswith("EngineContainer"):
-            outs["stdout"] = f"container-of-{args.name}\n"
-        return [f"{args.name}-id", outs]
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
-
-
-class RecordingMonitor(MockMonitor):
-    def __init__(self, mocks):
-        super().__init__(mocks)
-        self.requests = []
-
-    def RegisterResource(self, request):  # noqa: N802 (gRPC name)
-        self.requests.append(request)
-        return super().RegisterResource(request)
-
-
-def _inputs(request) -> dict:
-    return json_format.MessageToDict(request.object)
-
-
-def dual_spark_stack_file() -> dict:
-    """Pulumi.dual-spark.yaml as committed, keys without the namespace."""
-    raw = yaml.safe_load((ROOT / "Pulumi.dual-spark.yaml").read_text())["config"]
-    return {k.split(":", 1)[1]: v for k, v in raw.items()}
-
-
-def pinned(raw: dict) -> dict:
-    """What an operator does before the first `up`: pin the nodes' real host keys (from ssh-keyscan)."""
-    raw["nodes"][0]["hostKey"], raw["nodes"][1]["hostKey"] = HEAD_KEY, WORKER_KEY
-    return raw
+from tests.conftest import dual_spark_raw
+from tests.unit.graph_mocks import (
+    IMAGE_ID,
+    SECRET_SIG,
+    WEIGHTS_DIGEST,
+    dual_spark_stack_file,
+    label,
+    pinned,
+)
+from tests.unit.graph_mocks import inputs as _inputs
+from tests.unit.graph_mocks import register as _register
+from tests.unit.graph_mocks import without_secrets as _without_secrets
 
 
 def test_committed_dual_spark_file_asks_for_real_host_keys():
     with pytest.raises(ConfigError, match=r"nodes\[0\]\.hostKey: is the placeholder.*ssh-keyscan"):
         parse(dual_spark_stack_file())
-
-
-def _register(monkeypatch, raw: dict, secrets: tuple[str, ...] = ()) -> dict:
-    """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
-
-    Mocks answer every resource registration: nothing is sent to the stack's addresses (real machines elsewhere).
-    `secrets` are the keys given as Pulumi secrets.
-    """
-    monitor = RecordingMonitor(Mocks())
-    pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(
-        {f"spark-llm:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()},
-        [f"spark-llm:{k}" for k in secrets],
-    )
-    monkeypatch.chdir(ROOT)
-
-    @pulumi.runtime.test
-    def run():
-        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-
-    run()
-    return {r.name: r for r in monitor.requests}
 
 
 @pytest.fixture
@@ -120,8 +57,6 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-env",
         "spark-scripts-spark-2-script",
     ]
-    containers = sorted(n for n, t in types.items() if t.endswith("EngineContainer"))
-    assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
     commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
     assert commands == [
         "spark-image-spark-1",
@@ -133,16 +68,6 @@ def test_components_and_their_children(registered):
     ]
     assert all(registered[n].parent.endswith("::spark-image") for n in commands if n.startswith("spark-image-"))
     assert types["spark-weights"] == "spark-llm:components:ModelWeights"
-    assert types["spark-engine-ready"].endswith("GroupReady")
-
-
-def test_head_container_waits_for_worker_and_is_replaced_with_it(registered):
-    head, worker = registered["spark-engine-spark-1"], registered["spark-engine-spark-2"]
-    assert any(dep.endswith("::spark-engine-spark-2") for dep in head.dependencies)
-    assert head.deleteBeforeReplace and worker.deleteBeforeReplace
-    head_triggers = _inputs(head)["triggers"]
-    assert "spark-engine-spark-2-id" in head_triggers  # worker's ID: a new worker replaces the head
-    assert _inputs(worker)["triggers"][0] == head_triggers[0]  # the group revision
 
 
 def test_containers_wait_for_the_scripts(registered):
@@ -150,13 +75,6 @@ def test_containers_wait_for_the_scripts(registered):
         deps = registered[name].dependencies
         assert any(d.endswith("::spark-scripts-spark-2-script") for d in deps), name
         assert any(d.endswith("::spark-scripts-spark-1-env") for d in deps), name
-
-
-def test_worker_is_reached_through_the_head_with_pinned_keys(registered):
-    conn = _inputs(registered["spark-engine-spark-2"])["connection"]
-    assert conn["host"] == "192.168.200.13" and conn["via"]["host"] == "10.1.230.180"
-    assert conn["host_key"].startswith("ssh-ed25519 ") and conn["via"]["host_key"].startswith("ssh-ed25519 ")
-    assert "BEGIN OPENSSH PRIVATE KEY" not in json.dumps(conn)  # a key path, never key material
 
 
 def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registered):
@@ -168,27 +86,6 @@ def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registere
     assert isinstance(env["content"], dict) and env["content"].get(SECRET_SIG), "env file content must be a secret"
 
 
-def test_readiness_gate_follows_the_head_and_watches_every_member(registered):
-    ready = registered["spark-engine-ready"]
-    assert any(d.endswith("::spark-engine-spark-1") for d in ready.dependencies)
-    assert "spark-engine-spark-1-id" in _inputs(ready)["triggers"]
-    assert [m["name"] for m in _inputs(ready)["members"]] == ["spark-1", "spark-2"]
-
-
-def test_every_container_judges_drift_over_the_whole_group(registered):
-    for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
-        group = _inputs(registered[name])["group"]
-        assert [(m["name"], m["role"]) for m in group] == [("spark-1", "head"), ("spark-2", "worker")]
-        assert all(m["script_path"] == "/home/aurora/spark-llm/launch.sh" for m in group)
-
-
-def test_start_commands_name_role_and_node(registered):
-    assert _inputs(registered["spark-engine-spark-2"])["create"].strip() == (
-        "/home/aurora/spark-llm/launch.sh start worker spark-2"
-    )
-    assert _inputs(registered["spark-engine-spark-1"])["create"].strip().endswith("start head spark-1")
-
-
 def test_containers_wait_for_the_image_on_every_node(registered):
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
         deps = registered[name].dependencies
@@ -198,7 +95,7 @@ def test_containers_wait_for_the_image_on_every_node(registered):
 
 def test_a_new_image_id_restarts_the_group(registered):
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
-        assert IMAGE_ID in _inputs(registered[name])["triggers"], name
+        assert _inputs(registered[name])["image"] == IMAGE_ID, name
 
 
 def test_workers_get_the_head_image_id_and_wait_for_the_head_step(registered):
@@ -244,7 +141,7 @@ def test_containers_wait_for_every_copy_of_the_weights_and_restart_on_their_dige
         deps = registered[name].dependencies
         assert any(d.endswith("::spark-weights-spark-1") for d in deps), name
         assert any(d.endswith("::spark-weights-spark-2") for d in deps), name
-        assert WEIGHTS_DIGEST in _inputs(registered[name])["triggers"], name
+        assert label(registered[name], "spark-llm.weights") == WEIGHTS_DIGEST, name
 
 
 def test_worker_copy_runs_on_the_head_and_follows_the_heads_copy(registered):
@@ -287,7 +184,7 @@ def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monk
     digest = _inputs(upload)["triggers"][-1]
     assert len(digest) == 64 and "rsync" in _inputs(upload)["create"]
     assert _inputs(registered["spark-weights-spark-2"])["triggers"][1] == digest
-    assert digest in _inputs(registered["spark-engine-spark-2"])["triggers"]
+    assert label(registered["spark-engine-spark-2"], "spark-llm.weights") == digest
 
 
 def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
@@ -311,32 +208,22 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     assert key_file["mode"] == "0600" and key_file["path"] == "/home/aurora/spark-llm/api-key.yaml"
     assert isinstance(key_file["content"], dict) and key_file["content"].get(SECRET_SIG)
     assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
-    # The launch script (the engines' command lines) carries the file's path, never the key.
-    script = _inputs(registered["spark-scripts-spark-1-script"])["content"]
-    assert "--config /home/aurora/spark-llm/api-key.yaml" in script
+    # The head's command line carries the file's path, never the key.
+    command = _inputs(registered["spark-engine-spark-1"])["command"]
+    assert command[command.index("--config") + 1] == "/home/aurora/spark-llm/api-key.yaml"
+    assert "--config" not in _inputs(registered["spark-engine-spark-2"])["command"]
     for name, request in registered.items():
         # Only inside Pulumi secrets (encrypted in state), nowhere in plain inputs.
         assert "sk-spark-0123456789abcdef" not in json.dumps(_without_secrets(_inputs(request))), name
-    # The readiness gate authenticates with the key as a secret, kept secret in its outputs too.
-    ready = registered["spark-engine-ready"]
-    assert _inputs(ready)["api_key"].get(SECRET_SIG) and "api_key" in ready.additionalSecretOutputs
-    # A new key restarts the group: every container's triggers carry the file's (secret) digest.
+    # The readiness gate reads the key on its stdin, a secret.
+    assert _inputs(registered["spark-engine-ready"])["stdin"].get(SECRET_SIG)
+    # A new key restarts the group: every container's labels carry the file's (secret) digest.
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
-        assert "triggers" in registered[name].additionalSecretOutputs
-        assert any(isinstance(t, dict) and t.get(SECRET_SIG) for t in _inputs(registered[name])["triggers"])
+        assert "labels" in registered[name].additionalSecretOutputs
+        assert isinstance(label(registered[name], "spark-llm.api-key"), dict)
+        assert label(registered[name], "spark-llm.api-key").get(SECRET_SIG)
 
 
 def test_without_an_api_key_no_key_file_and_no_config_flag(registered):
     assert not any(name.endswith("-api-key") for name in registered)
-    assert "--config" not in _inputs(registered["spark-scripts-spark-1-script"])["content"]
-
-
-def _without_secrets(value):
-    """The inputs with every Pulumi secret's value left out: what state would hold in plaintext."""
-    if isinstance(value, dict):
-        if value.get(SECRET_SIG):
-            return "[secret]"
-        return {k: _without_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_secrets(v) for v in value]
-    return value
+    assert "--config" not in _inputs(registered["spark-engine-spark-1"])["command"]

@@ -1,10 +1,10 @@
-"""Group drift: when is a deployed group whole, and when must `pulumi up` restart it in order."""
+"""`spark-llm status`: when is a deployed group whole, and when does `pulumi up` restart it in order."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_llm.engine_container import judge_group
+from spark_llm.ops.status import judge_group
 
 REV = "0123456789abcdef"
 HEAD = f"running aaa 2026-11-30T10:00:05.000000000Z {REV}"

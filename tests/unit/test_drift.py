@@ -1,0 +1,94 @@
+"""What the nodes run now -> what Pulumi must restart: the group's generation and the steps' tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_llm.drift import REPAIR_PREFIX, UNOBSERVED, foreign_containers, group_generation, step_token
+from spark_llm.observe import EngineState, NodeObservation, parse_probe
+
+GEN = "repair-0123456789ab"
+MEMBERS = [("head", "head"), ("w1", "worker"), ("w2", "worker")]
+
+
+def running(started: str, generation: str = GEN) -> EngineState:
+    labels = {"spark-llm.generation": generation, "spark-llm.node": "x"}
+    return EngineState("running", 0, "id", f"2026-12-01T10:00:{started}Z", labels)
+
+
+def group(**engines: EngineState) -> dict[str, NodeObservation]:
+    base = {"head": running("09"), "w1": running("01"), "w2": running("02")}
+    base.update(engines)
+    return {n: NodeObservation(node=n, engine=e) for n, e in base.items()}
+
+
+def test_a_whole_group_keeps_its_generation():
+    assert group_generation(group(), MEMBERS) == (GEN, None)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"w2": EngineState("absent")}, "w2 has no engine container"),
+        ({"w1": EngineState("exited", 137)}, "w1's engine container is exited (exit code 137)"),
+        ({"head": EngineState("exited", 1)}, "head's engine container is exited (exit code 1)"),
+        ({"w2": running("30")}, "w2's engine container restarted after the head's"),
+        ({"w1": running("01", "repair-ffffffffffff")}, "different rollouts"),
+    ],
+    ids=["removed", "killed", "head-died", "restarted-by-hand", "mixed-rollouts"],
+)
+def test_a_broken_group_gets_a_new_generation_and_says_why(change, why):
+    generation, reason = group_generation(group(**change), MEMBERS)
+    assert generation.startswith(REPAIR_PREFIX) and generation != GEN
+    assert reason is not None and why in reason
+    # The same facts give the same generation: preview and up agree.
+    assert group_generation(group(**change), MEMBERS)[0] == generation
+
+
+def test_an_unreachable_member_is_named():
+    observations = group()
+    observations["w1"] = NodeObservation(node="w1", error="ssh: connect to host: No route")
+    generation, why = group_generation(observations, MEMBERS)
+    assert generation.startswith(REPAIR_PREFIX) and "w1 could not be read (ssh: connect" in (why or "")
+
+
+def test_without_observations_nothing_is_judged():
+    assert group_generation(None, MEMBERS) == (UNOBSERVED, None)
+
+
+def test_a_container_started_by_hand_is_foreign_but_ours_and_absent_ones_are_not():
+    observations = group(w1=EngineState("running", labels={"maintainer": "someone"}), w2=EngineState("absent"))
+    assert foreign_containers(observations) == ["w1"]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "live", "keep"),
+    [
+        ("tok sha256:aa", "sha256:aa", True),
+        ("tok sha256:aa", "sha256:bb", False),
+        ("tok sha256:aa", None, False),
+        ("", "sha256:aa", False),
+    ],
+    ids=["intact", "changed", "gone", "never-recorded"],
+)
+def test_a_step_token_stays_while_the_node_has_what_the_step_recorded(recorded, live, keep):
+    tokens = {"image": recorded} if recorded else {}
+    token, why = step_token(NodeObservation(node="w1", tokens=tokens), "image", live)
+    assert (token == "tok") is keep and (why is None) is keep
+    if not keep:
+        assert token.startswith(REPAIR_PREFIX) and "w1" in (why or "")
+
+
+def test_the_probe_output_is_parsed_into_an_observation():
+    out = (
+        'engine\t{"status": "running", "exit_code": 0, "container_id": "abc", "started_at": "2026-12-01T10:00:01Z",'
+        ' "labels": {"spark-llm.generation": "g1"}}\n'
+        "image\tsha256:aa linux/arm64\n"
+        "token\timage tok sha256:aa\n"
+        "weights\t0123abcd\n"
+    )
+    seen = parse_probe("w1", out)
+    assert seen.engine.running and seen.engine.labels["spark-llm.generation"] == "g1"
+    assert seen.image == "sha256:aa linux/arm64" and seen.tokens == {"image": "tok sha256:aa"}
+    assert seen.facts == {"weights": "0123abcd"}
+    assert parse_probe("w1", 'engine\t{"status": "absent"}\n').engine.status == "absent"
