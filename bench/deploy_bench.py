@@ -14,6 +14,7 @@ Talks only to the sim's containers. Absolute numbers depend on the machine; comp
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -28,6 +29,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        default=REPO / "bench" / "results" / "deploy-20261130T124109Z.json",
+        help="an earlier result file: its medians are written beside this run's, with the ratio",
+    )
     args = ap.parse_args()
 
     sim_up(args.workers)
@@ -73,9 +80,27 @@ def main() -> int:
         "script_edit_rollout": summary(rollout_s),
         "worker_crash_to_up_failure": summary(crash_s),
     }
+    keys = ("preview", "noop_up", "script_edit_rollout", "worker_crash_to_up_failure")
+    if args.compare and args.compare.exists():
+        earlier = json.loads(args.compare.read_text())
+        result["compared_with"] = {
+            "file": str(args.compare.relative_to(REPO)),
+            **{
+                k: {
+                    "earlier_median_s": earlier[k]["median_s"],
+                    "median_s": result[k]["median_s"],
+                    "ratio": round(result[k]["median_s"] / earlier[k]["median_s"], 2),
+                }
+                for k in keys
+                if k in earlier
+            },
+        }
     out = write_result("deploy", result)
-    for key in ("preview", "noop_up", "script_edit_rollout", "worker_crash_to_up_failure"):
+    for key in keys:
         print(f"{key:28s} median {result[key]['median_s']:6.2f} s  {result[key]['samples_s']}")
+    for key, row in result.get("compared_with", {}).items():
+        if isinstance(row, dict):
+            print(f"{key:28s} was {row['earlier_median_s']:6.2f} s  ratio {row['ratio']}")
     print(f"written: {out.relative_to(REPO)}")
     return 0
 

@@ -49,7 +49,7 @@ class SparkCluster(pulumi.ComponentResource):
         if why and args.observations and all(o.engine.status == "absent" for o in args.observations.values()):
             pulumi.log.info("engine group: not running on any node yet; `pulumi up` starts it, workers first")
         elif why:
-            pulumi.log.warn(f"engine group: {why}; `pulumi up` restarts the whole group in order")
+            pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")
         scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
         weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))

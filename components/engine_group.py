@@ -9,9 +9,10 @@ head started. It comes from resource options and labels (docker_container labels
 - the head depends on the workers and carries their container IDs as a label (a plain depends_on would not
   replace it: pulumi/pulumi#838), so it is deleted before them and created after them; workers are chained the
   same way among themselves, so a multi-member replacement is one ordered path;
-- a `stop-head` step, whose triggers are the same restart inputs, stops the head's engine before any worker is
-  touched: when a worker's container was removed by hand and `--refresh` dropped it from state, Pulumi would
-  otherwise create the new worker while the old head still ran.
+- `stop-<node>` steps, whose triggers are the same restart inputs, stop the head's engine and then every
+  worker's before any container is replaced: Pulumi replaces the chained containers one after the other
+  (worker 1 removed and created, then worker 2, ..., then the head), so without them a new worker would start
+  while an old member still ran.
 After each container is created, a `watch` step fails with the container's own log lines if it stops within
 `timeouts.startupGraceSeconds` (a crash at init), so the head never starts after a broken worker. The generation
 label (spark_llm.drift) is new whenever a member is gone, exited or restarted by hand: `pulumi preview` announces
@@ -127,15 +128,21 @@ class EngineGroup(pulumi.ComponentResource):
         restart = {"spark-llm.generation": args.generation, **args.restart_on}
         # With an API key the restart inputs carry its file's digest: kept encrypted in state.
         secret = plan.api_config is not None
-        stop_head = NodeCommand(
-            f"{name}-stop-head",
-            connection=args.connections[plan.head.name],
-            script=f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
-            f"echo 'stopped the engine on {plan.head.name} (if it ran): the group restarts in order'\n",
-            triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
-            secret=secret,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.after),
-        )
+        # Every member stopped before any is replaced: the head first, then the workers (last rank first).
+        stops: list[NodeCommand] = []
+        for node in [plan.head, *reversed(plan.workers)]:
+            stops.append(
+                NodeCommand(
+                    f"{name}-stop-{node.name}",
+                    connection=args.connections[node.name],
+                    script=f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
+                    f"echo 'stopped the engine on {node.name} (if it ran): the group restarts in order'\n",
+                    triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
+                    secret=secret,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *stops[-1:]]),
+                )
+            )
+        stopped = stops[-1]
 
         def member(node: NodePlan, extra: Mapping[str, pulumi.Input[str]], after: Sequence[pulumi.Resource]):
             spec = container_spec(plan, node)
@@ -147,7 +154,7 @@ class EngineGroup(pulumi.ComponentResource):
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.providers[node.name],
-                    depends_on=[*args.after, stop_head, *after],
+                    depends_on=[*args.after, stopped, *after],
                     delete_before_replace=True,
                     additional_secret_outputs=["labels"] if secret else None,
                 ),

@@ -166,6 +166,9 @@ def main() -> int:
     except (GroupNotReadyError, RemoteError) as err:
         sys.stderr.write(f"{err}\n")
         return 1
+    except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback
+        sys.stderr.write(f"spark-llm readiness gate failed: {type(err).__name__}: {err}\n")
+        return 1
     return 0
 
 

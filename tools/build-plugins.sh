@@ -78,32 +78,26 @@ install_provider() {
   pulumi plugin install resource "$name" "$version" --file "$dest/pulumi-resource-$name" >&2
 }
 
-build_command() {
-  local stage
-  stage=$(stage_sources "pulumi-command-$COMMAND_VERSION" pulumi-resource-command)
-  cp "$here/go/pulumi-resource-command/go.mod" "$here/go/pulumi-resource-command/go.sum" "$stage/provider/"
-  build_in "pulumi-resource-command $COMMAND_VERSION" "$stage/provider" "$stage.log" \
-    env GOFLAGS=-mod=readonly go build -trimpath -o "$stage/bin/pulumi-resource-command" \
-    -ldflags "-s -w -X github.com/pulumi/pulumi-command/provider/pkg/version.Version=$COMMAND_VERSION" \
-    ./cmd/pulumi-resource-command
-  echo "$stage"
+# pulumi-docker's own build applies its patches to the Terraform provider it wraps (its `upstream` submodule) and
+# generates the schema it embeds. $1: the stage.
+prepare_docker() {
+  local patch
+  for patch in "$1"/patches/*.patch; do
+    (cd "$1/upstream" && patch -s -p1 <"$patch") || die "could not apply $(basename "$patch")"
+  done
+  build_in "pulumi-docker schema" "$1/provider/cmd/pulumi-resource-docker" "$1.log" \
+    env GOFLAGS=-mod=readonly VERSION="$DOCKER_VERSION" go generate ./
 }
 
-build_docker() {
-  local stage
-  stage=$(stage_sources "pulumi-docker-$DOCKER_VERSION" pulumi-resource-docker)
-  cp "$here/go/pulumi-resource-docker/go.mod" "$here/go/pulumi-resource-docker/go.sum" "$stage/provider/"
-  # pulumi-docker's own build applies its patches to the Terraform provider it wraps (its `upstream` submodule).
-  local patch
-  for patch in "$stage"/patches/*.patch; do
-    (cd "$stage/upstream" && patch -s -p1 <"$patch") || die "could not apply $(basename "$patch")"
-  done
-  build_in "pulumi-docker schema" "$stage/provider/cmd/pulumi-resource-docker" "$stage.log" \
-    env GOFLAGS=-mod=readonly VERSION="$DOCKER_VERSION" go generate ./
-  build_in "pulumi-resource-docker $DOCKER_VERSION" "$stage/provider" "$stage.log" \
-    env GOFLAGS=-mod=readonly go build -trimpath -o "$stage/bin/pulumi-resource-docker" \
-    -ldflags "-s -w -X github.com/pulumi/pulumi-docker/provider/v5/pkg/version.Version=$DOCKER_VERSION" \
-    ./cmd/pulumi-resource-docker
+# $1 name (command|docker), $2 version, $3 vendored folder, $4 Go package of the version variable.
+build_provider() {
+  local name=$1 version=$2 stage
+  stage=$(stage_sources "$3" "pulumi-resource-$name")
+  cp "$here/go/pulumi-resource-$name/go.mod" "$here/go/pulumi-resource-$name/go.sum" "$stage/provider/"
+  if declare -F "prepare_$name" >/dev/null; then "prepare_$name" "$stage"; fi
+  build_in "pulumi-resource-$name $version" "$stage/provider" "$stage.log" \
+    env GOFLAGS=-mod=readonly go build -trimpath -o "$stage/bin/pulumi-resource-$name" \
+    -ldflags "-s -w -X $4.Version=$version" "./cmd/pulumi-resource-$name"
   echo "$stage"
 }
 
@@ -129,9 +123,10 @@ cleanup() { local s; for s in "${stages[@]}"; do rm -rf "$s" "$s.log"; done; }
 trap cleanup EXIT
 
 # ---- providers ----
-# "NAME VERSION" pairs from versions.env.
-for pair in "command $COMMAND_VERSION" "docker $DOCKER_VERSION"; do
-  read -r name version <<<"$pair"
+# "NAME VERSION FOLDER VERSION-PACKAGE" for each provider.
+for spec in "command $COMMAND_VERSION pulumi-command-$COMMAND_VERSION github.com/pulumi/pulumi-command/provider/pkg/version" \
+  "docker $DOCKER_VERSION pulumi-docker-$DOCKER_VERSION github.com/pulumi/pulumi-docker/provider/v5/pkg/version"; do
+  read -r name version folder version_pkg <<<"$spec"
   if plugin_listed resource "$name" "$version"; then
     continue
   fi
@@ -145,7 +140,7 @@ for pair in "command $COMMAND_VERSION" "docker $DOCKER_VERSION"; do
   fi
   log "download unreachable ($(tail -n 1 "$cache/.download-$name.log" | cut -c1-160)); building from $sources"
   command -v go >/dev/null || die "Go is not installed; it is needed to build pulumi-resource-$name from source"
-  stage=$("build_$name")
+  stage=$(build_provider "$name" "$version" "$folder" "$version_pkg")
   stages+=("$stage")
   install_provider "$name" "$version" "$stage/bin/pulumi-resource-$name"
 done

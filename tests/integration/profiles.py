@@ -64,11 +64,11 @@ def assert_profile_logs(sim_cluster: SimCluster, profile: str, workers: list[str
 
 
 def assert_replaced_in_order(out: str, workers: list[str]) -> None:
-    """The group's replacement in an `up` log: head stopped first, workers removed after; workers created first,
-    head last (its old container, stopped first, is removed right before its new one is created)."""
+    """The group's replacement in an `up` log: head stopped, workers stopped (last rank first), then workers
+    created (first rank first), head last; each old container is removed right before its new one is created."""
     order = [
         out.index("spark-engine-stop-head created replacement"),
-        *[out.index(f"spark-engine-{w} deleted original") for w in reversed(workers)],
+        *[out.index(f"spark-engine-stop-{w} created replacement") for w in reversed(workers)],
         *[out.index(f"spark-engine-{w} created replacement") for w in workers],
         out.index("spark-engine-head created replacement"),
     ]

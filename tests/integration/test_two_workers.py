@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import complete
+from tests.integration.profiles import assert_replaced_in_order
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +37,6 @@ def test_both_workers_start_before_the_head_and_the_group_serves(pulumi, sim_clu
 def test_killing_the_second_worker_restarts_the_whole_group_in_order(pulumi, sim_cluster):
     sim_cluster.node_exec("worker-2", "docker", "rm", "-f", "spark-llm-engine")
     out = pulumi.up().stdout
-    deleted_head = out.index("spark-engine-head deleted original")
-    for worker in ("worker-1", "worker-2"):
-        assert deleted_head < out.index(f"spark-engine-{worker} deleted original")
-        assert out.index(f"spark-engine-{worker} created replacement") < out.index(
-            "spark-engine-head created replacement"
-        )
+    # Head stopped, workers removed (the second first), workers created (the first first), head created.
+    assert_replaced_in_order(out, ["worker-1", "worker-2"])
     pulumi("preview", "--expect-no-changes")

@@ -68,13 +68,15 @@ def test_head_is_replaced_after_the_workers_and_every_container_before_its_succe
         assert label(head, key) == label(worker, key) and label(head, key), key
 
 
-def test_the_head_is_stopped_before_any_worker_is_touched(registered):
-    stop = inputs(registered["spark-engine-stop-head"])
-    assert stop["connection"]["value"]["host"] == "10.1.230.180"
-    assert "docker stop" in stop["stdin"] and "spark-llm-engine" in stop["stdin"]
+def test_every_member_is_stopped_head_first_before_any_container_is_replaced(registered):
+    stop_head, stop_worker = registered["spark-engine-stop-spark-1"], registered["spark-engine-stop-spark-2"]
+    assert inputs(stop_head)["connection"]["value"]["host"] == "10.1.230.180"
+    assert inputs(stop_worker)["connection"]["value"]["host"] == "192.168.200.13"
+    assert "docker stop" in inputs(stop_head)["stdin"] and "spark-llm-engine" in inputs(stop_head)["stdin"]
     generation = label(registered[WORKER], "spark-llm.generation")
-    assert generation in stop["triggers"]
-    assert _depends_on(registered[WORKER], "spark-engine-stop-head")
+    assert generation in inputs(stop_head)["triggers"] and generation in inputs(stop_worker)["triggers"]
+    assert _depends_on(stop_worker, "spark-engine-stop-spark-1")
+    assert _depends_on(registered[WORKER], "spark-engine-stop-spark-2")
 
 
 def test_a_crashed_worker_fails_its_watch_before_the_head_starts(registered):

@@ -1,0 +1,126 @@
+"""Connections that cannot strand the stack, and first contact with a deployment made by hand (sim, real CLI).
+
+User stories from the new-user replay: a mistyped `sshKeyPath` fails `pulumi preview` naming the key before
+anything runs; rotating to a second authorized key restarts nothing; a stack whose last `up` used a key file that
+is gone recovers with one `pulumi up` once the config names a working key; a node that already runs a container
+under the engine's name (started by hand, as in the seeds) stops `pulumi up` before anything is touched.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import STACK_FILE, complete, run
+
+pytestmark = pytest.mark.integration
+
+NODES = ("head", "worker-1")
+AUTHORIZED = "/root/.ssh/authorized_keys"
+
+
+def accepted_since(sim_cluster, node: str, since: int) -> int:
+    """ssh logins the node's sshd (PID 1 of the sim node, logging to stderr) accepted since `since`."""
+    log = run(["docker", "logs", "--since", str(since), sim_cluster.container(node)]).stderr
+    return log.count("Accepted publickey")
+
+
+def engine_ids(sim_cluster) -> dict[str, str]:
+    return {
+        n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout.strip()
+        for n in NODES
+    }
+
+
+def new_key(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi) -> Iterator:
+    pulumi.up()
+    yield pulumi
+
+
+def test_a_missing_key_file_fails_preview_naming_the_key_and_runs_nothing(deployed, sim_cluster):
+    deployed.set("sshKeyPath", "/nonexistent/id_ed25519")
+    try:
+        since = int(time.time())
+        time.sleep(1)
+        failed = deployed("preview", check=False)
+        text = failed.stdout + failed.stderr
+        assert failed.returncode != 0
+        assert "spark-llm:sshKeyPath: cannot read the ssh private key /nonexistent/id_ed25519" in text, text
+        assert "Traceback" not in text
+        assert all(accepted_since(sim_cluster, n, since) == 0 for n in NODES)
+    finally:
+        deployed.reset_config()
+
+
+def test_rotating_to_a_second_authorized_key_restarts_no_container(deployed, sim_cluster, tmp_path):
+    public = new_key(tmp_path / "id_rotated")
+    old = {n: sim_cluster.node_exec(n, "cat", AUTHORIZED).stdout for n in NODES}
+    before = engine_ids(sim_cluster)
+    try:
+        for n in NODES:  # the operator authorizes the new key, then drops the old one
+            sim_cluster.node_exec(n, "sh", "-c", f"echo '{public}' > {AUTHORIZED}")
+        deployed.set("sshKeyPath", str(tmp_path / "id_rotated"))
+        out = deployed.up().stdout
+        assert not re.search(r"\S+ (replaced|deleted|created)", out), out
+        assert engine_ids(sim_cluster) == before
+        # Every provider now works with the new key alone: the docker provider's reads too.
+        deployed("preview", "--refresh", "--expect-no-changes")
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    finally:
+        for n in NODES:
+            sim_cluster.node_exec(n, "sh", "-c", f"cat > {AUTHORIZED} <<'EOF'\n{old[n]}EOF\n")
+        deployed.reset_config()
+    deployed.up()
+
+
+def test_a_stack_whose_key_file_is_gone_recovers_with_one_up(deployed, sim_cluster, tmp_path):
+    sim_key = Path(STACK_FILE.read_text().split("spark-llm:sshKeyPath:", 1)[1].split()[0].strip("'\""))
+    temporary = tmp_path / "id_temporary"
+    temporary.write_text(sim_key.read_text())
+    temporary.chmod(0o600)
+    deployed.set("sshKeyPath", str(temporary))
+    deployed.up()  # state now records the temporary key (its path in the docker providers)
+    temporary.unlink()
+    deployed.reset_config()
+    # The fixed config and a change that replaces every container, in the same `up`.
+    deployed.set("engine.env.SPARK_LLM_TEST_RECOVERY", "1")
+    try:
+        out = deployed.up().stdout
+        assert "spark-engine-worker-1 created replacement" in out
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    finally:
+        deployed.reset_config()
+    deployed.up()
+
+
+def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deployed, sim_cluster):
+    deployed("destroy", "--yes", "--skip-preview")
+    image = "spark-llm/standin-engine:sim"
+    sim_cluster.node_exec("worker-1", "docker", "run", "-d", "--name", "spark-llm-engine", image, "sleep", "600")
+    try:
+        since = int(time.time())
+        time.sleep(1)
+        failed = deployed.up(check=False)
+        text = failed.stdout + failed.stderr
+        assert failed.returncode != 0
+        assert "worker-1 already runs a container named spark-llm-engine that this stack's `pulumi up` did not" in text
+        assert "docker rm -f spark-llm-engine" in text and "Nothing was run on any node" in text
+        assert not re.search(r"(Command|Container|RemoteImage) \S+ created", failed.stdout), failed.stdout
+        head = sim_cluster.node_exec("head", "docker", "ps", "-aq", "--filter", "name=spark-llm-engine").stdout
+        assert head.strip() == ""  # nothing started on the head either
+        assert accepted_since(sim_cluster, "worker-1", since) <= 1  # the read-only probe, nothing else
+    finally:
+        sim_cluster.node_exec("worker-1", "docker", "rm", "-f", "spark-llm-engine")
+    deployed.up()
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
