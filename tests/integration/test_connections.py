@@ -24,6 +24,13 @@ NODES = ("head", "worker-1")
 AUTHORIZED = "/root/.ssh/authorized_keys"
 
 
+def next_second() -> int:
+    """A whole second from which on a node's log is fresh (`docker logs --since` counts whole seconds)."""
+    since = int(time.time()) + 1
+    time.sleep(since - time.time())
+    return since
+
+
 def accepted_since(sim_cluster, node: str, since: int) -> int:
     """ssh logins the node's sshd (PID 1 of the sim node, logging to stderr) accepted since `since`."""
     log = run(["docker", "logs", "--since", str(since), sim_cluster.container(node)]).stderr
@@ -51,8 +58,7 @@ def deployed(pulumi) -> Iterator:
 def test_a_missing_key_file_fails_preview_naming_the_key_and_runs_nothing(deployed, sim_cluster):
     deployed.set("sshKeyPath", "/nonexistent/id_ed25519")
     try:
-        since = int(time.time())
-        time.sleep(1)
+        since = next_second()
         failed = deployed("preview", check=False)
         text = failed.stdout + failed.stderr
         assert failed.returncode != 0
@@ -109,8 +115,7 @@ def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deploye
     image = "spark-llm/standin-engine:sim"
     sim_cluster.node_exec("worker-1", "docker", "run", "-d", "--name", "spark-llm-engine", image, "sleep", "600")
     try:
-        since = int(time.time())
-        time.sleep(1)
+        since = next_second()
         failed = deployed.up(check=False)
         text = failed.stdout + failed.stderr
         assert failed.returncode != 0

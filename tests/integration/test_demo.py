@@ -1,6 +1,7 @@
 """`make demo` on a machine with the tools: the sim cluster, `pulumi up --stack sim`, a completion printed.
 
-User story: a newcomer runs one command and sees the stand-in engine answer across head and worker.
+User story: a newcomer runs one command and sees the stand-in engine answer across head and worker; the stack
+holds the real providers' resources (`pulumi stack export`).
 """
 
 from __future__ import annotations
@@ -26,5 +27,11 @@ def test_demo_prints_a_completion_served_across_head_and_worker(sim_cluster, tmp
         # Served across both nodes: the head's engine reports the worker joined its group.
         head_log = run(["docker", "exec", sim_cluster.container("head"), "docker", "logs", "spark-llm-engine"]).stdout
         assert "node rank 1 joined" in head_log
+        # The real providers' resources, and no hand-written dynamic ones.
+        export = json.loads(run(["pulumi", "stack", "export", "--stack", "sim"], env=env).stdout)
+        types = [r["type"] for r in export["deployment"]["resources"]]
+        assert types.count("docker:index/container:Container") == 2  # one per node
+        assert "command:remote:Command" in types and "docker:index/remoteImage:RemoteImage" in types
+        assert not any(t.startswith("pulumi-python:dynamic") for t in types), sorted(set(types))
     finally:
         run(["pulumi", "destroy", "--stack", "sim", "--yes", "--non-interactive"], env=env, check=False)

@@ -59,13 +59,14 @@ def test_second_up_changes_nothing_and_opens_one_ssh_connection_per_node(pulumi,
         n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout
         for n in ("head", "worker-1")
     }
-    since = str(int(time.time()))
+    since = int(time.time()) + 1
+    time.sleep(since - time.time())  # `docker logs --since` counts whole seconds: start on a fresh one
     out = pulumi.up().stdout  # --skip-preview: one program run, so one read-only probe per node
     assert re.search(r"\n +\d+ unchanged", out) and not re.search(r"\d+ (created|updated|replaced|deleted)", out)
     assert "[head]" not in out and "[worker-1]" not in out
     for node in ("head", "worker-1"):
         # The node's sshd (PID 1 of the sim node, logging to stderr) says how many connections it accepted.
-        log = run(["docker", "logs", "--since", since, sim_cluster.container(node)]).stderr
+        log = run(["docker", "logs", "--since", str(since), sim_cluster.container(node)]).stderr
         assert log.count("Accepted publickey") <= 1, (node, log)
     after = {
         n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout
