@@ -2,12 +2,14 @@
 
 import pulumi
 
-from components.cluster import SparkCluster, SparkClusterArgs
-from spark_llm import plan, stack
+from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
+from spark_llm import observe, plan, stack
 
 config = stack.load()
 deployment = plan.build_plan(config, plan.TEMPLATE_PATH.read_text())
-cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment))
+# One read-only look at every node per program run (preview too): what the steps' drift tokens are made from.
+observations = observe.observe(deployment, probe_extra(deployment))
+cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, observations=observations))
 
 pulumi.export("endpoint", cluster.endpoint)
 pulumi.export("model", config.model.name)

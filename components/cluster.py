@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
@@ -10,13 +11,24 @@ from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
-from spark_llm.plan import DeploymentPlan
+from spark_llm import weights as weights_plan
+from spark_llm.connection import command_connection, docker_provider, read_keys
+from spark_llm.observe import NodeObservation
+from spark_llm.plan import DeploymentPlan, NodePlan
+
+
+def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
+    """The `extra` probe sections of spark_llm.observe.observe for this plan (the weights' live digests)."""
+    tool = weights_plan.MANIFEST_TOOL_PATH.read_text()
+    return lambda node: weights_plan.render_probe(plan.config, node, tool)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SparkClusterArgs:
     plan: DeploymentPlan
     """The deployment plan built from the stack config."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node had at this program run (spark_llm.observe with `probe_extra`); None: not observed."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -32,9 +44,29 @@ class SparkCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
-        scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
-        image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
-        weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        # The keys are read once, here: an unreadable key stops the program before any resource is declared.
+        keys = read_keys(plan.config)
+        connections = {node.name: command_connection(node.ssh, keys) for node in plan.nodes}
+        providers = {
+            node.name: docker_provider(f"{name}-docker-{node.name}", node.ssh, pulumi.ResourceOptions(parent=self))
+            for node in plan.nodes
+        }
+        observed = args.observations
+        scripts = LaunchScripts(
+            f"{name}-scripts",
+            LaunchScriptsArgs(plan=plan, connections=connections),
+            pulumi.ResourceOptions(parent=self),
+        )
+        image = EngineImage(
+            f"{name}-image",
+            EngineImageArgs(plan=plan, connections=connections, providers=providers, observations=observed),
+            pulumi.ResourceOptions(parent=self),
+        )
+        weights = ModelWeights(
+            f"{name}-weights",
+            ModelWeightsArgs(plan=plan, connections=connections, observations=observed),
+            pulumi.ResourceOptions(parent=self),
+        )
         group = EngineGroup(
             f"{name}-engine",
             # Prerequisites of every container, and what restarts the group when it changes.

@@ -13,7 +13,9 @@ Scripts and their data go over `stdin` (bash reads the script from it), never on
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import shlex
 from collections.abc import Sequence
 
 import pulumi
@@ -41,6 +43,9 @@ class NodeCommand(command.remote.Command):
 
     `delete`, if given, runs when the step is replaced or destroyed (with the connection of the last `up`).
     `secret`: the script carries a secret (it is encrypted in state, and so is its digest).
+    `update`: what a changed connection runs (a short read-only command; the script is on its stdin but need
+    not be read). pulumi-command keeps the update's stdout as the resource's `stdout`: a step whose stdout
+    matters (a digest) reprints it here.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class NodeCommand(command.remote.Command):
         delete: str | None = None,
         triggers: Sequence[pulumi.Input[object]] = (),
         secret: bool = False,
+        update: str = CONNECTION_UPDATED,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         stdin = pulumi.Output.from_input(script).apply(bash_stdin)
@@ -63,7 +69,7 @@ class NodeCommand(command.remote.Command):
             name,
             connection=connection,
             create="bash -s",
-            update=CONNECTION_UPDATED,
+            update=update,
             delete=delete,
             stdin=stdin,
             triggers=[digest, *triggers],
@@ -71,3 +77,57 @@ class NodeCommand(command.remote.Command):
             add_previous_output_in_env=False,
             opts=opts,
         )
+
+
+class OperatorCommand(command.local.Command):
+    """A bash script run on the operator's machine (on stdin), replaced (re-run) when the script or `triggers`
+    change; it reaches a node itself (plain OpenSSH, spark_llm.connection.ssh_command).
+
+    `environment` holds what may change without re-running anything (the ssh command: a new key path or port):
+    a change there is an update that only says so, as for NodeCommand.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        script: pulumi.Input[str],
+        environment: pulumi.Input[dict[str, pulumi.Input[str]]] | None = None,
+        triggers: Sequence[pulumi.Input[object]] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            create="bash -s",
+            update=CONNECTION_UPDATED,
+            stdin=pulumi.Output.from_input(script).apply(bash_stdin),
+            interpreter=["/bin/bash", "-c"],
+            environment=environment,
+            triggers=[_digest(script), *triggers],
+            add_previous_output_in_env=False,
+            opts=opts,
+        )
+
+
+def file_script(path: str, content: str, mode: str) -> str:
+    """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
+    checks what landed: the content travels inside the script (base64), so it is on no command line."""
+    quoted = shlex.quote(path)
+    payload = base64.b64encode(content.encode()).decode()
+    return (
+        f'dir=$(dirname {quoted}); mkdir -p "$dir"\n'
+        'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
+        "trap 'rm -f \"$tmp\"' EXIT\n"
+        f'chmod {mode} "$tmp"\n'
+        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
+        f'mv -f "$tmp" {quoted}\ntrap - EXIT\n'
+        f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
+        f'[ "$got" = {sha256_text(content)} ] || {{ echo "{path}: wrote sha256 $got, expected'
+        f' {sha256_text(content)}; is the disk full?" >&2; exit 1; }}\n'
+        f'echo "{path}: {len(content.encode())} bytes, mode {mode}"\n'
+    )
+
+
+def remove_file_command(path: str) -> str:
+    """The delete of a file step: short, so the file goes with its resource (replace, destroy)."""
+    return f"rm -f {shlex.quote(path)}"
