@@ -92,7 +92,7 @@ class ModelWeights(pulumi.ComponentResource):
                 f"{name}-{node.name}-retention",
                 connection=conn[node.name],
                 script=weights.render_retention(cfg, node, tool),
-                delete=weights.RETENTION_DELETE if weights.purges(cfg, node) else None,
+                delete_phase=weights.RETENTION_DELETE_PHASE if weights.purges(cfg, node) else None,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for node in plan.nodes

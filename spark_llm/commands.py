@@ -25,6 +25,21 @@ import pulumi_command as command
 CONNECTION_UPDATED = "echo 'spark-llm: connection settings recorded (nothing to re-run)'"
 
 
+def run_stdin_script(env: str = "") -> str:
+    """The command that runs the script on stdin: read all of it first, then run it (`env`: `VAR=value `).
+
+    Not `bash -s`: pulumi-command feeds stdin to every command (create, update, delete), and its ssh session
+    fails with `EOF` when the remote command exits before all of stdin was sent (a short delete, a script that
+    exits early). Reading stdin to the end first removes that race.
+    """
+    return f'f=$(mktemp) || exit 1; cat > "$f"; {env}bash "$f"; rc=$?; rm -f "$f"; exit $rc'
+
+
+def discarding_stdin(command_line: str) -> str:
+    """A command that does not read the script: stdin is drained first (see `run_stdin_script`)."""
+    return f"cat > /dev/null; {command_line}"
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -38,10 +53,23 @@ def bash_stdin(script: str) -> str:
     return "set -euo pipefail\n" + script
 
 
+# The script's phase when it runs as a step's delete (`delete_phase`); unset at create.
+PHASE_ENV = "SPARK_LLM_PHASE"
+
+
+def _delete_command(delete: str | None, phase: str | None) -> str | None:
+    if delete is not None and phase is not None:
+        raise ValueError("a step's delete is a command line or its script's phase, not both")
+    if phase is not None:
+        return run_stdin_script(f"{PHASE_ENV}={shlex.quote(phase)} ")
+    return None if delete is None else discarding_stdin(delete)
+
+
 class NodeCommand(command.remote.Command):
     """A bash script run on a node over ssh (on stdin), replaced (re-run) when the script or `triggers` change.
 
-    `delete`, if given, runs when the step is replaced or destroyed (with the connection of the last `up`).
+    `delete`, if given, runs when the step is replaced or destroyed (with the connection of the last `up`): a
+    short command line. `delete_phase` instead runs the script itself again, with $SPARK_LLM_PHASE set to it.
     `secret`: the script carries a secret (it is encrypted in state, and so is its digest).
     `update`: what a changed connection runs (a short read-only command; the script is on its stdin but need
     not be read). pulumi-command keeps the update's stdout as the resource's `stdout`: a step whose stdout
@@ -55,6 +83,7 @@ class NodeCommand(command.remote.Command):
         connection: command.remote.ConnectionArgs,
         script: pulumi.Input[str],
         delete: str | None = None,
+        delete_phase: str | None = None,
         triggers: Sequence[pulumi.Input[object]] = (),
         secret: bool = False,
         update: str = CONNECTION_UPDATED,
@@ -68,9 +97,9 @@ class NodeCommand(command.remote.Command):
         super().__init__(
             name,
             connection=connection,
-            create="bash -s",
-            update=update,
-            delete=delete,
+            create=run_stdin_script(),
+            update=discarding_stdin(update),
+            delete=_delete_command(delete, delete_phase),
             stdin=stdin,
             triggers=[digest, *triggers],
             # No $PULUMI_COMMAND_STDOUT in the next run's environment: sshd would refuse it (AcceptEnv).
@@ -98,8 +127,8 @@ class OperatorCommand(command.local.Command):
     ) -> None:
         super().__init__(
             name,
-            create="bash -s",
-            update=CONNECTION_UPDATED,
+            create=run_stdin_script(),
+            update=discarding_stdin(CONNECTION_UPDATED),
             stdin=pulumi.Output.from_input(script).apply(bash_stdin),
             interpreter=["/bin/bash", "-c"],
             environment=environment,

@@ -414,13 +414,13 @@ def purges(cfg: StackConfig, node: NodePlan) -> bool:
     return cfg.model.purge_on_destroy and not (node.role == "head" and not head_owns_copy(cfg))
 
 
-# The retention resource's delete: the same script (pulumi-command feeds the stdin to delete too), told so.
-RETENTION_DELETE = "SPARK_LLM_PHASE=delete bash -s"
+# The retention script's phase at delete ($SPARK_LLM_PHASE, spark_llm.commands.NodeCommand's `delete_phase`).
+RETENTION_DELETE_PHASE = "delete"
 
 
 def render_retention(cfg: StackConfig, node: NodePlan, tool: str) -> str:
     """The retention resource's script: at create, say the weights' fate on destroy and mark the node with this
-    setting; with RETENTION_DELETE (only when `purges`), delete the copy.
+    setting; run again as the resource's delete ($SPARK_LLM_PHASE=delete, only when `purges`), delete the copy.
 
     A replaced retention resource (a changed setting) is deleted after its successor is created: the mark then
     names the successor, and the old one's delete deletes nothing. Only a destroy (the mark still its own)

@@ -29,7 +29,7 @@ def test_pulumi_cli_is_the_pinned_build():
 
 def test_preview_plans_the_group_and_runs_nothing(pulumi, sim_cluster):
     out = pulumi("preview").stdout
-    assert "+ 19 to create" in out
+    assert "+ 25 to create" in out
     assert "[head]" not in out and "[worker-1]" not in out  # no remote command ran
     assert sim_cluster.node_exec("head", "docker", "ps", "-q").stdout.strip() == ""
 
@@ -55,7 +55,7 @@ def test_second_up_changes_nothing_and_runs_no_command(pulumi, sim_cluster):
         for n in ("head", "worker-1")
     }
     out = pulumi.up().stdout
-    assert "19 unchanged" in out
+    assert "25 unchanged" in out
     assert "[head]" not in out and "[worker-1]" not in out
     after = {
         n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout

@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm import observe
+from spark_llm.commands import run_stdin_script
 from spark_llm.config import ConfigError, parse
 from tests.conftest import HEAD_KEY, WORKER_KEY, dual_spark_raw
 
@@ -208,11 +209,11 @@ def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registere
     s1 = _inputs(registered["spark-scripts-spark-1-script"])
     s2 = _inputs(registered["spark-scripts-spark-2-script"])
     assert s1["stdin"] == s2["stdin"] and "chmod 0755" in s1["stdin"]
-    assert s1["create"] == "bash -s" and s1["delete"] == "rm -f /home/aurora/spark-llm/launch.sh"
+    assert s1["create"] == run_stdin_script() and s1["delete"].endswith("; rm -f /home/aurora/spark-llm/launch.sh")
     env = registered["spark-scripts-spark-2-env"]
     assert _is_secret(_inputs(env)["stdin"]), "env file content must be a secret"
     assert _is_secret(_inputs(env)["triggers"][0])  # its digest too
-    assert _inputs(env)["delete"] == "rm -f /home/aurora/spark-llm/engine.env"
+    assert _inputs(env)["delete"].endswith("; rm -f /home/aurora/spark-llm/engine.env")
     # Same path: the old file is removed before the new one is written, never after.
     assert env.deleteBeforeReplace and registered["spark-scripts-spark-1-script"].deleteBeforeReplace
 
@@ -301,7 +302,7 @@ def test_transfer_to_a_worker_runs_on_the_head_over_the_fabric(registered):
     connection = _connection(registered["spark-image-spark-2"])
     assert connection["host"] == "10.1.230.180" and "proxy" not in connection
     assert "FABRIC_SSH" in step["stdin"] and "docker load" in step["stdin"]
-    assert step["create"] == "bash -s"
+    assert step["create"] == run_stdin_script()
 
 
 def test_unobserved_steps_carry_the_unobserved_token(registered):
@@ -379,7 +380,7 @@ def test_operator_source_sends_from_this_machine_with_pinned_openssh(monkeypatch
     step = registered["spark-image-spark-1"]
     assert step.type == LOCAL_COMMAND
     inputs = _inputs(step)
-    assert inputs["create"] == "bash -s" and "docker save" in inputs["stdin"]
+    assert inputs["create"] == run_stdin_script() and "docker save" in inputs["stdin"]
     ssh = inputs["environment"]["SPARK_LLM_SSH"]
     assert "KnownHostsCommand=/bin/echo spark-1 ssh-ed25519" in ssh and "-i " in ssh
     assert "PRIVATE KEY" not in json.dumps(inputs)
@@ -422,7 +423,7 @@ def test_purge_on_destroy_deletes_the_workers_copy_but_never_the_heads_source(mo
     raw["model"]["purgeOnDestroy"] = True
     registered = _register(monkeypatch, raw)
     worker = _inputs(registered["spark-weights-spark-2-retention"])
-    assert worker["delete"] == "SPARK_LLM_PHASE=delete bash -s" and '"$tool" purge' in worker["stdin"]
+    assert worker["delete"] == run_stdin_script("SPARK_LLM_PHASE=delete ") and '"$tool" purge' in worker["stdin"]
     # Kind head at model.path: the head's directory is the source itself.
     head = _inputs(registered["spark-weights-spark-1-retention"])
     assert not head.get("delete") and '"$tool" purge' not in head["stdin"]
@@ -458,7 +459,7 @@ def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
     raw["hfToken"] = "hf_secretsecret"
     registered = _register(monkeypatch, raw, secrets=("hfToken",))
     token = _inputs(registered["spark-weights-spark-1-hf-token"])
-    assert _is_secret(token["stdin"]) and token["delete"] == "rm -f /home/aurora/spark-llm/hf.env"
+    assert _is_secret(token["stdin"]) and token["delete"].endswith("; rm -f /home/aurora/spark-llm/hf.env")
     obtain = registered["spark-weights-spark-1"]
     assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
     assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
@@ -471,7 +472,7 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     raw["apiKey"] = "sk-spark-0123456789abcdef"
     registered = _register(monkeypatch, raw, secrets=("apiKey",))
     key_file = _inputs(registered["spark-scripts-spark-1-api-key"])
-    assert key_file["delete"] == "rm -f /home/aurora/spark-llm/api-key.yaml"
+    assert key_file["delete"].endswith("; rm -f /home/aurora/spark-llm/api-key.yaml")
     assert _is_secret(key_file["stdin"]) and _is_secret(key_file["triggers"][0])
     assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
     # The launch script (the engines' command lines) carries the file's path, never the key.
