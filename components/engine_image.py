@@ -32,7 +32,7 @@ from spark_llm import image
 from spark_llm.commands import NodeCommand, OperatorCommand
 from spark_llm.config import StackConfig
 from spark_llm.connection import ssh_command, ssh_destination
-from spark_llm.drift import step_token
+from spark_llm.drift import first_run, step_token
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
 
@@ -89,7 +89,9 @@ class EngineImage(pulumi.ComponentResource):
             token, why = step_token(
                 observation, image.DRIFT_STEP, image.live_image_id(observation.image) if observation else None
             )
-            if why:
+            if why and first_run(observation, image.DRIFT_STEP):
+                pulumi.log.info(f"{why}: `pulumi up` puts image {cfg.image.ref} there")
+            elif why:
                 pulumi.log.warn(f"drift: {why} (image {cfg.image.ref}); `pulumi up` repairs it")
             child = pulumi.ResourceOptions(parent=self, depends_on=head_verified)
             prepare: pulumi.Resource

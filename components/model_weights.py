@@ -28,7 +28,7 @@ import pulumi_command as command
 from spark_llm import weights
 from spark_llm.commands import NodeCommand, OperatorCommand, file_script, remove_file_command
 from spark_llm.connection import ssh_command, ssh_destination
-from spark_llm.drift import step_token
+from spark_llm.drift import first_run, step_token
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
 
@@ -83,7 +83,9 @@ class ModelWeights(pulumi.ComponentResource):
             observation = (args.observations or {}).get(node.name)
             live = weights.live_value(cfg, node, observation.facts) if observation else None
             value, why = step_token(observation, weights.DRIFT_STEP, live)
-            if why:
+            if why and first_run(observation, weights.DRIFT_STEP):
+                pulumi.log.info(f"{why}: `pulumi up` puts the weights at {cfg.model.path}")
+            elif why:
                 pulumi.log.warn(f"drift: {why} (weights at {cfg.model.path}); `pulumi up` syncs what differs")
             return value
 

@@ -58,3 +58,9 @@ def record_token_script(remote_dir: str, step: str, token: str, value_expr: str)
         f'printf "%s %s\\n" {shlex.quote(token)} "{value_expr}" > {path}.tmp\n'
         f"mv -f {path}.tmp {path}\n"
     )
+
+
+def first_run(observation: NodeObservation | None, step: str) -> bool:
+    """True when the node was read and `step` never recorded a token there: a first deployment, not drift
+    (worth an info line, not a warning)."""
+    return observation is not None and observation.error is None and step not in observation.tokens

@@ -8,9 +8,9 @@ nothing is started.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
+import secrets
 import time
 import urllib.request
 
@@ -83,16 +83,22 @@ def test_up_transfers_the_image_from_the_head_and_the_group_serves(pulumi, sim_c
 
 
 def test_state_holds_no_key_material_and_the_env_file_only_encrypted(pulumi, sim_cluster):
-    """pulumi-command keeps connections (with the private key) and the env file's script as secrets."""
-    export = pulumi("stack", "export").stdout
-    assert "PRIVATE KEY" not in export
-    env_file = sim_cluster.node_exec("head", "cat", "/root/spark-llm/engine.env").stdout
-    assert env_file and base64.b64encode(env_file.encode()).decode() not in export
-    values = [line.split("=", 1)[1] for line in env_file.splitlines() if "=" in line and not line.startswith("#")]
-    assert not [v for v in values if len(v) > 12 and v in export]
+    """pulumi-command keeps connections (with the private key) and a secret file's script as secrets."""
+    marker = f"sim-env-value-{secrets.token_hex(12)}"
+    pulumi.set("engine.env.SPARK_LLM_STATE_PROBE", marker)
+    pulumi.up()
+    assert marker in sim_cluster.node_exec("head", "cat", "/root/spark-llm/engine.env").stdout
     for node in ("head", "worker-1"):
         mode = sim_cluster.node_exec(node, "stat", "-c", "%a", "/root/spark-llm/engine.env").stdout.strip()
         assert mode == "600", node
+    export = pulumi("stack", "export").stdout
+    assert "PRIVATE KEY" not in export
+    steps = [
+        r
+        for r in json.loads(export)["deployment"]["resources"]
+        if r["urn"].rsplit("::", 1)[-1].startswith(("spark-scripts-", "spark-image-", "spark-weights-"))
+    ]
+    assert len(steps) >= 12 and marker not in json.dumps(steps)
 
 
 def test_second_up_moves_no_image_bytes(pulumi, sim_cluster):
