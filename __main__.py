@@ -2,13 +2,14 @@
 
 import pulumi
 
-from components.cluster import SparkCluster, SparkClusterArgs
+from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
 from spark_llm import plan, stack
 
 config = stack.load()
 keys = stack.load_keys(config)
 deployment = plan.build_plan(config, plan.TEMPLATE_PATH.read_text())
-observations = stack.observe_nodes(deployment)
+# One read-only look at every node per program run (preview too): what drift is judged from.
+observations = stack.observe_nodes(deployment, probe_extra(deployment))
 cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations))
 
 pulumi.export("endpoint", cluster.endpoint)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
@@ -11,9 +12,16 @@ from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from spark_llm import drift
+from spark_llm import weights as weights_plan
 from spark_llm.connection import command_connection, docker_provider
 from spark_llm.observe import NodeObservation
-from spark_llm.plan import DeploymentPlan
+from spark_llm.plan import DeploymentPlan, NodePlan
+
+
+def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
+    """The `extra` probe sections of spark_llm.observe.observe for this plan (the weights' live digests)."""
+    tool = weights_plan.MANIFEST_TOOL_PATH.read_text()
+    return lambda node: weights_plan.render_probe(plan.config, node, tool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +58,22 @@ class SparkCluster(pulumi.ComponentResource):
             pulumi.log.info("engine group: not running on any node yet; `pulumi up` starts it, workers first")
         elif why:
             pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")
-        scripts = LaunchScripts(f"{name}-scripts", LaunchScriptsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
-        image = EngineImage(f"{name}-image", EngineImageArgs(plan=plan), pulumi.ResourceOptions(parent=self))
-        weights = ModelWeights(f"{name}-weights", ModelWeightsArgs(plan=plan), pulumi.ResourceOptions(parent=self))
+        observed = args.observations
+        scripts = LaunchScripts(
+            f"{name}-scripts",
+            LaunchScriptsArgs(plan=plan, connections=connections),
+            pulumi.ResourceOptions(parent=self),
+        )
+        image = EngineImage(
+            f"{name}-image",
+            EngineImageArgs(plan=plan, connections=connections, providers=providers, observations=observed),
+            pulumi.ResourceOptions(parent=self),
+        )
+        weights = ModelWeights(
+            f"{name}-weights",
+            ModelWeightsArgs(plan=plan, connections=connections, observations=observed),
+            pulumi.ResourceOptions(parent=self),
+        )
         restart_on: dict[str, pulumi.Input[str]] = {
             "spark-llm.script": scripts.script_sha256,
             "spark-llm.weights": weights.manifest_digest,
@@ -65,7 +86,7 @@ class SparkCluster(pulumi.ComponentResource):
                 plan=plan,
                 providers=providers,
                 connections=connections,
-                image_ids={n.name: image.image_id for n in plan.nodes},
+                image_ids=dict(image.image_ids),
                 generation=generation,
                 # Prerequisites of every container.
                 after=[scripts, image, weights],

@@ -31,7 +31,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.commands import NodeCommand
+from spark_llm.commands import NodeCommand, discarding_stdin
 from spark_llm.engine_spec import ContainerSpec, container_spec
 from spark_llm.plan import DeploymentPlan, NodePlan
 
@@ -217,7 +217,8 @@ def _readiness_gate(
     return command.local.Command(
         name,
         create=f"{shlex.quote(sys.executable)} -m spark_llm.readiness",
-        update="echo 'spark-llm: readiness gate settings recorded'",
+        # It does not read the spec: drained first, or the local shell may exit before all of stdin was written.
+        update=discarding_stdin("echo 'spark-llm: readiness gate settings recorded'"),
         # Progress (stdout) streams into `pulumi up`; a failure's message (stderr, with every member's log tail)
         # shows once, in the step's error.
         logging=command.local.Logging.STDOUT,

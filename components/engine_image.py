@@ -1,65 +1,151 @@
 """EngineImage: the engine's image on every node, the same image ID everywhere, of the expected platform.
 
-One RemoteCommand a node (scripts from spark_llm.image): the head's step first, then every worker's step in
-parallel, each given the head's image ID and failing, naming its node, unless it ends with that ID. In mode
-transfer a worker's step runs on the head and moves the image over the fabric only when the worker lacks it
-or has another ID. Each step has a read-only check (`docker image inspect`): a node whose image was removed
-or changed since the last `up` shows as drift in `pulumi preview`, and `up` puts the image back.
+Per node, in order (scripts from spark_llm.image):
+- `{name}-{node}`: the step. A NodeCommand on the node (platform check; mode present / source head: the image is
+  there), or for a worker in mode transfer a NodeCommand on the head that moves the image over the fabric when the
+  worker lacks the head's ID; for source operator the head's step is an OperatorCommand on this machine
+  (`docker save | ssh head docker load`, when the head lacks that ID).
+- `{name}-{node}-image`: a docker.RemoteImage through the node's docker provider: the image ID the node's
+  containers use comes from docker itself (mode pull: this is the pull, with `platform`). keep_locally: a replace
+  or destroy never removes an image from a node.
+- `{name}-{node}-verify`: a NodeCommand on the node: the image is the platform and has the head's ID (on the
+  head: its own), with the same error messages as before; it records the node's drift token.
+The head's chain runs first; every worker's waits for the head's ID.
+
+Drift: pulumi-command reads nothing back, so every step carries its node's drift token (spark_llm.drift) from
+the observation of this program run (spark_llm.observe): a node whose image was removed or changed since the
+last `up` gets a new token (preview warns, naming the node) and only that node's chain is replaced.
 """
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
 
-from spark_llm.image import HEAD_ID_ENV, image_steps, parse_image_id
-from spark_llm.plan import DeploymentPlan
-from spark_llm.remote import RemoteCommand
+from spark_llm import image
+from spark_llm.commands import NodeCommand, OperatorCommand
+from spark_llm.config import StackConfig
+from spark_llm.connection import ssh_command, ssh_destination
+from spark_llm.drift import first_run, step_token
+from spark_llm.observe import NodeObservation
+from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineImageArgs:
     plan: DeploymentPlan
     """The deployment plan: nodes in rank order and the image config."""
+    connections: dict[str, command.remote.ConnectionArgs]
+    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    providers: dict[str, docker.Provider]
+    """Each node's docker provider, by node name (spark_llm.connection.docker_provider)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What each node had at this program run (spark_llm.observe); None: not observed (unit tests)."""
+
+
+def local_image_facts(ref: str) -> str:
+    """`ID OS/ARCH` of `ref` in this machine's docker (source operator), or `absent` (the step then says why)."""
+    argv = image.local_image_facts_argv(ref)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pulumi.log.warn(f"`{shlex.join(argv)}` could not run on this machine: {exc}")
+        return "absent"
+    if out.returncode != 0:
+        pulumi.log.warn(f"spark-llm:image.source is operator, but {ref} is not in this machine's docker")
+        return "absent"
+    return out.stdout.strip()
+
+
+def _verify(cfg: StackConfig, node: NodePlan, token: str, expected_id: str) -> str:
+    return image.verify_script(cfg, node, expected_id, token)
 
 
 class EngineImage(pulumi.ComponentResource):
-    """Puts the image on every node by the configured mode; `image_id` is the ID every node has."""
+    """Puts the image on every node by the configured mode; `image_ids` is each node's, `image_id` the head's."""
 
     image_id: pulumi.Output[str]
-    steps: dict[str, RemoteCommand]
+    image_ids: dict[str, pulumi.Output[str]]
+    images: dict[str, docker.RemoteImage]
+    verified: dict[str, NodeCommand]
 
     def __init__(self, name: str, args: EngineImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:EngineImage", name, None, opts)
         plan = args.plan
-        head_step, *worker_steps = image_steps(plan)
-        timeout = float(plan.config.timeouts.transfer_seconds)
-
-        head = RemoteCommand(
-            f"{name}-{head_step.node}",
-            connection=head_step.runs_on.ssh.to_props(),
-            create=head_step.script,
-            check=head_step.check,
-            feed=head_step.feed,
-            label=head_step.node,
-            timeout=timeout,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        head_id = head.stdout.apply(parse_image_id)
-        self.steps = {head_step.node: head}
-        for step in worker_steps:
-            # The head's ID in the environment: a new image on the head re-runs every worker's step.
-            self.steps[step.node] = RemoteCommand(
-                f"{name}-{step.node}",
-                connection=step.runs_on.ssh.to_props(),
-                create=step.script,
-                check=step.check,
-                environment={HEAD_ID_ENV: head_id},
-                label=step.node,
-                timeout=timeout,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[head]),
+        cfg = plan.config
+        nodes = {n.name: n for n in plan.nodes}
+        self.images, self.verified, self.image_ids = {}, {}, {}
+        head_id: pulumi.Output[str] | None = None
+        head_verified: list[pulumi.Resource] = []
+        for step in image.image_steps(plan):
+            node = nodes[step.node]
+            observation = (args.observations or {}).get(node.name)
+            token, why = step_token(
+                observation, image.DRIFT_STEP, image.live_image_id(observation.image) if observation else None
             )
-        # Every worker's step succeeded only with the head's ID, so the head's ID is every node's.
+            if why and first_run(observation, image.DRIFT_STEP):
+                pulumi.log.info(f"{why}: `pulumi up` puts image {cfg.image.ref} there")
+            elif why:
+                pulumi.log.warn(f"drift: {why} (image {cfg.image.ref}); `pulumi up` repairs it")
+            child = pulumi.ResourceOptions(parent=self, depends_on=head_verified)
+            prepare: pulumi.Resource
+            if step.local:
+                # What this machine would send: a new image here re-runs the step (preview shows it).
+                prepare = OperatorCommand(
+                    f"{name}-{node.name}",
+                    script=step.script,
+                    environment={
+                        image.SSH_ENV: shlex.join(ssh_command(node.ssh)),
+                        image.SSH_TARGET_ENV: ssh_destination(node.ssh),
+                    },
+                    triggers=[token, local_image_facts(cfg.image.ref)],
+                    opts=child,
+                )
+            else:
+                script: pulumi.Input[str] = step.script
+                triggers: list[pulumi.Input[object]] = [token]
+                if step.needs_head_id:
+                    assert head_id is not None  # the head's step comes first
+                    script = head_id.apply(partial(image.with_head_id, step.script))
+                    triggers.append(head_id)  # a new image on the head re-runs every worker's transfer
+                prepare = NodeCommand(
+                    f"{name}-{node.name}",
+                    connection=args.connections[step.runs_on.name],
+                    script=script,
+                    triggers=triggers,
+                    opts=child,
+                )
+            remote = docker.RemoteImage(
+                f"{name}-{node.name}-image",
+                name=cfg.image.ref,
+                keep_locally=True,
+                platform=cfg.image.platform if cfg.image.mode == "pull" else None,
+                # Replaced (read again, pulled again in mode pull) with the step: drift, or a new head image.
+                triggers={"token": token, **({"head": head_id} if head_id is not None else {})},
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=args.providers[node.name], depends_on=[prepare, *head_verified]
+                ),
+            )
+            own_id = remote.image_id.apply(lambda i: i or "")
+            expected = own_id if head_id is None else head_id
+            verify = NodeCommand(
+                f"{name}-{node.name}-verify",
+                connection=args.connections[node.name],
+                script=expected.apply(partial(_verify, cfg, node, token)),
+                triggers=[token, own_id],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[remote]),
+            )
+            self.images[node.name], self.verified[node.name] = remote, verify
+            # What the node's containers use, once verified (its verify step passed only with the head's ID).
+            self.image_ids[node.name] = pulumi.Output.all(own_id, verify.id).apply(lambda v: v[0])
+            if head_id is None:
+                head_id, head_verified = self.image_ids[node.name], [verify]
+        assert head_id is not None
         self.image_id = head_id
-        self.register_outputs({"image_id": self.image_id})
+        self.register_outputs({"image_id": self.image_id, "image_ids": self.image_ids})

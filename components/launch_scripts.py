@@ -1,19 +1,27 @@
-"""LaunchScripts: the one launch script and the engine env file, identical on every node; the head's API key file."""
+"""LaunchScripts: the one launch script and the engine env file, identical on every node; the head's API key file.
+
+Each file is a NodeCommand whose script writes it (content inside the script, on stdin: never on a command line)
+and whose delete removes it. The content is in the script's digest, so a file is rewritten only when its content
+(or mode) changes, as a replace; a new key, user or port is an update that writes nothing.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_command as command
 
-from spark_llm.plan import DeploymentPlan
-from spark_llm.remote import RemoteFile, sha256_text
+from spark_llm.commands import NodeCommand, file_script, remove_file_command, sha256_text
+from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchScriptsArgs:
     plan: DeploymentPlan
     """The deployment plan: nodes, rendered script and env file."""
+    connections: dict[str, command.remote.ConnectionArgs]
+    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
 
 
 class LaunchScripts(pulumi.ComponentResource):
@@ -21,46 +29,39 @@ class LaunchScripts(pulumi.ComponentResource):
 
     script_sha256: pulumi.Output[str]
     api_config_digest: pulumi.Output[str] | None
-    files: dict[str, list[RemoteFile]]
+    files: dict[str, list[NodeCommand]]
 
     def __init__(self, name: str, args: LaunchScriptsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:LaunchScripts", name, None, opts)
         plan = args.plan
+
+        def node_file(resource: str, node: NodePlan, path: str, content: str, mode: str, secret: bool) -> NodeCommand:
+            text = pulumi.Output.secret(content) if secret else pulumi.Output.from_input(content)
+            return NodeCommand(
+                resource,
+                connection=args.connections[node.name],
+                script=text.apply(lambda c: file_script(path, c, mode)),
+                delete=remove_file_command(path),
+                # A secret file's script (its content) is encrypted in state, and so is its digest.
+                secret=secret,
+                # The old file's delete must run before the new one is written, not after (same path).
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+
         self.files = {}
         for node in plan.nodes:
-            script = RemoteFile(
-                f"{name}-{node.name}-script",
-                connection=node.ssh.to_props(),
-                path=node.script_path,
-                content=plan.launch_script,
-                mode="0755",
-                label=node.name,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            # The env file may carry secrets: its content is a secret in state, and it is 0600 on the node.
-            env = RemoteFile(
-                f"{name}-{node.name}-env",
-                connection=node.ssh.to_props(),
-                path=node.env_path,
-                content=pulumi.Output.secret(plan.env_file),
-                mode="0600",
-                label=node.name,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            self.files[node.name] = [script, env]
+            self.files[node.name] = [
+                node_file(f"{name}-{node.name}-script", node, node.script_path, plan.launch_script, "0755", False),
+                # The env file may carry secrets: a secret in state, and 0600 on the node.
+                node_file(f"{name}-{node.name}-env", node, node.env_path, plan.env_file, "0600", True),
+            ]
         self.api_config_digest = None
         if plan.api_config and plan.api_config_path:
             # The API key, for the head's engine only (the rank that serves the API): a secret in state, 0600 on
             # the node, handed to the engine as `--config` so it is on no command line.
             self.files[plan.head.name].append(
-                RemoteFile(
-                    f"{name}-{plan.head.name}-api-key",
-                    connection=plan.head.ssh.to_props(),
-                    path=plan.api_config_path,
-                    content=pulumi.Output.secret(plan.api_config),
-                    mode="0600",
-                    label=plan.head.name,
-                    opts=pulumi.ResourceOptions(parent=self),
+                node_file(
+                    f"{name}-{plan.head.name}-api-key", plan.head, plan.api_config_path, plan.api_config, "0600", True
                 )
             )
             # A new key must restart the group (the engine reads the file at start): its digest, kept secret.

@@ -1,35 +1,46 @@
 """ModelWeights: the model's weights at `model.path` on every node, obtained once and copied over the fabric.
 
-- `{name}-{head}`: on the head, download (kind huggingface) or copy from the head's source dir (kind head); for
-  kind local a LocalCommand uploads the operator's directory to the head instead, its manifest digest (computed
-  here at program run, cached) in the triggers, so a changed file shows in `pulumi preview`.
-- `{name}-{worker}`: run on the head, copies the head's model.path to the worker over the fabric; replaced (so
-  re-synced) whenever the head's copy is, its triggers holding the head resource's ID.
-- `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete
-  script, so a replace (a changed file, drift) never deletes weights; only this resource's delete does, and
-  only with model.purgeOnDestroy.
-Each copy has a read-only `check` (its directory's manifest digest): a file changed or deleted on a node since
-the last `up` shows as drift in preview and `up` syncs the files that differ.
+- `{name}-{head}`: on the head, download (kind huggingface) or copy from the head's source dir (kind head), a
+  NodeCommand; for kind local an OperatorCommand uploads the operator's directory to the head with rsync over
+  plain pinned OpenSSH instead, its manifest digest (computed here at program run, cached) in the triggers, so a
+  changed file shows in `pulumi preview`.
+- `{name}-{worker}`: a NodeCommand on the head that copies the head's model.path to the worker over the fabric;
+  replaced (so re-synced) whenever the head's copy is, its triggers holding the head resource's ID.
+- `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete, so a
+  replace (a changed file, drift) never deletes weights; only this resource's delete does, and only with
+  model.purgeOnDestroy (spark_llm.weights.render_retention).
+Drift: each copy carries its node's drift token (spark_llm.drift) from this program run's observation, whose
+probe section (weights.render_probe) is the live manifest digest of model.path: a file changed or deleted on a
+node since the last `up` makes preview warn, naming the node, and `up` syncs the files that differ.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
+import pulumi_command as command
 
 from spark_llm import weights
-from spark_llm.plan import DeploymentPlan
-from spark_llm.remote import LocalCommand, RemoteCommand, RemoteFile
+from spark_llm.commands import NodeCommand, OperatorCommand, file_script, remove_file_command
+from spark_llm.connection import ssh_command, ssh_destination
+from spark_llm.drift import first_run, step_token
+from spark_llm.observe import NodeObservation
+from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelWeightsArgs:
     plan: DeploymentPlan
     """The deployment plan: model path and source, nodes, fabric key, transfer timeout, HF token."""
+    connections: dict[str, command.remote.ConnectionArgs]
+    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What each node had at this program run (spark_llm.observe); None: not observed (unit tests)."""
 
 
 def local_manifest_digest(directory: str) -> str:
@@ -66,15 +77,24 @@ class ModelWeights(pulumi.ComponentResource):
         source = cfg.model.effective_source
         tool = weights.MANIFEST_TOOL_PATH.read_text()
         head = plan.head
-        timeout = float(cfg.timeouts.transfer_seconds)
+        conn = args.connections
+
+        def token(node: NodePlan) -> str:
+            observation = (args.observations or {}).get(node.name)
+            live = weights.live_value(cfg, node, observation.facts) if observation else None
+            value, why = step_token(observation, weights.DRIFT_STEP, live)
+            if why and first_run(observation, weights.DRIFT_STEP):
+                pulumi.log.info(f"{why}: `pulumi up` puts the weights at {cfg.model.path}")
+            elif why:
+                pulumi.log.warn(f"drift: {why} (weights at {cfg.model.path}); `pulumi up` syncs what differs")
+            return value
 
         retention = {
-            node.name: RemoteCommand(
+            node.name: NodeCommand(
                 f"{name}-{node.name}-retention",
-                connection=node.ssh.to_props(),
-                create=weights.render_retention(cfg, node),
-                delete=weights.render_purge(cfg, node, tool),
-                label=node.name,
+                connection=conn[node.name],
+                script=weights.render_retention(cfg, node, tool),
+                delete_phase=weights.RETENTION_DELETE_PHASE if weights.purges(cfg, node) else None,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for node in plan.nodes
@@ -82,57 +102,58 @@ class ModelWeights(pulumi.ComponentResource):
         # What the head's copy is made from: changing any of it re-obtains and re-syncs every worker.
         identity = [source.kind, source.repo or "", source.revision or "", source.path or "", cfg.model.path]
         head_deps: list[pulumi.Resource] = [retention[head.name]]
+        tokens = {node.name: token(node) for node in plan.nodes}
         digest: pulumi.Output[str]
+        head_copy: NodeCommand | OperatorCommand
         if source.kind == "local":
             assert source.path
             local_dir = str(Path(source.path).expanduser().resolve())
             local_digest = local_manifest_digest(local_dir)
-            head_copy: RemoteCommand | LocalCommand = LocalCommand(
+            head_copy = OperatorCommand(
                 f"{name}-{head.name}",
-                connection=head.ssh.to_props(),
-                create=weights.render_upload(cfg, head, tool, local_dir),
-                check=weights.render_upload_check(cfg, head, tool),
-                triggers=[*identity, local_digest],
-                label=f"local->{head.name}",
-                timeout=timeout,
+                script=weights.render_upload(cfg, head, tool, local_dir, tokens[head.name]),
+                # The ssh command (key path, host key, port) is no trigger: a new one re-runs nothing.
+                environment={
+                    weights.SSH_ENV: shlex.join(ssh_command(head.ssh)),
+                    weights.SSH_TARGET_ENV: ssh_destination(head.ssh),
+                },
+                triggers=[*identity, local_digest, tokens[head.name]],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),
             )
             # Known at program run: preview shows exactly whether the group restarts.
             digest = pulumi.Output.from_input(local_digest)
         else:
             if source.kind == "huggingface" and cfg.hf_token:
+                env_path = weights.hf_env_path(head)
                 head_deps.append(
-                    RemoteFile(
+                    NodeCommand(
                         f"{name}-{head.name}-hf-token",
-                        connection=head.ssh.to_props(),
-                        path=weights.hf_env_path(head),
-                        content=pulumi.Output.secret(weights.render_hf_env(cfg.hf_token)),
-                        mode="0600",
-                        label=head.name,
-                        opts=pulumi.ResourceOptions(parent=self),
+                        connection=conn[head.name],
+                        script=pulumi.Output.secret(weights.render_hf_env(cfg.hf_token)).apply(
+                            lambda c: file_script(env_path, c, "0600")
+                        ),
+                        delete=remove_file_command(env_path),
+                        secret=True,
+                        opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                     )
                 )
-            head_copy = RemoteCommand(
+            head_copy = NodeCommand(
                 f"{name}-{head.name}",
-                connection=head.ssh.to_props(),
-                create=weights.render_obtain(cfg, head, tool),
-                check=weights.render_head_check(cfg, tool),
-                triggers=identity,
-                label=head.name,
-                timeout=timeout,
+                connection=conn[head.name],
+                script=weights.render_obtain(cfg, head, tool, tokens[head.name]),
+                triggers=[*identity, tokens[head.name]],
+                # A new connection must not lose the digest the group restarts on: the update reprints it.
+                update=weights.head_digest_command(cfg),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),
             )
             digest = head_copy.stdout.apply(weights.parse_digest)
         for worker in plan.workers:
-            RemoteCommand(
+            NodeCommand(
                 f"{name}-{worker.name}",
                 # Runs on the head: the bytes go head -> worker over the fabric, never through this machine.
-                connection=head.ssh.to_props(),
-                create=weights.render_worker_sync(cfg, head, worker, tool),
-                check=weights.render_worker_check(cfg, worker, tool),
-                triggers=[head_copy.id, digest, cfg.model.path],
-                label=f"{head.name}->{worker.name}",
-                timeout=timeout,
+                connection=conn[head.name],
+                script=weights.render_worker_sync(cfg, head, worker, tool, tokens[worker.name]),
+                triggers=[head_copy.id, digest, cfg.model.path, tokens[worker.name]],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[head_copy, retention[worker.name]]),
             )
         self.manifest_digest = digest

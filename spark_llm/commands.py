@@ -13,7 +13,9 @@ Scripts and their data go over `stdin` (bash reads the script from it), never on
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import shlex
 from collections.abc import Sequence
 
 import pulumi
@@ -21,6 +23,21 @@ import pulumi_command as command
 
 # What an update (a changed connection, nothing else) runs: it only says so.
 CONNECTION_UPDATED = "echo 'spark-llm: connection settings recorded (nothing to re-run)'"
+
+
+def run_stdin_script(env: str = "") -> str:
+    """The command that runs the script on stdin: read all of it first, then run it (`env`: `VAR=value `).
+
+    Not `bash -s`: pulumi-command feeds stdin to every command (create, update, delete), and its ssh session
+    fails with `EOF` when the remote command exits before all of stdin was sent (a short delete, a script that
+    exits early). Reading stdin to the end first removes that race.
+    """
+    return f'f=$(mktemp) || exit 1; cat > "$f"; {env}bash "$f"; rc=$?; rm -f "$f"; exit $rc'
+
+
+def discarding_stdin(command_line: str) -> str:
+    """A command that does not read the script: stdin is drained first (see `run_stdin_script`)."""
+    return f"cat > /dev/null; {command_line}"
 
 
 def sha256_text(text: str) -> str:
@@ -36,11 +53,27 @@ def bash_stdin(script: str) -> str:
     return "set -euo pipefail\n" + script
 
 
+# The script's phase when it runs as a step's delete (`delete_phase`); unset at create.
+PHASE_ENV = "SPARK_LLM_PHASE"
+
+
+def _delete_command(delete: str | None, phase: str | None) -> str | None:
+    if delete is not None and phase is not None:
+        raise ValueError("a step's delete is a command line or its script's phase, not both")
+    if phase is not None:
+        return run_stdin_script(f"{PHASE_ENV}={shlex.quote(phase)} ")
+    return None if delete is None else discarding_stdin(delete)
+
+
 class NodeCommand(command.remote.Command):
     """A bash script run on a node over ssh (on stdin), replaced (re-run) when the script or `triggers` change.
 
-    `delete`, if given, runs when the step is replaced or destroyed (with the connection of the last `up`).
+    `delete`, if given, runs when the step is replaced or destroyed (with the connection of the last `up`): a
+    short command line. `delete_phase` instead runs the script itself again, with $SPARK_LLM_PHASE set to it.
     `secret`: the script carries a secret (it is encrypted in state, and so is its digest).
+    `update`: what a changed connection runs (a short read-only command; the script is on its stdin but need
+    not be read). pulumi-command keeps the update's stdout as the resource's `stdout`: a step whose stdout
+    matters (a digest) reprints it here.
     """
 
     def __init__(
@@ -50,8 +83,10 @@ class NodeCommand(command.remote.Command):
         connection: command.remote.ConnectionArgs,
         script: pulumi.Input[str],
         delete: str | None = None,
+        delete_phase: str | None = None,
         triggers: Sequence[pulumi.Input[object]] = (),
         secret: bool = False,
+        update: str = CONNECTION_UPDATED,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         stdin = pulumi.Output.from_input(script).apply(bash_stdin)
@@ -62,9 +97,9 @@ class NodeCommand(command.remote.Command):
         super().__init__(
             name,
             connection=connection,
-            create="bash -s",
-            update=CONNECTION_UPDATED,
-            delete=delete,
+            create=run_stdin_script(),
+            update=discarding_stdin(update),
+            delete=_delete_command(delete, delete_phase),
             stdin=stdin,
             triggers=[digest, *triggers],
             # Progress lines (stdout) stream into `pulumi up` as the step runs; a failure's details go to stderr and
@@ -74,3 +109,57 @@ class NodeCommand(command.remote.Command):
             add_previous_output_in_env=False,
             opts=opts,
         )
+
+
+class OperatorCommand(command.local.Command):
+    """A bash script run on the operator's machine (on stdin), replaced (re-run) when the script or `triggers`
+    change; it reaches a node itself (plain OpenSSH, spark_llm.connection.ssh_command).
+
+    `environment` holds what may change without re-running anything (the ssh command: a new key path or port):
+    a change there is an update that only says so, as for NodeCommand.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        script: pulumi.Input[str],
+        environment: pulumi.Input[dict[str, pulumi.Input[str]]] | None = None,
+        triggers: Sequence[pulumi.Input[object]] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            create=run_stdin_script(),
+            update=discarding_stdin(CONNECTION_UPDATED),
+            stdin=pulumi.Output.from_input(script).apply(bash_stdin),
+            interpreter=["/bin/bash", "-c"],
+            environment=environment,
+            triggers=[_digest(script), *triggers],
+            add_previous_output_in_env=False,
+            opts=opts,
+        )
+
+
+def file_script(path: str, content: str, mode: str) -> str:
+    """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
+    checks what landed: the content travels inside the script (base64), so it is on no command line."""
+    quoted = shlex.quote(path)
+    payload = base64.b64encode(content.encode()).decode()
+    return (
+        f'dir=$(dirname {quoted}); mkdir -p "$dir"\n'
+        'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
+        "trap 'rm -f \"$tmp\"' EXIT\n"
+        f'chmod {mode} "$tmp"\n'
+        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
+        f'mv -f "$tmp" {quoted}\ntrap - EXIT\n'
+        f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
+        f'[ "$got" = {sha256_text(content)} ] || {{ echo "{path}: wrote sha256 $got, expected'
+        f' {sha256_text(content)}; is the disk full?" >&2; exit 1; }}\n'
+        f'echo "{path}: {len(content.encode())} bytes, mode {mode}"\n'
+    )
+
+
+def remove_file_command(path: str) -> str:
+    """The delete of a file step: short, so the file goes with its resource (replace, destroy)."""
+    return f"rm -f {shlex.quote(path)}"

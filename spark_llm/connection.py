@@ -145,6 +145,19 @@ def docker_ssh_opts(target: SshHost) -> list[str]:
     return opts
 
 
+def ssh_command(target: SshHost) -> list[str]:
+    """OpenSSH's argv to `target` (without the destination, see `ssh_destination`), pinned as for docker.
+
+    For scripts run on the operator's machine (pulumi-command local commands): the key's path, never its
+    contents, and no known_hosts file to keep.
+    """
+    return ["ssh", *docker_ssh_opts(target), "-p", str(target.port)]
+
+
+def ssh_destination(target: SshHost) -> str:
+    return f"{target.user}@{target.host}"
+
+
 def docker_provider(name: str, target: SshHost, opts: pulumi.ResourceOptions | None = None) -> docker.Provider:
     """One docker provider per node: its engine over ssh, never the operator's own."""
     return docker.Provider(

@@ -106,3 +106,9 @@ def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[
         for o in observations.values()
         if o.engine.status != "absent" and LABEL_GENERATION not in o.engine.labels and o.error is None
     ]
+
+
+def first_run(observation: NodeObservation | None, step: str) -> bool:
+    """True when the node was read and `step` never recorded a token there: a first deployment, not drift
+    (worth an info line, not a warning)."""
+    return observation is not None and observation.error is None and step not in observation.tokens

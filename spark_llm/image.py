@@ -1,18 +1,19 @@
 """Pure: the scripts that put the engine image on every node and prove every node has the same one.
 
-One step per node, the head first. Each step's script checks the node's platform (`docker info`) before
-anything moves, gets the image there by the configured mode, and ends with the line `image ID OS/ARCH` once
-the image is there, is the expected platform and (on a worker) has the head's ID; otherwise it exits 1 with
-a message that names the node, says what it found and what to do. Each step also has a read-only check
-(`docker image inspect`) that `pulumi preview` runs to find a node whose image was removed or changed.
+Per node (components/engine_image.py wires them): a *step* that checks the node's platform (`docker info`)
+before anything moves and gets the image there by the configured mode; then the node's docker provider reads the
+image (a `docker.RemoteImage`, which also pulls in mode pull); then a *verify* script that fails, naming the node,
+unless the image is there, is the expected platform and has the expected ID (the head's, on a worker), and
+records the drift token (spark_llm.drift) with that ID. Every failure says what it found and what to do.
 
-- present: check only.
-- pull: `docker pull --platform PLATFORM REF` on the node.
-- transfer, source head: the head must have the image; each worker step runs ON the head and, when the worker
+- present: the step checks that the image is there.
+- pull: the step checks the platform; the RemoteImage pulls with `platform`.
+- transfer, source head: the head must have the image; each worker's step runs ON the head and, when the worker
   lacks the image or has another ID, pipes `docker save` into `docker load` on the worker over the fabric
   (spark_llm.fabric), printing progress every few seconds. A worker that has the head's ID moves no bytes.
-- transfer, source operator: the head step receives `docker save` from the operator's machine on its stdin
-  (spark_llm.ssh `feed`), then the workers get it from the head as above.
+- transfer, source operator: the head's step runs on the operator's machine and pipes its `docker save` into
+  `docker load` on the head over plain OpenSSH (pinned, spark_llm.connection.ssh_command), when the head lacks
+  that image ID; then the workers get it from the head as above.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_llm.config import StackConfig
+from spark_llm.drift import record_token_script
 from spark_llm.fabric import fabric_ssh_setup
 from spark_llm.plan import DeploymentPlan, NodePlan
-from spark_llm.ssh import FEED_PROBE_ENV, FEED_REQUEST
 
-# The head's image ID, given to every worker step by the EngineImage component: the ID all nodes must have.
-HEAD_ID_ENV = "SPARK_LLM_HEAD_IMAGE_ID"
+# The head's image ID in a worker's transfer script (prepended by `with_head_id`): the ID all nodes must have.
+HEAD_ID_ENV = "HEAD_IMAGE_ID"
+# The operator's OpenSSH command to the head (argv, shlex-joined) and its user@host, for source operator: in the
+# local command's environment, not its script, so a new key or port is an update that re-runs nothing.
+SSH_ENV = "SPARK_LLM_SSH"
+SSH_TARGET_ENV = "SPARK_LLM_SSH_TARGET"
+# The drift token's step name on every node (spark_llm.drift).
+DRIFT_STEP = "image"
 # Seconds between two progress lines of a transfer.
 PROGRESS_SECONDS = 5
 # `docker image inspect` format of what a step compares: "ID OS/ARCH" (an image's arch is amd64 or arm64).
@@ -34,21 +41,19 @@ FACTS_FORMAT = "{{.Id}} {{.Os}}/{{.Architecture}}"
 
 @dataclass(frozen=True)
 class ImageStep:
-    """How one node gets the image: where the script runs, the script, and its read-only check."""
+    """How one node gets the image: where its step runs and the step's script."""
 
     node: str
-    """The node that ends up with the image (and the label of the step's output lines)."""
+    """The node that ends up with the image."""
     runs_on: NodePlan
-    """Where ssh runs the script: the node itself, or the head for a transfer over the fabric."""
+    """Where the step runs: the node itself, or the head for a transfer over the fabric (or, with `local`, the
+    node the operator's machine sends to)."""
     script: str
-    """Gets the image there; its last output line is `image ID OS/ARCH`."""
-    check: str
-    """Read-only: `ID OS/ARCH` of the image on the node, or a line starting with `absent`."""
-    head_id_env: bool
-    """The script needs the head's image ID in HEAD_ID_ENV (every worker step)."""
-    feed: dict | None = None
-    """Commands run on the operator's machine: `probe` (its output is FEED_PROBE_ENV) and `command` (its
-    output is streamed to the script's stdin when the script asks for it)."""
+    """Checks the platform and gets the image there (or checks that it is there)."""
+    needs_head_id: bool
+    """The script needs the head's image ID (`with_head_id`): a worker's transfer."""
+    local: bool = False
+    """The script runs on the operator's machine (source operator), reaching the head with $SPARK_LLM_SSH."""
 
 
 # Bash functions every step uses. `on_node CMD...` runs CMD on the node the step is about: here, or over the
@@ -101,7 +106,8 @@ verify() {
 }
 """
 
-# Runs ON the head: docker save | dd (counts the bytes) | ssh over the fabric | docker load on the worker.
+# Runs where the image is (the head, or the operator's machine): docker save | dd (counts the bytes) | the
+# node's docker load (`load_on_node`, defined per step), printing progress every PROGRESS_SECONDS.
 _TRANSFER = r"""progress_bytes() { tr '\r' '\n' <"$1" | sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' | tail -n 1; }
 
 transfer() {
@@ -109,10 +115,9 @@ transfer() {
   size_mb=$(($(docker image inspect --format '{{.Size}}' "$IMAGE_REF") / 1000000))
   # Global, for the EXIT trap; the trap replaces fabric_ssh_setup's, so it removes its known_hosts file too.
   progress_log=$(mktemp)
-  trap 'rm -f "$fabric_kh" "$progress_log"' EXIT
-  echo "$NODE: sending $IMAGE_REF ($size_mb MB unpacked) from the head over the fabric"
-  (docker save "$IMAGE_REF" | dd bs=1M status=progress 2>"$progress_log" \
-    | "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load) &
+  trap 'rm -f "${fabric_kh:-}" "$progress_log"' EXIT
+  echo "$NODE: sending $IMAGE_REF ($size_mb MB unpacked) from $SOURCE_NAME $ROUTE"
+  (docker save "$IMAGE_REF" | dd bs=1M status=progress 2>"$progress_log" | load_on_node) &
   pipeline=$!
   while kill -0 "$pipeline" 2>/dev/null; do
     sleep 1
@@ -123,7 +128,7 @@ transfer() {
         "($((${sent:-0} / 1000000 / (SECONDS - start))) MB/s)"
     fi
   done
-  wait "$pipeline" || die "$NODE: the transfer failed (docker save on the head | ssh $FABRIC_TARGET docker load);" \
+  wait "$pipeline" || die "$NODE: the transfer failed (docker save on $SOURCE_NAME | docker load on $NODE);" \
     "the lines above say which side. Run pulumi up again to retry."
   echo "$NODE: sent $(tr '\r' '\n' <"$progress_log" | grep ' copied, ' | tail -n 1)"
 }
@@ -139,7 +144,7 @@ def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatc
     return (
         "#!/usr/bin/env bash\n"
         f"# spark-llm EngineImage, {node}: {purpose}\n"
-        "# Rendered by spark_llm/image.py; run over ssh by `pulumi up`. Last line: image ID OS/ARCH.\n"
+        "# Rendered by spark_llm/image.py; run by `pulumi up` (pulumi-command, script on stdin).\n"
         "set -euo pipefail\n"
         f"IMAGE_REF={_q(cfg.image.ref)}\n"
         f"PLATFORM={_q(cfg.image.platform)}\n"
@@ -151,11 +156,24 @@ def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatc
 
 _ON_THIS_NODE = 'on_node() { "$@" </dev/null; }\n'
 # ssh joins its arguments into one command line for the remote shell: quote each word once more.
-_ON_WORKER = 'on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
+_ON_WORKER = (
+    'on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
+    'load_on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load; }\n'
+    "SOURCE_NAME='the head'\nROUTE='over the fabric'\n"
+)
+# From the operator's machine: the pinned OpenSSH command the component puts in the environment.
+_ON_HEAD_FROM_HERE = (
+    f'eval "SSH=(${{{SSH_ENV}:?set by the EngineImage component}})"\n'
+    f"SSH_TARGET=${{{SSH_TARGET_ENV}:?set by the EngineImage component}}\n"
+    'on_node() { "${SSH[@]}" "$SSH_TARGET" "${*@Q}" </dev/null; }\n'
+    'load_on_node() { "${SSH[@]}" "$SSH_TARGET" docker load; }\n'
+    "SOURCE_NAME=\"this machine (the operator's)\"\nROUTE='over ssh'\n"
+    "fabric_kh=''  # no fabric hop from here (the transfer's EXIT trap names it)\n"
+)
 
 
-def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str, str]:
-    """(what to do when the image is absent, when its ID differs from the head's, the check's `absent` line)."""
+def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str]:
+    """(what to do when the image is absent, when its ID differs from the head's)."""
     image = cfg.image
     load_it = f"docker load -i IMAGE.tar, or docker pull --platform {image.platform} {image.ref}"
     if image.mode == "present":
@@ -163,83 +181,54 @@ def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str, str]:
             f"spark-llm:image.mode present only checks: put it on {node.name} ({load_it}), "
             "or set spark-llm:image.mode to transfer (from the head) or pull.",
             f"put the head's image on {node.name}, or set spark-llm:image.mode to transfer.",
-            f"absent (mode present: put it on {node.name})",
         )
     if image.mode == "pull":
         return (
             "docker pull succeeded but the image is not there; check the reference.",
             f"the tag moved between pulls: pin a digest ({image.ref}@sha256:...) or use spark-llm:image.mode transfer.",
-            "absent (pulumi up pulls it)",
         )
     if node.role == "head" and image.source == "head":
         return (
             f"spark-llm:image.source head sends the head's image to the workers: put it on the head first "
             f"({load_it}), or set spark-llm:image.source operator to send it from this machine.",
             "",
-            "absent (put it on the head: spark-llm:image.source is head)",
         )
     if node.role == "head":
         return (
             "docker load did not tag it (see the lines above).",
             "the image changed on this machine during the update; run pulumi up again.",
-            "absent (pulumi up sends it from this machine)",
         )
     return (
         "docker load did not tag it (see the lines above); run pulumi up again to retry.",
         "the head's image changed during the update; run pulumi up again.",
-        "absent (pulumi up transfers it from the head)",
-    )
-
-
-def check_script(cfg: StackConfig, node: NodePlan, runs_on: NodePlan) -> str:
-    """Read-only: `ID OS/ARCH` of the image on `node`, or `absent (...what pulumi up will do...)`."""
-    _, _, absent = _hints(cfg, node)
-    over_fabric = runs_on.name != node.name
-    return (
-        "set -euo pipefail\n"
-        f"IMAGE_REF={_q(cfg.image.ref)}\n"
-        + (fabric_ssh_setup(node, cfg.network.fabric_key_path) + _ON_WORKER if over_fabric else _ON_THIS_NODE)
-        # Absent only when docker says so: a node that does not answer is "unknown", not a reason to transfer.
-        + f'if facts=$(on_node docker image inspect --format {_q(FACTS_FORMAT)} "$IMAGE_REF" 2>&1); then\n'
-        + '  echo "$facts"\n'
-        + 'elif [[ $facts == *"No such image"* ]]; then\n'
-        + f"  echo {_q(absent)}\n"
-        + "else\n"
-        + '  echo "unknown: $(echo "$facts" | tail -n 1)"\n'
-        + "fi\n"
     )
 
 
 def _present(cfg: StackConfig, node: NodePlan) -> str:
-    absent, mismatch, _ = _hints(cfg, node)
-    expected = f'"${HEAD_ID_ENV}"' if node.role == "worker" else '""'
+    absent, mismatch = _hints(cfg, node)
     return (
         _header("check that the image is there (mode present)", cfg, node.name, absent, mismatch)
         + _ON_THIS_NODE
         + _FUNCTIONS
         + "require_node_platform\n"
-        + f"verify {expected}\n"
+        + 'verify ""\n'
     )
 
 
 def _pull(cfg: StackConfig, node: NodePlan) -> str:
-    absent, mismatch, _ = _hints(cfg, node)
-    expected = f'"${HEAD_ID_ENV}"' if node.role == "worker" else '""'
+    """Before the RemoteImage pulls: the node's platform, so a wrong one fails before anything moves."""
+    absent, mismatch = _hints(cfg, node)
     return (
-        _header("docker pull the image (mode pull)", cfg, node.name, absent, mismatch)
+        _header("check the platform before the pull (mode pull)", cfg, node.name, absent, mismatch)
         + _ON_THIS_NODE
         + _FUNCTIONS
         + "require_node_platform\n"
-        + 'echo "$NODE: docker pull --platform $PLATFORM $IMAGE_REF"\n'
-        + 'on_node docker pull --platform "$PLATFORM" "$IMAGE_REF" || die "$NODE: docker pull --platform $PLATFORM'
-        " $IMAGE_REF failed (its output is above). The node must reach the registry (for a private image, run"
-        " docker login on $NODE first); without registry access, put the image on the head and set"
-        ' spark-llm:image.mode transfer."\n' + f"verify {expected}\n"
+        + 'echo "$NODE is $PLATFORM: the docker provider pulls $IMAGE_REF for $PLATFORM if it is not there"\n'
     )
 
 
 def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
-    absent, _, _ = _hints(cfg, node)
+    absent, _ = _hints(cfg, node)
     return (
         _header("check the image the workers get is here (mode transfer, source head)", cfg, node.name, absent, "")
         + _ON_THIS_NODE
@@ -250,39 +239,42 @@ def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
 
 
 def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
-    absent, mismatch, _ = _hints(cfg, node)
+    absent, mismatch = _hints(cfg, node)
+    missing = (
+        f"spark-llm:image.source is operator, but {cfg.image.ref} is not in this machine's docker: build or pull "
+        "it here, or set spark-llm:image.source head to send the head's copy. Nothing was sent."
+    )
     return (
         _header(
-            "receive the image from the operator's machine (mode transfer, source operator)",
+            "send the image from the operator's machine (mode transfer, source operator; runs here)",
             cfg,
             node.name,
             absent,
             mismatch,
         )
-        + _ON_THIS_NODE
+        + _ON_HEAD_FROM_HERE
         + _FUNCTIONS
-        + "require_node_platform\n"
-        + "# What the operator's machine has: ID OS/ARCH (set by the provider from `docker image inspect` there).\n"
-        + f"source_facts=${{{FEED_PROBE_ENV}:?set by spark_llm.remote: the image ID and platform on this machine}}\n"
+        + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
+        + _TRANSFER
+        + f'source_facts=$(docker image inspect --format {_q(FACTS_FORMAT)} "$IMAGE_REF" 2>/dev/null) \\\n'
+        + f"  || die {_q(missing)}\n"
         + "source_id=${source_facts%% *}\n"
         + '[ "${source_facts#* }" = "$PLATFORM" ] || die "$IMAGE_REF on this machine (the operator\'s) is'
         " ${source_facts#* }, but spark-llm:image.platform is $PLATFORM. Nothing was sent: build or pull it for"
         ' $PLATFORM here (docker pull --platform $PLATFORM $IMAGE_REF)."\n'
+        + "require_node_platform\n"
         + "have=$(image_facts)\n"
         + 'if [ "${have%% *}" = "$source_id" ]; then\n'
         + '  echo "$NODE already has $IMAGE_REF ($source_id): nothing to send"\n'
         + "else\n"
-        + '  echo "$NODE: receiving $IMAGE_REF ($source_id) from this machine"\n'
-        + f"  echo {_q(FEED_REQUEST)}\n"
-        + "  # The operator's docker save arrives on stdin, right after this script.\n"
-        + "  docker load\n"
+        + "  transfer\n"
         + "fi\n"
         + 'verify "$source_id"\n'
     )
 
 
 def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
-    absent, mismatch, _ = _hints(cfg, worker)
+    absent, mismatch = _hints(cfg, worker)
     return (
         _header(
             "transfer the image from the head over the fabric (runs on the head)", cfg, worker.name, absent, mismatch
@@ -308,15 +300,9 @@ def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
     )
 
 
-def source_feed(ref: str) -> dict:
-    """What spark_llm.remote runs on the operator's machine: the image's `ID OS/ARCH` there, its `docker save`,
-    and what to do when it is not there."""
-    return {
-        "probe": ["docker", "image", "inspect", "--format", FACTS_FORMAT, ref],
-        "command": ["docker", "save", ref],
-        "missing": f"spark-llm:image.source is operator, but {ref} is not in this machine's docker: build or pull "
-        "it here, or set spark-llm:image.source head to send the head's copy. Nothing was sent.",
-    }
+def with_head_id(script: str, head_id: str) -> str:
+    """A worker's transfer script with the head's image ID set (the component knows it once the head is read)."""
+    return f"{HEAD_ID_ENV}={_q(head_id)}\n{script}"
 
 
 def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
@@ -325,7 +311,7 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
     mode, source = cfg.image.mode, cfg.image.source
     steps = []
     for node in plan.nodes:
-        runs_on, feed = node, None
+        runs_on, local, needs_head_id = node, False, False
         if mode == "present":
             script = _present(cfg, node)
         elif mode == "pull":
@@ -333,24 +319,36 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
         elif node.role == "head" and source == "head":
             script = _head_has_it(cfg, node)
         elif node.role == "head":
-            script, feed = _head_from_operator(cfg, node), source_feed(cfg.image.ref)
+            script, local = _head_from_operator(cfg, node), True
         else:
-            script, runs_on = _worker_from_head(cfg, node), plan.head
+            script, runs_on, needs_head_id = _worker_from_head(cfg, node), plan.head, True
         steps.append(
-            ImageStep(
-                node=node.name,
-                runs_on=runs_on,
-                script=script,
-                check=check_script(cfg, node, runs_on),
-                head_id_env=node.role == "worker",
-                feed=feed,
-            )
+            ImageStep(node=node.name, runs_on=runs_on, script=script, needs_head_id=needs_head_id, local=local)
         )
     return tuple(steps)
 
 
-def parse_image_id(stdout: str | None) -> str:
-    """The ID from a step's last line `image ID OS/ARCH` ("" when the step printed none)."""
-    lines = (stdout or "").strip().splitlines()
-    fields = lines[-1].split() if lines else []
-    return fields[1] if len(fields) == 3 and fields[0] == "image" else ""
+def verify_script(cfg: StackConfig, node: NodePlan, expected_id: str, token: str) -> str:
+    """On the node, after its RemoteImage: the image is there, of PLATFORM, with `expected_id`; records the token.
+
+    `expected_id`: the head's ID on a worker (every node runs the same image), the node's own on the head.
+    """
+    absent, mismatch = _hints(cfg, node)
+    return (
+        _header("verify the image and record it (spark_llm.drift)", cfg, node.name, absent, mismatch)
+        + _ON_THIS_NODE
+        + _FUNCTIONS
+        + f"EXPECTED={_q(expected_id)}\n"
+        + 'verify "$EXPECTED"\n'
+        + record_token_script(node.remote_dir, DRIFT_STEP, token, "$EXPECTED")
+    )
+
+
+def live_image_id(observed_image: str) -> str | None:
+    """The ID in an observation's `ID OS/ARCH` (spark_llm.observe), None when the node lacks the image."""
+    return observed_image.split()[0] if observed_image.strip() else None
+
+
+def local_image_facts_argv(ref: str) -> list[str]:
+    """What the component runs on the operator's machine at program run (source operator): `ID OS/ARCH` of ref."""
+    return ["docker", "image", "inspect", "--format", FACTS_FORMAT, ref]

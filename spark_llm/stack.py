@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -55,15 +56,16 @@ def _under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
 
-def observe_nodes(plan: DeploymentPlan) -> dict[str, NodeObservation] | None:
+def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dict[str, NodeObservation] | None:
     """What every node runs now (one read-only ssh session each); stops before anything runs if a node already
     runs a container under the engine's name that spark-llm did not start (a deployment made by hand).
 
-    None under Pulumi's mocks (unit tests): a mocked program must never reach the stack's real addresses.
+    `extra(node)`: more read-only probe sections for that node (the weights' live digest). None under Pulumi's
+    mocks (unit tests): a mocked program must never reach the stack's real addresses.
     """
     if _under_mocks():
         return None
-    observations = observe.observe(plan)
+    observations = observe.observe(plan, extra)
     foreign = drift.foreign_containers(observations)
     if foreign:
         lines = [

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_llm.config import StackConfig
+from spark_llm.drift import record_token_script
 from spark_llm.fabric import fabric_ssh_setup
 from spark_llm.plan import NodePlan
 
@@ -26,6 +27,15 @@ MANIFEST_TOOL_PATH = Path(__file__).resolve().parent.parent / "scripts" / "manif
 MANIFEST_NAME = ".spark-llm-manifest.json"
 PARTIAL_DIR = ".spark-llm-partial"
 DIGEST_PREFIX = "spark-llm-manifest "
+# The drift token's step name on every node (spark_llm.drift), and the probe sections (spark_llm.observe) that
+# carry the live manifest digest of model.path (and, kind head elsewhere, of the head's source dir).
+DRIFT_STEP = "weights"
+PROBE_SECTION = "weights"
+PROBE_SOURCE_SECTION = "weights-source"
+# The operator's OpenSSH command to the head (argv, shlex-joined) and its user@host, for kind local: in the
+# local command's environment, so a new key or port is an update that re-runs nothing.
+SSH_ENV = "SPARK_LLM_SSH"
+SSH_TARGET_ENV = "SPARK_LLM_SSH_TARGET"
 # Seconds between two progress lines of a long transfer (rsync's own \r progress goes to a log file).
 PROGRESS_SECONDS = 5
 # Bulk copies over ssh use AES-GCM rather than OpenSSH's default chacha20-poly1305: CPUs with AES instructions
@@ -151,16 +161,21 @@ def over_fabric(worker: NodePlan, fabric_key_path: str) -> Transport:
 
 
 def from_operator(head: NodePlan) -> Transport:
-    """From the operator's machine to the head, with the ssh_config spark_llm.ssh writes (pinned host key).
+    """From the operator's machine to the head, with the pinned OpenSSH command the component puts in
+    $SPARK_LLM_SSH (spark_llm.connection.ssh_command) and $SPARK_LLM_SSH_TARGET (user@host).
 
-    spark_llm.ssh.run_local_script sets SPARK_LLM_SSH_CONFIG and SPARK_LLM_SSH_HOST for the script.
+    rsync's -e is one string that rsync splits itself: it gets a wrapper script around the ssh array instead.
     """
     return Transport(
-        runner=': "${SPARK_LLM_SSH_CONFIG:?set by spark_llm.ssh.run_local_script}"\n'
-        'REMOTE=(ssh -F "$SPARK_LLM_SSH_CONFIG" "$SPARK_LLM_SSH_HOST")\n',
-        # -S none: rsync gets its own connection with the bulk cipher, not the multiplexed control master.
-        rsync=f'RSH_ARGS=(-e "ssh -F $SPARK_LLM_SSH_CONFIG -S none -c {BULK_CIPHER}")\nDEST="$SPARK_LLM_SSH_HOST:"\n',
+        runner=f'eval "SSH=(${{{SSH_ENV}:?set by the ModelWeights component}})"\n'
+        f"SSH_TARGET=${{{SSH_TARGET_ENV}:?set by the ModelWeights component}}\n"
+        'REMOTE=("${SSH[@]}" "$SSH_TARGET")\n',
+        rsync="ssh_wrapper=$(mktemp)\n"
+        '{ echo "#!/bin/sh"; printf "exec"; printf " %q" "${SSH[@]}"; echo \' "$@"\'; } > "$ssh_wrapper"\n'
+        'chmod 700 "$ssh_wrapper"\n'
+        f'RSH_ARGS=(-e "$ssh_wrapper -c {BULK_CIPHER}")\nDEST="$SSH_TARGET:"\n',
         describe=f"from this machine to {head.name} (ssh cipher {BULK_CIPHER})",
+        cleanup=' "$ssh_wrapper"',
     )
 
 
@@ -233,8 +248,9 @@ def _final_digest(path: str, node: NodePlan) -> str:
 # ---------- scripts ----------
 
 
-def render_obtain(cfg: StackConfig, head: NodePlan, tool: str) -> str:
-    """On the head: the weights at model.path (download, or copy from the head's source dir), then its manifest."""
+def render_obtain(cfg: StackConfig, head: NodePlan, tool: str, token: str) -> str:
+    """On the head: the weights at model.path (download, or copy from the head's source dir), then its manifest;
+    records the drift token with `head_value`'s value."""
     model = cfg.model
     source = model.effective_source
     path = shlex.quote(model.path)
@@ -290,13 +306,29 @@ fi
         out += _sync_body(
             source.path, model.path, what="copy", names=("source dir", "head"), log=log, transport=transport
         )
-    return out + _final_digest(model.path, head)
+    out += f"final=$({_final_digest(model.path, head).strip()})\n"
+    out += 'echo "$final"\nread -r _ final_digest _ <<< "$final"\n'
+    value = '"$final_digest"'
+    if source.kind == "head" and source.path != model.path:
+        value = '"$final_digest/$source_digest"'  # the source dir is watched for drift too (`live_value`)
+    out += f"SPARK_LLM_VALUE={value}\n"
+    return out + record_token_script(head.remote_dir, DRIFT_STEP, token, "$SPARK_LLM_VALUE")
 
 
 _DIGEST_LINE = f'echo "{DIGEST_PREFIX}$source_digest $total_files $total_bytes"\n'
 
 
-def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str) -> str:
+def _record_remote(node: NodePlan, token: str, value: str) -> str:
+    """Record the drift token on the transport's target; `value`: a bash expression evaluated here."""
+    record = record_token_script(node.remote_dir, DRIFT_STEP, token, "$SPARK_LLM_VALUE")
+    return (
+        "record_script=$(cat <<'SPARK_LLM_RECORD'\n"
+        f"{record}SPARK_LLM_RECORD\n)\n"
+        f'"${{REMOTE[@]}}" "SPARK_LLM_VALUE={value}; $record_script" </dev/null\n'
+    )
+
+
+def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str, token: str) -> str:
     """On the operator's machine: make model.path on the head identical to `local_dir` (kind local)."""
     transport = from_operator(head)
     # The log lives on this machine, in the user's cache.
@@ -309,63 +341,102 @@ def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str) -
         log=log,
         transport=transport,
     )
-    return _preamble(tool, transport) + body + _DIGEST_LINE
+    return _preamble(tool, transport) + body + _record_remote(head, token, "$target_digest") + _DIGEST_LINE
 
 
-def render_worker_sync(cfg: StackConfig, head: NodePlan, worker: NodePlan, tool: str) -> str:
+def render_worker_sync(cfg: StackConfig, head: NodePlan, worker: NodePlan, tool: str, token: str) -> str:
     """On the head: make model.path on `worker` identical to the head's, over the fabric."""
     transport = over_fabric(worker, cfg.network.fabric_key_path)
     log = shlex.quote(log_path(head, worker.name))
     body = _sync_body(
         cfg.model.path, cfg.model.path, what=worker.name, names=(head.name, worker.name), log=log, transport=transport
     )
-    return _preamble(tool, transport) + body + _DIGEST_LINE
+    return _preamble(tool, transport) + body + _record_remote(worker, token, "$target_digest") + _DIGEST_LINE
 
 
-def _remote_scan(cfg: StackConfig) -> str:
-    """Run the tool on the transport's target; only the digest line comes out (a check must print only that)."""
-    scan = shlex.quote(f"python3 - scan {shlex.quote(cfg.model.path)}")
-    return f'"${{REMOTE[@]}}" {scan} < "$tool" 2>/dev/null\n'
+def render_probe(cfg: StackConfig, node: NodePlan, tool: str) -> str:
+    """Read-only probe sections (spark_llm.observe) for `node`: `weights<TAB>DIGEST` of model.path (a missing
+    directory has the empty manifest's digest) and, on the head with kind head elsewhere, `weights-source`.
 
-
-def render_head_check(cfg: StackConfig, tool: str) -> str:
-    """On the head, read-only: the digests of model.path (and of the source dir, kind head elsewhere)."""
+    Runs at every program run: the manifest tool's stat cache makes an unchanged directory cost one stat a file.
+    """
     source = cfg.model.effective_source
-    paths = [cfg.model.path]
-    if source.kind == "head" and source.path != cfg.model.path:
+    paths = [(PROBE_SECTION, cfg.model.path)]
+    if node.role == "head" and source.kind == "head" and source.path != cfg.model.path:
         assert source.path
-        paths.insert(0, source.path)
-    scans = "".join(f'python3 "$tool" scan {shlex.quote(p)} 2>/dev/null\n' for p in paths)
-    return _tool_prelude(tool) + scans
+        paths.append((PROBE_SOURCE_SECTION, source.path))
+    # In a subshell: the tool's temp dir and EXIT trap stay out of the probe script around it.
+    out = "(\n" + _tool_prelude(tool)
+    for section, path in paths:
+        out += (
+            f'if d=$(python3 "$tool" scan {shlex.quote(path)} --node {shlex.quote(node.name)} 2>/dev/null); then\n'
+            f'  read -r _ d _ <<< "$d"\n  printf "{section}\\t%s\\n" "$d"\nfi\n'
+        )
+    return out + ")\n"
 
 
-def render_worker_check(cfg: StackConfig, worker: NodePlan, tool: str) -> str:
-    """On the head, read-only: the digest of model.path on `worker`, read over the fabric."""
-    transport = over_fabric(worker, cfg.network.fabric_key_path)
-    return transport.runner + _tool_prelude(tool, transport.cleanup) + _remote_scan(cfg)
+def live_value(cfg: StackConfig, node: NodePlan, facts: dict[str, str]) -> str | None:
+    """The value a node's weights step recorded, as the node has it now (None when the probe printed none)."""
+    digest = facts.get(PROBE_SECTION)
+    if digest is None:
+        return None
+    source = cfg.model.effective_source
+    if node.role == "head" and source.kind == "head" and source.path != cfg.model.path:
+        return f"{digest}/{facts.get(PROBE_SOURCE_SECTION, '')}"
+    return digest
 
 
-def render_upload_check(cfg: StackConfig, head: NodePlan, tool: str) -> str:
-    """On the operator's machine, read-only: the digest of model.path on the head."""
-    return from_operator(head).runner + _tool_prelude(tool) + _remote_scan(cfg)
+def head_digest_command(cfg: StackConfig) -> str:
+    """Read-only, short: the head copy's digest line again, from the manifest stored beside the weights.
+
+    The head copy's `update` (a changed connection): pulumi-command keeps the update's output as `stdout`, which
+    the component reads the manifest digest from, so the update prints it again.
+    """
+    manifest = shlex.quote(f"{cfg.model.path}/{MANIFEST_NAME}")
+    program = (
+        "import json,sys; m=json.load(open(sys.argv[1])); "
+        f"print('{DIGEST_PREFIX}' + m['digest'], len(m['files']), sum(f['size'] for f in m['files']))"
+    )
+    return f"echo 'spark-llm: connection settings recorded'; python3 -c {shlex.quote(program)} {manifest}"
 
 
-def render_retention(cfg: StackConfig, node: NodePlan) -> str:
-    """What `pulumi up` says about the weights' fate on destroy (the create script of the retention resource)."""
+def _retention_message(cfg: StackConfig, node: NodePlan) -> str:
     path = cfg.model.path
     if node.role == "head" and not head_owns_copy(cfg):
-        return f"echo {shlex.quote(f'weights at {path}: the source itself, never deleted by pulumi destroy')}\n"
+        return f"weights at {path}: the source itself, never deleted by pulumi destroy"
     if cfg.model.purge_on_destroy:
-        return f"echo {shlex.quote(f'weights at {path}: deleted by pulumi destroy (model.purgeOnDestroy)')}\n"
-    return f"echo {shlex.quote(f'weights at {path}: kept on pulumi destroy')}\n"
+        return f"weights at {path}: deleted by pulumi destroy (model.purgeOnDestroy)"
+    return f"weights at {path}: kept on pulumi destroy"
 
 
-def render_purge(cfg: StackConfig, node: NodePlan, tool: str) -> str | None:
-    """The delete script of the retention resource: None (keep) unless model.purgeOnDestroy and the copy is ours.
+def purges(cfg: StackConfig, node: NodePlan) -> bool:
+    """Whether destroy deletes the node's copy: model.purgeOnDestroy, and never the head's source itself."""
+    return cfg.model.purge_on_destroy and not (node.role == "head" and not head_owns_copy(cfg))
 
-    It deletes only the files the stored manifest lists (and our own partial/download metadata), so a model.path
-    that also holds other files keeps them.
+
+# The retention script's phase at delete ($SPARK_LLM_PHASE, spark_llm.commands.NodeCommand's `delete_phase`).
+RETENTION_DELETE_PHASE = "delete"
+
+
+def render_retention(cfg: StackConfig, node: NodePlan, tool: str) -> str:
+    """The retention resource's script: at create, say the weights' fate on destroy and mark the node with this
+    setting; run again as the resource's delete ($SPARK_LLM_PHASE=delete, only when `purges`), delete the copy.
+
+    A replaced retention resource (a changed setting) is deleted after its successor is created: the mark then
+    names the successor, and the old one's delete deletes nothing. Only a destroy (the mark still its own)
+    purges. The purge deletes only the files the stored manifest lists (and our own partial/download metadata),
+    so a model.path that also holds other files keeps them.
     """
-    if not cfg.model.purge_on_destroy or (node.role == "head" and not head_owns_copy(cfg)):
-        return None
-    return _tool_prelude(tool) + f'python3 "$tool" purge {shlex.quote(cfg.model.path)}\n'
+    message = _retention_message(cfg, node)
+    mark = shlex.quote(f"{node.remote_dir}/weights-retention")
+    identity = f"{cfg.model.path} purge={purges(cfg, node)}"
+    out = f"MARK={mark}\nIDENTITY={shlex.quote(identity)}\n"
+    out += 'if [ "${SPARK_LLM_PHASE:-create}" = create ]; then\n'
+    out += '  mkdir -p "$(dirname "$MARK")"\n  printf \'%s\\n\' "$IDENTITY" > "$MARK"\n'
+    out += f"  echo {shlex.quote(message)}\n  exit 0\nfi\n"
+    out += 'if [ -f "$MARK" ] && [ "$(cat "$MARK")" != "$IDENTITY" ]; then\n'
+    out += f"  echo {shlex.quote(f'weights at {cfg.model.path}: retention setting replaced, nothing deleted')}\n"
+    out += "  exit 0\nfi\n"
+    if purges(cfg, node):
+        out += _tool_prelude(tool) + f'python3 "$tool" purge {shlex.quote(cfg.model.path)}\n'
+    return out + 'rm -f "$MARK"\n'

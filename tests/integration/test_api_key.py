@@ -81,7 +81,7 @@ def test_api_key_guards_the_endpoint_and_never_shows_in_plaintext(pulumi, sim_cl
         new_key = f"sk-sim-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", new_key)
         preview = pulumi("preview").stdout
-        assert "spark-scripts-head-api-key update" in preview and "spark-engine-head replace" in preview
+        assert "spark-scripts-head-api-key replace" in preview and "spark-engine-head replace" in preview
         assert new_key not in preview and key not in preview
         pulumi.up()
         assert complete(outputs, api_key=new_key)["usage"]["completion_tokens"] == 4

@@ -38,7 +38,7 @@ def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deplo
         TEMPLATE.write_text(original + "# rollout test: an edit an operator makes\n")
         preview = deployed("preview").stdout
         for node in ("head", "worker-1"):
-            assert f"spark-scripts-{node}-script update" in preview, preview
+            assert f"spark-scripts-{node}-script replace" in preview, preview
             assert f"spark-scripts-{node}-env" not in preview  # unchanged env files are not recopied
         assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview
 

@@ -17,6 +17,7 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
+from spark_llm import stack
 from tests.conftest import HEAD_KEY, WORKER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,11 +80,14 @@ def pinned(raw: dict) -> dict:
     return raw
 
 
-def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = ()) -> dict:
+def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations: dict | None = None) -> dict:
     """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
 
     `secrets` are the keys given as Pulumi secrets. HOME is a temp dir holding a fake ~/.ssh/id_ed25519.
+    `observations` stands for what spark_llm.observe would have read on the nodes (None: not observed, as
+    spark_llm.stack does under mocks); the nodes themselves are never reached.
     """
+    monkeypatch.setattr(stack, "observe_nodes", lambda plan, extra: observations)
     home = Path(tempfile.mkdtemp(prefix="spark-llm-graph-"))
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text(FAKE_PRIVATE_KEY)

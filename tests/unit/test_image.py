@@ -6,6 +6,7 @@ so a rendered script runs here as it would on the head: its messages and the byt
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,11 +16,12 @@ import pytest
 
 from spark_llm import image, plan
 from spark_llm.config import parse
-from spark_llm.ssh import FEED_PROBE_ENV, FEED_REQUEST, stdin_script
+from spark_llm.ssh import stdin_script
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 MODES = [("present", "head"), ("pull", "head"), ("transfer", "head"), ("transfer", "operator")]
 HEAD_ID = "sha256:" + "a" * 64
+TOKEN = "tok-1"
 OTHER_ID = "sha256:" + "b" * 64
 ARM = "linux/aarch64"  # what `docker info` says on a DGX Spark
 X86 = "linux/x86_64"
@@ -53,7 +55,7 @@ case "$1" in
     echo "Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup failed" >&2
     exit 1 ;;
   save) printf 'IMAGE-TAR-FROM-%s' "$node" ;;
-  load) cat >"$STUB/$node.loaded"; cp "$STUB/head.image" "$STUB/$node.image"; echo "Loaded image" ;;
+  load) cat >"$STUB/$node.loaded"; cp "$STUB/${LOAD_FROM:-head}.image" "$STUB/$node.image"; echo "Loaded image" ;;
   *) echo "stub docker: unexpected $*" >&2; exit 2 ;;
 esac
 """
@@ -67,15 +69,18 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-shift  # user@host
-echo "ssh worker: $*" >>"$STUB/calls.log"
-STUB_NODE=worker exec bash -c "$*"
+target=$1  # user@host: the head for the operator's ssh, else a worker over the fabric
+shift
+case "$target" in *@head) to=head ;; *) to=worker ;; esac
+echo "ssh $to: $*" >>"$STUB/calls.log"
+STUB_NODE=$to exec bash -c "$*"
 """
 
 
 @pytest.fixture
 def stub(tmp_path: Path):
-    """A head and a worker, both arm64, the head with the image; returns a function running a script."""
+    """A head and a worker, both arm64, the head with the image, and the operator's machine (its docker:
+    `operator`) with the same image; returns a function running a script."""
     bin_dir, state, home = tmp_path / "bin", tmp_path / "state", tmp_path / "home"
     for d in (bin_dir, state, home / ".ssh"):
         d.mkdir(parents=True)
@@ -86,6 +91,7 @@ def stub(tmp_path: Path):
     (state / "head.info").write_text(ARM + "\n")
     (state / "worker.info").write_text(ARM + "\n")
     (state / "head.image").write_text(f"{HEAD_ID} linux/arm64\n")
+    (state / "operator.image").write_text(f"{HEAD_ID} linux/arm64\n")
     (state / "calls.log").write_text("")
 
     def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None, wrap: bool = False):
@@ -98,6 +104,9 @@ def stub(tmp_path: Path):
             "STUB": str(state),
             "STUB_NODE": node,
             image.HEAD_ID_ENV: HEAD_ID,
+            # What EngineImage gives the operator's step: its pinned ssh command and the head's user@host.
+            image.SSH_ENV: "ssh -i /keys/id -o 'KnownHostsCommand=/bin/echo head ssh-ed25519 AAAA' -p 22",
+            image.SSH_TARGET_ENV: "aurora@head",
             **(env or {}),
         }
         argv, data = (["bash", "-s"], stdin_script(script).encode() + stdin) if wrap else (["bash", str(path)], stdin)
@@ -112,7 +121,7 @@ def stub(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    ("mode", "source", "worker_runs_on", "head_feed"),
+    ("mode", "source", "worker_runs_on", "head_local"),
     [
         ("present", "head", "spark-2", False),
         ("pull", "head", "spark-2", False),
@@ -120,20 +129,31 @@ def stub(tmp_path: Path):
         ("transfer", "operator", "spark-1", True),
     ],
 )
-def test_steps_per_mode_and_source(raw_config, mode, source, worker_runs_on, head_feed):
+def test_steps_per_mode_and_source(raw_config, mode, source, worker_runs_on, head_local):
     s = steps(raw_config, mode, source)
     assert list(s) == ["spark-1", "spark-2"]  # the head first: workers compare with its ID
-    assert s["spark-1"].runs_on.name == "spark-1" and not s["spark-1"].head_id_env
-    assert s["spark-2"].runs_on.name == worker_runs_on and s["spark-2"].head_id_env
-    assert (s["spark-1"].feed is not None) == head_feed and s["spark-2"].feed is None
+    assert s["spark-1"].runs_on.name == "spark-1" and not s["spark-1"].needs_head_id
+    assert s["spark-2"].runs_on.name == worker_runs_on
+    assert s["spark-2"].needs_head_id == (mode == "transfer")
+    assert s["spark-1"].local == head_local and not s["spark-2"].local
+
+
+def verify(raw, node: str, expected: str, remote_dir: Path, mode="transfer", source="head") -> str:
+    raw["image"] = dict(raw["image"], mode=mode, source=source)
+    p = plan.build_plan(parse(raw), TEMPLATE)
+    target = dataclasses.replace(next(n for n in p.nodes if n.name == node), remote_dir=str(remote_dir))
+    return image.verify_script(p.config, target, expected, TOKEN)
 
 
 @pytest.mark.parametrize(("mode", "source"), MODES)
 @pytest.mark.parametrize("node", ["spark-1", "spark-2"])
-@pytest.mark.parametrize("kind", ["script", "check"])
+@pytest.mark.parametrize("kind", ["script", "verify"])
 def test_every_rendered_script_is_valid_bash(raw_config, tmp_path, mode, source, node, kind):
     path = tmp_path / f"{mode}-{source}-{node}-{kind}.sh"
-    path.write_text(getattr(steps(raw_config, mode, source)[node], kind))
+    if kind == "script":
+        path.write_text(steps(raw_config, mode, source)[node].script)
+    else:
+        path.write_text(verify(raw_config, node, HEAD_ID, tmp_path, mode, source))
     subprocess.run(["bash", "-n", str(path)], check=True)
     if shutil.which("shellcheck"):
         # SC2034: fabric_ssh_setup also defines FABRIC_RSH (for rsync), which image steps do not use.
@@ -150,8 +170,8 @@ def test_node_of_another_platform_fails_naming_the_node_before_anything_moves(ra
     (stub.state / "head.info").write_text(X86)
     (stub.state / "worker.info").write_text(X86)
     step = steps(raw_config, mode, source, platform="linux/arm64")[node]
-    on = "worker" if step.runs_on.name == "spark-2" else "head"
-    out = stub(step.script, node=on, env={FEED_PROBE_ENV: f"{HEAD_ID} linux/arm64"})
+    on = "operator" if step.local else "worker" if step.runs_on.name == "spark-2" else "head"
+    out = stub(step.script, node=on)
     assert out.returncode == 1
     assert f"{node} is linux/amd64 (docker info on {node}), but spark-llm:image.platform is linux/arm64" in out.stderr
     assert "DGX Spark is linux/arm64" in out.stderr
@@ -177,34 +197,62 @@ def test_present_fails_naming_the_node_that_lacks_the_image(raw_config, stub):
     assert "set spark-llm:image.mode to transfer" in out.stderr
 
 
-def test_worker_with_another_image_id_than_the_head_fails_naming_both(raw_config, stub):
+def test_worker_with_another_image_id_than_the_head_fails_naming_both(raw_config, stub, tmp_path):
     (stub.state / "worker.image").write_text(f"{OTHER_ID} linux/arm64\n")
-    out = stub(steps(raw_config, "present")["spark-2"].script, node="worker")
+    out = stub(verify(raw_config, "spark-2", HEAD_ID, tmp_path / "remote", mode="present"), node="worker")
     assert out.returncode == 1
+    assert "put the head's image on spark-2" in out.stderr
     assert f"spark-2 has lmsysorg/sglang:spark as {OTHER_ID}, but the head has {HEAD_ID}" in out.stderr
 
 
-def test_present_passes_with_the_heads_id_and_prints_it_last(raw_config, stub):
+def test_present_passes_with_the_image_there_and_prints_it_last(raw_config, stub):
     (stub.state / "worker.image").write_text(f"{HEAD_ID} linux/arm64\n")
     out = stub(steps(raw_config, "present")["spark-2"].script, node="worker")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
-    assert image.parse_image_id(out.stdout) == HEAD_ID
 
 
-def test_pull_runs_docker_pull_with_the_platform(raw_config, stub):
-    (stub.state / "worker.pull").write_text(f"{HEAD_ID} linux/arm64\n")
+def test_pull_step_only_checks_the_platform_the_provider_pulls(raw_config, stub):
     out = stub(steps(raw_config, "pull")["spark-2"].script, node="worker")
     assert out.returncode == 0, out.stderr
-    assert "worker docker pull --platform linux/arm64 lmsysorg/sglang:spark" in (stub.state / "calls.log").read_text()
+    assert "spark-2 is linux/arm64" in out.stdout
+    assert (stub.state / "calls.log").read_text() == "worker docker info --format {{.OSType}}/{{.Architecture}}\n"
 
 
-def test_pull_failure_says_the_node_cannot_reach_the_registry_and_what_to_do(raw_config, stub):
-    out = stub(steps(raw_config, "pull")["spark-2"].script, node="worker")
+# ---------- verify: after the node's RemoteImage, every mode ----------
+
+
+def test_verify_passes_with_the_expected_id_and_records_the_token(raw_config, stub, tmp_path):
+    (stub.state / "worker.image").write_text(f"{HEAD_ID} linux/arm64\n")
+    out = stub(verify(raw_config, "spark-2", HEAD_ID, tmp_path / "remote"), node="worker")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
+    # What the next program run compares with the node's live image ID (spark_llm.drift).
+    assert (tmp_path / "remote" / "state" / image.DRIFT_STEP).read_text() == f"{TOKEN} {HEAD_ID}\n"
+
+
+def test_verify_of_a_pulled_worker_with_another_id_fails_naming_both(raw_config, stub, tmp_path):
+    (stub.state / "worker.image").write_text(f"{OTHER_ID} linux/arm64\n")
+    out = stub(verify(raw_config, "spark-2", HEAD_ID, tmp_path / "remote", mode="pull"), node="worker")
     assert out.returncode == 1
-    assert "dial tcp" in out.stderr  # docker's own reason stays visible
-    assert "spark-2: docker pull --platform linux/arm64 lmsysorg/sglang:spark failed" in out.stderr
-    assert "docker login on spark-2" in out.stderr and "spark-llm:image.mode transfer" in out.stderr
+    assert f"spark-2 has lmsysorg/sglang:spark as {OTHER_ID}, but the head has {HEAD_ID}" in out.stderr
+    assert "pin a digest" in out.stderr
+    assert not (tmp_path / "remote" / "state").exists()  # nothing recorded: the next run repairs
+
+
+def test_verify_of_an_image_of_another_platform_fails(raw_config, stub, tmp_path):
+    (stub.state / "head.image").write_text(f"{HEAD_ID} linux/amd64\n")
+    out = stub(verify(raw_config, "spark-1", HEAD_ID, tmp_path / "remote", mode="pull"))
+    assert out.returncode == 1
+    assert "is linux/amd64, but spark-llm:image.platform is linux/arm64" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"),
+    [(f"{HEAD_ID} linux/arm64", HEAD_ID), ("", None), ("  ", None)],
+)
+def test_live_image_id(observed, expected):
+    assert image.live_image_id(observed) == expected
 
 
 # ---------- transfer from the head ----------
@@ -245,7 +293,8 @@ def test_worker_with_the_heads_id_moves_no_bytes(raw_config, stub):
 
 
 def test_transfer_refuses_when_the_heads_image_changed_since_the_head_step(raw_config, stub):
-    out = stub(steps(raw_config, "transfer", "head")["spark-2"].script, env={image.HEAD_ID_ENV: OTHER_ID})
+    script = image.with_head_id(steps(raw_config, "transfer", "head")["spark-2"].script, OTHER_ID)
+    out = stub(script, env={image.HEAD_ID_ENV: ""})
     assert out.returncode == 1
     assert "nothing was sent to spark-2" in out.stderr
     assert not (stub.state / "worker.loaded").exists()
@@ -254,33 +303,37 @@ def test_transfer_refuses_when_the_heads_image_changed_since_the_head_step(raw_c
 # ---------- transfer from the operator's machine ----------
 
 
-def test_head_asks_for_the_operators_image_and_loads_exactly_the_bytes_that_follow(raw_config, stub):
+def test_operators_image_goes_to_the_head_over_ssh_when_the_head_lacks_it(raw_config, stub):
     (stub.state / "head.image").unlink()
     script = steps(raw_config, "transfer", "operator")["spark-1"].script
-    # docker load on the stub head copies head.image: give it the operator's facts once loaded.
-    (stub.state / "incoming").write_text(f"{HEAD_ID} linux/arm64\n")
-    docker = Path(stub.state.parent / "bin" / "docker")
-    docker.write_text(docker.read_text().replace('cp "$STUB/head.image"', 'cp "$STUB/incoming"'))
-    out = stub(script, stdin=b"TAR-BYTES\nexit 3\n", env={FEED_PROBE_ENV: f"{HEAD_ID} linux/arm64"}, wrap=True)
+    out = stub(script, node="operator", env={"LOAD_FROM": "operator"})
     assert out.returncode == 0, out.stderr
-    assert FEED_REQUEST in out.stdout.splitlines()
-    assert (stub.state / "head.loaded").read_bytes() == b"TAR-BYTES\nexit 3\n"  # data, never run as script
+    assert (stub.state / "head.loaded").read_text() == "IMAGE-TAR-FROM-operator"
+    assert "spark-1: sending lmsysorg/sglang:spark (123 MB unpacked) from this machine (the operator's)" in out.stdout
     assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
+    assert "ssh head: docker load" in (stub.state / "calls.log").read_text()
 
 
-def test_head_with_the_operators_image_id_asks_for_nothing(raw_config, stub):
+def test_head_with_the_operators_image_id_gets_nothing(raw_config, stub):
     script = steps(raw_config, "transfer", "operator")["spark-1"].script
-    out = stub(script, env={FEED_PROBE_ENV: f"{HEAD_ID} linux/arm64"}, wrap=True)
+    out = stub(script, node="operator")
     assert out.returncode == 0, out.stderr
-    assert FEED_REQUEST not in out.stdout and "nothing to send" in out.stdout
+    assert "nothing to send" in out.stdout and not (stub.state / "head.loaded").exists()
 
 
 def test_operators_image_of_another_platform_is_refused_before_sending(raw_config, stub):
-    script = steps(raw_config, "transfer", "operator")["spark-1"].script
-    out = stub(script, env={FEED_PROBE_ENV: f"{OTHER_ID} linux/amd64"}, wrap=True)
+    (stub.state / "operator.image").write_text(f"{OTHER_ID} linux/amd64\n")
+    out = stub(steps(raw_config, "transfer", "operator")["spark-1"].script, node="operator")
     assert out.returncode == 1
     assert "on this machine (the operator's) is linux/amd64" in out.stderr and "Nothing was sent" in out.stderr
-    assert FEED_REQUEST not in out.stdout
+    assert " save" not in (stub.state / "calls.log").read_text()
+
+
+def test_operators_missing_image_says_what_to_do(raw_config, stub):
+    (stub.state / "operator.image").unlink()
+    out = stub(steps(raw_config, "transfer", "operator")["spark-1"].script, node="operator")
+    assert out.returncode == 1
+    assert "is not in this machine's docker" in out.stderr and "image.source head" in out.stderr
 
 
 def test_bytes_after_a_script_that_does_not_read_them_are_never_run(tmp_path):
@@ -290,54 +343,3 @@ def test_bytes_after_a_script_that_does_not_read_them_are_never_run(tmp_path):
     out = subprocess.run(["bash", "-s"], input=stdin_script(script).encode() + data, capture_output=True)
     assert out.returncode == 0 and out.stdout == b"script ran\n"
     assert not marker.exists()
-
-
-# ---------- the read-only check ----------
-
-
-@pytest.mark.parametrize(
-    ("mode", "source", "absent"),
-    [
-        ("present", "head", "absent (mode present: put it on spark-2)"),
-        ("pull", "head", "absent (pulumi up pulls it)"),
-        ("transfer", "head", "absent (pulumi up transfers it from the head)"),
-    ],
-)
-def test_check_says_absent_and_what_up_will_do(raw_config, stub, mode, source, absent):
-    step = steps(raw_config, mode, source)["spark-2"]
-    out = stub(step.check, node="head" if step.runs_on.name == "spark-1" else "worker")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == absent
-
-
-def test_check_prints_the_workers_id_and_platform(raw_config, stub):
-    (stub.state / "worker.image").write_text(f"{HEAD_ID} linux/arm64\n")
-    out = stub(steps(raw_config, "transfer", "head")["spark-2"].check)
-    assert out.stdout.strip() == f"{HEAD_ID} linux/arm64"
-
-
-def test_unreachable_worker_is_unknown_not_absent(raw_config, stub):
-    ssh = stub.state.parent / "bin" / "ssh"
-    ssh.write_text("#!/bin/sh\necho 'ssh: connect to host 192.168.200.13 port 22: No route to host' >&2\nexit 255\n")
-    out = stub(steps(raw_config, "transfer", "head")["spark-2"].check)
-    assert out.stdout.strip() == "unknown: ssh: connect to host 192.168.200.13 port 22: No route to host"
-
-
-def test_check_is_read_only(raw_config):
-    for mode, source in MODES:
-        for step in steps(raw_config, mode, source).values():
-            for verb in ("docker pull", "docker load", "docker save", "docker rmi", "docker tag"):
-                assert verb not in step.check, (mode, source, step.node, verb)
-
-
-@pytest.mark.parametrize(
-    ("stdout", "expected"),
-    [
-        (f"Loaded image\nimage {HEAD_ID} linux/arm64\n", HEAD_ID),
-        ("", ""),
-        (None, ""),
-        ("image\n", ""),
-    ],
-)
-def test_parse_image_id(stdout, expected):
-    assert image.parse_image_id(stdout) == expected

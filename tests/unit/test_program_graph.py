@@ -1,18 +1,22 @@
-"""The dual-spark stack under Pulumi mocks: scripts, image and weights as the real program registers them.
+"""The dual-spark stack under Pulumi mocks: the resource graph the real program registers, no node touched.
 
-(The engine group's graph: tests/unit/test_engine_group_graph.py; the mocks: tests/unit/graph_mocks.py.)
+A MockMonitor subclass records every RegisterResource request, so the tests assert what the engine would be
+told: types, parents, depends_on edges, delete_before_replace, triggers and secrets.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pulumi
 import pytest
 
+from spark_llm.commands import run_stdin_script
 from spark_llm.config import ConfigError, parse
-from tests.conftest import dual_spark_raw
+from tests.conftest import HEAD_KEY, WORKER_KEY, dual_spark_raw
 from tests.unit.graph_mocks import (
+    FAKE_PRIVATE_KEY,
     IMAGE_ID,
     SECRET_SIG,
     WEIGHTS_DIGEST,
@@ -23,6 +27,10 @@ from tests.unit.graph_mocks import (
 from tests.unit.graph_mocks import inputs as _inputs
 from tests.unit.graph_mocks import register as _register
 from tests.unit.graph_mocks import without_secrets as _without_secrets
+
+COMMAND = "command:remote:Command"
+LOCAL_COMMAND = "command:local:Command"
+REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
 
 
 def test_committed_dual_spark_file_asks_for_real_host_keys():
@@ -50,24 +58,41 @@ def test_components_and_their_children(registered):
     assert types["spark-scripts"] == "spark-llm:components:LaunchScripts"
     assert types["spark-engine"] == "spark-llm:components:EngineGroup"
     assert types["spark-image"] == "spark-llm:components:EngineImage"
-    files = sorted(n for n, t in types.items() if t.endswith("RemoteFile"))
-    assert files == [
+    assert types["spark-weights"] == "spark-llm:components:ModelWeights"
+    assert types["spark-engine-ready"] == LOCAL_COMMAND
+    containers = sorted(n for n, t in types.items() if t == "docker:index/container:Container")
+    assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    assert not any(t.startswith("pulumi-python:dynamic") for t in types.values())
+    # The real providers only: no dynamic resource is left in these three components.
+    commands = sorted(n for n, t in types.items() if t == COMMAND and not n.startswith("spark-engine-"))
+    assert commands == [
+        "spark-image-spark-1",
+        "spark-image-spark-1-verify",
+        "spark-image-spark-2",
+        "spark-image-spark-2-verify",
         "spark-scripts-spark-1-env",
         "spark-scripts-spark-1-script",
         "spark-scripts-spark-2-env",
         "spark-scripts-spark-2-script",
-    ]
-    commands = sorted(n for n, t in types.items() if t.endswith("RemoteCommand"))
-    assert commands == [
-        "spark-image-spark-1",
-        "spark-image-spark-2",
         "spark-weights-spark-1",
         "spark-weights-spark-1-retention",
         "spark-weights-spark-2",
         "spark-weights-spark-2-retention",
     ]
-    assert all(registered[n].parent.endswith("::spark-image") for n in commands if n.startswith("spark-image-"))
-    assert types["spark-weights"] == "spark-llm:components:ModelWeights"
+    assert sorted(n for n, t in types.items() if t == REMOTE_IMAGE) == [
+        "spark-image-spark-1-image",
+        "spark-image-spark-2-image",
+    ]
+    assert sorted(n for n, t in types.items() if t == "pulumi:providers:docker") == [
+        "spark-docker-spark-1",
+        "spark-docker-spark-2",
+    ]
+    assert not any(
+        "dynamic" in t for n, t in types.items() if n.startswith(("spark-image", "spark-weights", "spark-scripts"))
+    )
+    for name in [*commands, "spark-image-spark-1-image"]:
+        component = name.split("-")[1]
+        assert registered[name].parent.endswith(f"::spark-{component}"), name
 
 
 def test_containers_wait_for_the_scripts(registered):
@@ -77,20 +102,64 @@ def test_containers_wait_for_the_scripts(registered):
         assert any(d.endswith("::spark-scripts-spark-1-env") for d in deps), name
 
 
+def _file_content(stdin: str) -> str:
+    """What a file step writes (base64 in its script)."""
+    return base64.b64decode(stdin.split("<<'SPARK_LLM_EOF'\n")[1].split("\nSPARK_LLM_EOF")[0]).decode()
+
+
+def _connection(request) -> dict:
+    """A command's connection (pulumi-command keeps all of it secret: it carries the private key)."""
+    connection = _inputs(request)["connection"]
+    assert _is_secret(connection)
+    return connection["value"]
+
+
+def _is_secret(value) -> bool:
+    return isinstance(value, dict) and bool(value.get(SECRET_SIG))
+
+
 def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registered):
     s1 = _inputs(registered["spark-scripts-spark-1-script"])
     s2 = _inputs(registered["spark-scripts-spark-2-script"])
-    assert s1["content"] == s2["content"] and s1["mode"] == "0755"
-    env = _inputs(registered["spark-scripts-spark-2-env"])
-    assert env["mode"] == "0600"
-    assert isinstance(env["content"], dict) and env["content"].get(SECRET_SIG), "env file content must be a secret"
+    assert s1["stdin"] == s2["stdin"] and "chmod 0755" in s1["stdin"]
+    assert s1["create"] == run_stdin_script() and s1["delete"].endswith("; rm -f /home/aurora/spark-llm/launch.sh")
+    env = registered["spark-scripts-spark-2-env"]
+    assert _is_secret(_inputs(env)["stdin"]), "env file content must be a secret"
+    assert _is_secret(_inputs(env)["triggers"][0])  # its digest too
+    assert _inputs(env)["delete"].endswith("; rm -f /home/aurora/spark-llm/engine.env")
+    # Same path: the old file is removed before the new one is written, never after.
+    assert env.deleteBeforeReplace and registered["spark-scripts-spark-1-script"].deleteBeforeReplace
+
+
+def test_file_steps_rerun_only_when_their_content_changes(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    before = _register(monkeypatch, raw)
+    raw["engine"] = dict(raw["engine"], port=30001)  # a new launch script, the same env file
+    after = _register(monkeypatch, raw)
+    digest = lambda r, n: _inputs(r[n])["triggers"][0]  # noqa: E731
+    assert digest(before, "spark-scripts-spark-1-script") != digest(after, "spark-scripts-spark-1-script")
+    assert _inputs(before["spark-scripts-spark-1-env"]) == _inputs(after["spark-scripts-spark-1-env"])
+
+
+def test_commands_reach_nodes_with_pinned_keys_and_the_worker_through_the_head(registered):
+    conn = _connection(registered["spark-image-spark-2-verify"])
+    assert conn["host"] == "192.168.200.13" and conn["proxy"]["host"] == "10.1.230.180"
+    assert conn["hostKey"] == WORKER_KEY and conn["proxy"]["hostKey"] == HEAD_KEY
+    # The key's contents travel only inside the (secret) connection: nowhere in plaintext state.
+    assert conn["privateKey"] == FAKE_PRIVATE_KEY and conn["proxy"]["privateKey"] == FAKE_PRIVATE_KEY
+    for name, request in registered.items():
+        assert "c3BhcmstbGxtIHRlc3Qga2V5" not in json.dumps(_without_secrets(_inputs(request))), name
+    head = _connection(registered["spark-image-spark-1"])
+    assert head["host"] == "10.1.230.180" and "proxy" not in head
+    # A connection (key, user, port) is no trigger: its change is an update that only says so.
+    assert "connection settings recorded" in _inputs(registered["spark-image-spark-1"])["update"]
 
 
 def test_containers_wait_for_the_image_on_every_node(registered):
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
         deps = registered[name].dependencies
-        assert any(d.endswith("::spark-image-spark-1") for d in deps), name
-        assert any(d.endswith("::spark-image-spark-2") for d in deps), name
+        for step in ("spark-image-spark-1-verify", "spark-image-spark-2-verify", "spark-image-spark-2-image"):
+            assert any(d.endswith(f"::{step}") for d in deps), (name, step)
 
 
 def test_a_new_image_id_restarts_the_group(registered):
@@ -98,22 +167,75 @@ def test_a_new_image_id_restarts_the_group(registered):
         assert _inputs(registered[name])["image"] == IMAGE_ID, name
 
 
-def test_workers_get_the_head_image_id_and_wait_for_the_head_step(registered):
+def test_each_node_image_comes_from_its_own_docker_provider_and_is_never_removed(registered):
+    for node in ("spark-1", "spark-2"):
+        request = registered[f"spark-image-{node}-image"]
+        inputs = _inputs(request)
+        assert inputs["name"] == dual_spark_stack_file()["image"]["ref"] and inputs["keepLocally"] is True
+        assert "platform" not in inputs  # mode transfer pulls nothing
+        assert f"::spark-docker-{node}::" in request.provider
+        assert any(d.endswith(f"::spark-image-{node}") for d in request.dependencies)  # after its step
+        verify = registered[f"spark-image-{node}-verify"]
+        assert any(d.endswith(f"::spark-image-{node}-image") for d in verify.dependencies)
+
+
+def test_workers_get_the_head_image_id_and_wait_for_the_head(registered):
     worker = registered["spark-image-spark-2"]
-    assert any(d.endswith("::spark-image-spark-1") for d in worker.dependencies)
-    assert _inputs(worker)["environment"] == {"SPARK_LLM_HEAD_IMAGE_ID": IMAGE_ID}
-
-
-def test_image_steps_detect_drift_with_a_read_only_check(registered):
-    for name in ("spark-image-spark-1", "spark-image-spark-2"):
-        check = _inputs(registered[name])["check"]
-        assert "docker image inspect" in check and "docker load" not in check, name
+    assert any(d.endswith("::spark-image-spark-1-verify") for d in worker.dependencies)
+    inputs = _inputs(worker)
+    assert IMAGE_ID in inputs["triggers"] and f"HEAD_IMAGE_ID='{IMAGE_ID}'" in inputs["stdin"]
+    verify = _inputs(registered["spark-image-spark-2-verify"])
+    assert f"EXPECTED='{IMAGE_ID}'" in verify["stdin"]
+    assert "but the head has" in verify["stdin"] and "spark-llm:image.platform" in verify["stdin"]
 
 
 def test_transfer_to_a_worker_runs_on_the_head_over_the_fabric(registered):
     step = _inputs(registered["spark-image-spark-2"])
-    assert step["connection"]["name"] == "spark-1" and step["label"] == "spark-2"
-    assert "FABRIC_SSH" in step["create"] and "docker load" in step["create"]
+    connection = _connection(registered["spark-image-spark-2"])
+    assert connection["host"] == "10.1.230.180" and "proxy" not in connection
+    assert "FABRIC_SSH" in step["stdin"] and "docker load" in step["stdin"]
+    assert step["create"] == run_stdin_script()
+
+
+def test_unobserved_steps_carry_the_unobserved_token(registered):
+    for name in ("spark-image-spark-1", "spark-image-spark-2-verify", "spark-weights-spark-2"):
+        assert "unobserved" in _inputs(registered[name])["triggers"], name
+    assert _inputs(registered["spark-image-spark-2-image"])["triggers"]["token"] == "unobserved"
+
+
+def test_observed_drift_replaces_only_the_drifted_nodes_steps(monkeypatch):
+    from spark_llm.observe import NodeObservation
+
+    head_token, worker_token = "tok-head", "tok-worker"
+    observations = {
+        "spark-1": NodeObservation(
+            node="spark-1",
+            image=f"{IMAGE_ID} linux/arm64",
+            tokens={"image": f"{head_token} {IMAGE_ID}", "weights": f"{head_token} {WEIGHTS_DIGEST}"},
+            facts={"weights": WEIGHTS_DIGEST},
+        ),
+        # The worker's image was removed since the last up; its weights are as they were.
+        "spark-2": NodeObservation(
+            node="spark-2",
+            image="",
+            tokens={"image": f"{worker_token} {IMAGE_ID}", "weights": f"{worker_token} {WEIGHTS_DIGEST}"},
+            facts={"weights": WEIGHTS_DIGEST},
+        ),
+    }
+    warnings = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+    registered = _register(monkeypatch, pinned(dual_spark_stack_file()), observations=observations)
+    assert head_token in _inputs(registered["spark-image-spark-1"])["triggers"]
+    assert head_token in _inputs(registered["spark-image-spark-1-verify"])["triggers"]
+    repair = [t for t in _inputs(registered["spark-image-spark-2"])["triggers"] if str(t).startswith("repair-")]
+    assert len(repair) == 1
+    assert _inputs(registered["spark-image-spark-2-image"])["triggers"]["token"] == repair[0]
+    assert repair[0] in _inputs(registered["spark-image-spark-2-verify"])["stdin"]  # recorded once repaired
+    assert worker_token in _inputs(registered["spark-weights-spark-2"])["triggers"]
+    assert [w for w in warnings if "drift" in w] == [
+        f"drift: image on spark-2: gone (was {IMAGE_ID}) (image {dual_spark_stack_file()['image']['ref']});"
+        " `pulumi up` repairs it"
+    ]
 
 
 def test_image_id_is_exported(monkeypatch):
@@ -128,9 +250,35 @@ def test_image_id_is_exported(monkeypatch):
 
 
 def test_present_image_is_only_checked_on_every_node(registered_present):
-    for name in ("spark-image-spark-1", "spark-image-spark-2"):
-        step = _inputs(registered_present[name])
-        assert "FABRIC_SSH" not in step["create"], name  # nothing is sent between nodes
+    for node in ("spark-1", "spark-2"):
+        step = _inputs(registered_present[f"spark-image-{node}"])
+        assert "FABRIC_SSH" not in step["stdin"] and "load_on_node" not in step["stdin"], node
+        host = _connection(registered_present[f"spark-image-{node}"])["host"]
+        assert host == ("10.1.230.180" if node == "spark-1" else "192.168.200.13")
+
+
+def test_pull_gives_the_platform_to_the_docker_provider(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    raw["image"] = dict(raw["image"], mode="pull")
+    registered = _register(monkeypatch, raw)
+    for node in ("spark-1", "spark-2"):
+        assert _inputs(registered[f"spark-image-{node}-image"])["platform"] == "linux/arm64"
+        assert "on_node docker pull" not in _inputs(registered[f"spark-image-{node}"])["stdin"]  # the provider pulls
+
+
+def test_operator_source_sends_from_this_machine_with_pinned_openssh(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    raw["image"] = dict(raw["image"], source="operator")
+    registered = _register(monkeypatch, raw)
+    step = registered["spark-image-spark-1"]
+    assert step.type == LOCAL_COMMAND
+    inputs = _inputs(step)
+    assert inputs["create"] == run_stdin_script() and "docker save" in inputs["stdin"]
+    ssh = inputs["environment"]["SPARK_LLM_SSH"]
+    assert "KnownHostsCommand=/bin/echo spark-1 ssh-ed25519" in ssh and "-i " in ssh
+    assert "PRIVATE KEY" not in json.dumps(inputs)
+    assert inputs["environment"]["SPARK_LLM_SSH_TARGET"] == "aurora@10.1.230.180"
+    assert any(d.endswith("::spark-image-spark-1") for d in registered["spark-image-spark-1-image"].dependencies)
 
 
 # ---------- ModelWeights ----------
@@ -146,12 +294,12 @@ def test_containers_wait_for_every_copy_of_the_weights_and_restart_on_their_dige
 
 def test_worker_copy_runs_on_the_head_and_follows_the_heads_copy(registered):
     sync = _inputs(registered["spark-weights-spark-2"])
-    assert sync["connection"]["name"] == "spark-1" and sync["connection"].get("via") is None
-    assert sync["triggers"][:2] == ["spark-weights-spark-1-id", WEIGHTS_DIGEST]
+    connection = _connection(registered["spark-weights-spark-2"])
+    assert connection["host"] == "10.1.230.180" and "proxy" not in connection
+    assert sync["triggers"][1:3] == ["spark-weights-spark-1-id", WEIGHTS_DIGEST]
     assert any(d.endswith("::spark-weights-spark-1") for d in registered["spark-weights-spark-2"].dependencies)
-    assert "FABRIC_SSH" in sync["create"] and "192.168.200.13" in sync["create"]
-    after_tool = sync["check"].split("SPARK_LLM_MANIFEST_PY\n")[-1]
-    assert "scan" in after_tool and "rsync" not in after_tool  # the drift check only reads
+    assert "FABRIC_SSH" in sync["stdin"] and "192.168.200.13" in sync["stdin"]
+    assert "/home/aurora/spark-llm/state" in sync["stdin"]  # records its token on the worker
 
 
 def test_copies_never_delete_weights_on_destroy_or_replace(registered):
@@ -160,16 +308,24 @@ def test_copies_never_delete_weights_on_destroy_or_replace(registered):
     for name in ("spark-weights-spark-1-retention", "spark-weights-spark-2-retention"):
         retention = _inputs(registered[name])
         assert not retention.get("delete"), name
-        assert "kept on pulumi destroy" in retention["create"] or "never deleted" in retention["create"], name
+        assert "kept on pulumi destroy" in retention["stdin"] or "never deleted" in retention["stdin"], name
 
 
 def test_purge_on_destroy_deletes_the_workers_copy_but_never_the_heads_source(monkeypatch):
     raw = dual_spark_raw()
     raw["model"]["purgeOnDestroy"] = True
     registered = _register(monkeypatch, raw)
-    assert "purge" in _inputs(registered["spark-weights-spark-2-retention"])["delete"]
+    worker = _inputs(registered["spark-weights-spark-2-retention"])
+    assert worker["delete"] == run_stdin_script("SPARK_LLM_PHASE=delete ") and '"$tool" purge' in worker["stdin"]
     # Kind head at model.path: the head's directory is the source itself.
-    assert not _inputs(registered["spark-weights-spark-1-retention"]).get("delete")
+    head = _inputs(registered["spark-weights-spark-1-retention"])
+    assert not head.get("delete") and '"$tool" purge' not in head["stdin"]
+
+
+def test_head_copy_update_reprints_its_digest(registered):
+    """A new key is an update; pulumi-command keeps the update's stdout, which the group's digest is read from."""
+    update = _inputs(registered["spark-weights-spark-1"])["update"]
+    assert ".spark-llm-manifest.json" in update and "spark-llm-manifest " in update
 
 
 def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monkeypatch, tmp_path):
@@ -180,10 +336,13 @@ def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monk
     raw["model"]["source"] = {"kind": "local", "path": str(tmp_path / "model")}
     registered = _register(monkeypatch, raw)
     upload = registered["spark-weights-spark-1"]
-    assert upload.type.endswith("LocalCommand")
-    digest = _inputs(upload)["triggers"][-1]
-    assert len(digest) == 64 and "rsync" in _inputs(upload)["create"]
-    assert _inputs(registered["spark-weights-spark-2"])["triggers"][1] == digest
+    assert upload.type == LOCAL_COMMAND
+    inputs = _inputs(upload)
+    digest = inputs["triggers"][-2]
+    assert len(digest) == 64 and "rsync" in inputs["stdin"] and inputs["triggers"][-1] == "unobserved"
+    assert "KnownHostsCommand" in inputs["environment"]["SPARK_LLM_SSH"]
+    assert "PRIVATE KEY" not in json.dumps(inputs)
+    assert _inputs(registered["spark-weights-spark-2"])["triggers"][2] == digest
     assert label(registered["spark-engine-spark-2"], "spark-llm.weights") == digest
 
 
@@ -193,11 +352,12 @@ def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
     raw["hfToken"] = "hf_secretsecret"
     registered = _register(monkeypatch, raw, secrets=("hfToken",))
     token = _inputs(registered["spark-weights-spark-1-hf-token"])
-    assert token["mode"] == "0600" and token["path"] == "/home/aurora/spark-llm/hf.env"
-    assert isinstance(token["content"], dict) and token["content"].get(SECRET_SIG)
+    assert _is_secret(token["stdin"]) and token["delete"].endswith("; rm -f /home/aurora/spark-llm/hf.env")
     obtain = registered["spark-weights-spark-1"]
     assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
     assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
+    for name, request in registered.items():
+        assert "hf_secretsecret" not in json.dumps(_without_secrets(_inputs(request))), name
 
 
 def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command_line(monkeypatch):
@@ -205,8 +365,8 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     raw["apiKey"] = "sk-spark-0123456789abcdef"
     registered = _register(monkeypatch, raw, secrets=("apiKey",))
     key_file = _inputs(registered["spark-scripts-spark-1-api-key"])
-    assert key_file["mode"] == "0600" and key_file["path"] == "/home/aurora/spark-llm/api-key.yaml"
-    assert isinstance(key_file["content"], dict) and key_file["content"].get(SECRET_SIG)
+    assert key_file["delete"].endswith("; rm -f /home/aurora/spark-llm/api-key.yaml")
+    assert _is_secret(key_file["stdin"]) and _is_secret(key_file["triggers"][0])
     assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
     # The head's command line carries the file's path, never the key.
     command = _inputs(registered["spark-engine-spark-1"])["command"]
@@ -220,7 +380,6 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     # A new key restarts the group: every container's labels carry the file's (secret) digest.
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
         assert "labels" in registered[name].additionalSecretOutputs
-        assert isinstance(label(registered[name], "spark-llm.api-key"), dict)
         assert label(registered[name], "spark-llm.api-key").get(SECRET_SIG)
 
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -22,12 +23,15 @@ from pathlib import Path
 import pytest
 
 from spark_llm import config, plan, weights
+from spark_llm.drift import step_token
+from spark_llm.observe import NodeObservation, parse_probe
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HF = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": REVISION}
+TOKEN = "tok-1"
 DIGEST_LINE = re.compile(r"^spark-llm-manifest [0-9a-f]{64} \d+ \d+$")
 
 
@@ -79,18 +83,16 @@ def all_scripts() -> list[tuple[str, str]]:
     for kind, source in (("huggingface", HF), ("head-same", None), ("head-other", {"kind": "head", "path": "/d/s"})):
         cfg, p = build(source, purge=True)
         out += [
-            (f"{kind}/obtain", weights.render_obtain(cfg, p.head, TOOL)),
-            (f"{kind}/head-check", weights.render_head_check(cfg, TOOL)),
-            (f"{kind}/worker-sync", weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL)),
-            (f"{kind}/worker-check", weights.render_worker_check(cfg, p.workers[0], TOOL)),
-            (f"{kind}/purge", weights.render_purge(cfg, p.workers[0], TOOL) or ""),
-            (f"{kind}/retention", weights.render_retention(cfg, p.head)),
+            (f"{kind}/obtain", weights.render_obtain(cfg, p.head, TOOL, TOKEN)),
+            (f"{kind}/head-probe", weights.render_probe(cfg, p.head, TOOL)),
+            (f"{kind}/worker-sync", weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL, TOKEN)),
+            (f"{kind}/worker-probe", weights.render_probe(cfg, p.workers[0], TOOL)),
+            (f"{kind}/worker-retention", weights.render_retention(cfg, p.workers[0], TOOL)),
+            (f"{kind}/head-retention", weights.render_retention(cfg, p.head, TOOL)),
+            (f"{kind}/head-update", weights.head_digest_command(cfg)),
         ]
     cfg, p = build({"kind": "local", "path": "/tmp"})
-    out += [
-        ("local/upload", weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir")),
-        ("local/upload-check", weights.render_upload_check(cfg, p.head, TOOL)),
-    ]
+    out += [("local/upload", weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir", TOKEN))]
     return out
 
 
@@ -107,7 +109,7 @@ def test_rendered_script_is_valid_bash(name, script, tmp_path):
 
 def test_hf_download_pins_repo_and_revision_into_model_path():
     cfg, p = build(HF)
-    script = weights.render_obtain(cfg, p.head, TOOL)
+    script = weights.render_obtain(cfg, p.head, TOOL, TOKEN)
     assert "MODEL_PATH=/home/aurora/models/Qwen3.5-122B-A10B-FP8\n" in script
     assert f'"${{HF[@]}}" Qwen/Qwen3.5-122B-A10B-FP8 --revision {REVISION} --local-dir "$MODEL_PATH"' in script
     assert "HF=(hf download)" in script and "HF=(huggingface-cli download)" in script
@@ -134,7 +136,7 @@ def test_hf_token_comes_from_the_env_file_and_never_from_argv(tmp_path, env):
         'dir=${@: -1}; mkdir -p "$dir/.cache/huggingface"; echo w > "$dir/model.safetensors"\n',
     )
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
-    out = run_bash(weights.render_obtain(cfg, head, TOOL), env).stdout
+    out = run_bash(weights.render_obtain(cfg, head, TOOL, TOKEN), env).stdout
     argv = (tmp_path / "bin" / "hf.argv").read_text().split("\n")
     assert argv[:6] == [
         "download",
@@ -164,7 +166,7 @@ def test_download_rerun_lets_hf_resume_and_hashes_only_new_files(tmp_path, env):
         'head -c 100000 /dev/urandom > "$dir/model-$((n + 1)).safetensors"\n',
     )
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
-    script = weights.render_obtain(cfg, head, TOOL)
+    script = weights.render_obtain(cfg, head, TOOL, TOKEN)
     first = run_bash(script, env)
     second = run_bash(script, env)
     assert "hashed 1 " in second.stderr and "1 from cache" in second.stderr
@@ -178,14 +180,14 @@ def test_failed_download_shows_its_log_and_says_it_resumes(tmp_path, env):
     head = dataclasses.replace(p.head, remote_dir=str(tmp_path / "remote"))
     fake_hf(tmp_path / "bin", 'printf "Fetching 3 files:  33%%\\r"; echo "HTTP 401 for url"; exit 1\n')
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
-    result = run_bash(weights.render_obtain(cfg, head, TOOL), env, check=False)
+    result = run_bash(weights.render_obtain(cfg, head, TOOL, TOKEN), env, check=False)
     assert result.returncode == 1
     assert "HTTP 401 for url" in result.stderr and "run pulumi up again to resume" in result.stderr
 
 
 def test_worker_sync_runs_rsync_over_the_fabric_with_the_bulk_cipher_and_partial_dir():
     cfg, p = build()
-    script = weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL)
+    script = weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL, TOKEN)
     assert "FABRIC_TARGET=aurora@192.168.200.13" in script
     assert f'RSH_ARGS=(-e "$FABRIC_RSH -c {weights.BULK_CIPHER}")' in script
     assert "--partial-dir=.spark-llm-partial" in script and " -I " in script and "--files-from=" in script
@@ -198,11 +200,35 @@ def test_worker_sync_runs_rsync_over_the_fabric_with_the_bulk_cipher_and_partial
 
 def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():
     cfg, p = build({"kind": "local", "path": "/tmp"})
-    script = weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir")
+    script = weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir", TOKEN)
     assert "SRC='/tmp/model dir'" in script
-    assert 'REMOTE=(ssh -F "$SPARK_LLM_SSH_CONFIG" "$SPARK_LLM_SSH_HOST")' in script
-    assert f'-S none -c {weights.BULK_CIPHER}")' in script
-    assert "ProxyJump" not in script and " -J " not in script
+    # The pinned ssh command comes from the environment (spark_llm.connection.ssh_command), not the script.
+    assert 'eval "SSH=(${SPARK_LLM_SSH:?' in script and 'REMOTE=("${SSH[@]}" "$SSH_TARGET")' in script
+    assert f'RSH_ARGS=(-e "$ssh_wrapper -c {weights.BULK_CIPHER}")' in script and 'DEST="$SSH_TARGET:"' in script
+    assert "ProxyJump" not in script and " -J " not in script and "PRIVATE KEY" not in script
+
+
+def test_upload_ssh_wrapper_passes_every_pinned_option_through_to_ssh(tmp_path):
+    """rsync splits -e itself: the wrapper must hand ssh each option exactly, spaces and quotes included."""
+    from spark_llm.connection import ssh_command
+
+    cfg, p = build({"kind": "local", "path": "/tmp"})
+    argv = ssh_command(p.workers[0].ssh)  # the worker's: a ProxyCommand with nested quoting
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$STUB_ARGS"\n')
+    (bin_dir / "ssh").chmod(0o755)
+    transport = weights.from_operator(p.head)
+    script = transport.runner + transport.rsync + '"$ssh_wrapper" aurora@head true\n'
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        STUB_ARGS=str(tmp_path / "args"),
+        SPARK_LLM_SSH=shlex.join(argv),
+        SPARK_LLM_SSH_TARGET="aurora@head",
+    )
+    run_bash(script, env)
+    assert (tmp_path / "args").read_text().splitlines() == [*argv[1:], "aurora@head", "true"]
 
 
 @pytest.mark.parametrize(
@@ -233,14 +259,86 @@ def test_parse_digest_reads_the_last_manifest_line(stdout, digest):
 def test_weights_are_deleted_on_destroy_only_when_purged_and_ours(source, purge, node, delete, says):
     cfg, p = build(source, purge=purge)
     target = p.head if node == "head" else p.workers[0]
-    assert (weights.render_purge(cfg, target, TOOL) is not None) == delete
-    assert says in weights.render_retention(cfg, target)
+    assert weights.purges(cfg, target) == delete
+    script = weights.render_retention(cfg, target, TOOL)
+    assert says in script and ('"$tool" purge' in script) == delete
+
+
+def retention_run(tmp_path: Path, env: dict, *, purge: bool, phase: str) -> subprocess.CompletedProcess[str]:
+    cfg, p = build(path=str(tmp_path / "model"), purge=purge)
+    worker = dataclasses.replace(p.workers[0], remote_dir=str(tmp_path / "remote"))
+    return run_bash(f"SPARK_LLM_PHASE={phase}\n" + weights.render_retention(cfg, worker, TOOL), env)
+
+
+def test_destroy_purges_but_a_replaced_retention_setting_deletes_nothing(tmp_path, env):
+    model_dir(tmp_path / "model", {"w.safetensors": b"w"})
+    tool("scan", str(tmp_path / "model"), "--write", env=env)
+    assert "deleted by pulumi destroy" in retention_run(tmp_path, env, purge=True, phase="create").stdout
+    # purgeOnDestroy turned off: the new resource is created, then the old one (which purges) is deleted.
+    retention_run(tmp_path, env, purge=False, phase="create")
+    assert "nothing deleted" in retention_run(tmp_path, env, purge=True, phase="delete").stdout
+    assert (tmp_path / "model" / "w.safetensors").exists()
+    # On again, then a destroy: the resource's own mark, so it purges.
+    retention_run(tmp_path, env, purge=True, phase="create")
+    retention_run(tmp_path, env, purge=True, phase="delete")
+    assert not (tmp_path / "model").exists()
 
 
 def test_tool_with_the_heredoc_delimiter_is_refused():
     cfg, p = build()
     with pytest.raises(ValueError, match="delimiter"):
-        weights.render_head_check(cfg, "print(1)\nSPARK_LLM_MANIFEST_PY\n")
+        weights.render_probe(cfg, p.head, "print(1)\nSPARK_LLM_MANIFEST_PY\n")
+
+
+# ---------- drift: the probe sections and the recorded token ----------
+
+
+def test_probe_prints_the_live_digest_of_model_path_and_of_the_heads_source(tmp_path, env):
+    src = model_dir(tmp_path / "src", {"a.bin": b"a"})
+    cfg, p = build({"kind": "head", "path": str(src)}, path=str(tmp_path / "dst"))
+    head_out = run_bash(weights.render_probe(cfg, p.head, TOOL), env).stdout
+    facts = parse_probe("spark-1", head_out).facts
+    empty = tool("scan", str(tmp_path / "dst"), env=env).stdout.split()[1]  # not there yet: the empty manifest
+    assert facts == {"weights": empty, "weights-source": tool("scan", str(src), env=env).stdout.split()[1]}
+    assert weights.live_value(cfg, p.head, facts) == f"{facts['weights']}/{facts['weights-source']}"
+    worker_facts = parse_probe("spark-2", run_bash(weights.render_probe(cfg, p.workers[0], TOOL), env).stdout).facts
+    assert list(worker_facts) == ["weights"]  # a worker has no source dir
+    assert weights.live_value(cfg, p.workers[0], worker_facts) == empty
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [({}, None), ({"weights": "d1"}, "d1"), ({"weights": "d1", "weights-source": "s1"}, "d1")],
+)
+def test_live_value_of_a_worker(facts, expected):
+    cfg, p = build()
+    assert weights.live_value(cfg, p.workers[0], facts) == expected
+
+
+def test_head_copy_records_its_token_with_what_the_probe_then_reads(tmp_path, env):
+    """A no-op next time: the recorded value is the live value the probe computes (spark_llm.drift)."""
+    model_dir(tmp_path / "src", {"a.bin": b"a"})
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    cfg, p = build({"kind": "head", "path": str(src)}, path=str(dst))
+    head = dataclasses.replace(p.head, remote_dir=str(tmp_path / "remote"))
+    run_bash(weights.render_obtain(cfg, head, TOOL, TOKEN), env)
+    recorded = (tmp_path / "remote" / "state" / "weights").read_text().strip()
+    facts = parse_probe("spark-1", run_bash(weights.render_probe(cfg, head, TOOL), env).stdout).facts
+    observation = NodeObservation(node="spark-1", tokens={"weights": recorded}, facts=facts)
+    assert step_token(observation, "weights", weights.live_value(cfg, head, facts)) == (TOKEN, None)
+    (src / "a.bin").write_bytes(b"changed")  # the source dir drifted: the head copy is repaired
+    facts = parse_probe("spark-1", run_bash(weights.render_probe(cfg, head, TOOL), env).stdout).facts
+    token, why = step_token(observation, "weights", weights.live_value(cfg, head, facts))
+    assert token.startswith("repair-") and why and "weights on spark-1: now" in why
+
+
+def test_head_copy_update_reprints_the_digest_from_the_stored_manifest(tmp_path, env):
+    model_dir(tmp_path / "src", {"a.bin": b"a"})
+    script = head_copy(tmp_path)
+    digest = weights.parse_digest(run_bash(script, env).stdout)
+    cfg, _ = build({"kind": "head", "path": str(tmp_path / "src")}, path=str(tmp_path / "dst"))
+    out = subprocess.run(["bash", "-c", weights.head_digest_command(cfg)], capture_output=True, text=True, check=True)
+    assert weights.parse_digest(out.stdout) == digest and "connection settings recorded" in out.stdout
 
 
 # ---------- run for real: the head-side copy (kind head, another directory) ----------
@@ -250,7 +348,7 @@ def head_copy(tmp_path: Path):
     src, dst = tmp_path / "src", tmp_path / "dst"
     cfg, p = build({"kind": "head", "path": str(src)}, path=str(dst))
     head = dataclasses.replace(p.head, remote_dir=str(tmp_path / "remote"))
-    return weights.render_obtain(cfg, head, TOOL)
+    return weights.render_obtain(cfg, head, TOOL, TOKEN)
 
 
 def test_head_copy_sends_only_what_differs_and_removes_what_the_source_lacks(tmp_path, env):

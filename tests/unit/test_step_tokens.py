@@ -1,0 +1,46 @@
+"""spark_llm.drift: which token a step gets from what the node has now, table-tested."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_llm.drift import UNOBSERVED, first_run, step_token
+from spark_llm.observe import NodeObservation
+
+ID = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+
+
+def node(tokens: dict[str, str] | None = None, error: str | None = None) -> NodeObservation:
+    return NodeObservation(node="worker-1", tokens=tokens or {}, error=error)
+
+
+@pytest.mark.parametrize(
+    ("observation", "live", "token", "why"),
+    [
+        (None, ID, UNOBSERVED, None),
+        (node({"image": f"tok-1 {ID}"}), ID, "tok-1", None),
+        (node({"image": f"tok-1 {ID}"}), None, "repair-", f"image on worker-1: gone (was {ID})"),
+        (node({"image": f"tok-1 {ID}"}), OTHER, "repair-", f"image on worker-1: now {OTHER}, was {ID}"),
+        (node(), ID, "repair-", "image has not run on worker-1 yet"),
+        (node(error="ssh: no route"), ID, "repair-", "worker-1 could not be read: ssh: no route"),
+    ],
+)
+def test_step_token(observation, live, token, why):
+    got, reason = step_token(observation, "image", live)
+    assert got.startswith(token) and reason == why
+    if token == "repair-":
+        assert got != token and got == step_token(observation, "image", live)[0]  # the same repair each run
+
+
+def test_a_repaired_node_is_a_no_op_next_time():
+    token, _ = step_token(node({"image": f"tok-1 {ID}"}), "image", None)
+    assert step_token(node({"image": f"{token} {ID}"}), "image", ID) == (token, None)
+
+
+@pytest.mark.parametrize(
+    ("observation", "expected"),
+    [(None, False), (node(), True), (node({"image": f"t {ID}"}), False), (node(error="down"), False)],
+)
+def test_first_run(observation, expected):
+    assert first_run(observation, "image") is expected
