@@ -119,8 +119,9 @@ def run_on(target: SshHost, script: str, *, timeout: float = 60) -> NodeRun:
 def clock_script(script: str) -> str:
     """`script` after a clock exchange: print CLOCK_READY, wait for a line, print the time, then run it.
 
-    bash parses the whole `{ ...; }; exit` group before running it, so the `read` gets the line this machine
-    sends after the script (ssh.stdin_script explains why); the script's own commands read nothing.
+    bash reads a script from a pipe one byte at a time and parses the whole `{ ...; }; exit` group before running
+    it (POSIX: the shell leaves its stdin right after the command it read), so the `read` gets the line this
+    machine sends after the script; the script's own commands read nothing.
     """
     return (
         "set -uo pipefail\n{\n"

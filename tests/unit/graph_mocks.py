@@ -31,9 +31,7 @@ FAKE_PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc3BhcmstbGxtIHRlc3Qga2V
 class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outs = dict(args.inputs)
-        if "-image-" in args.name and (args.typ.endswith("RemoteCommand") or args.typ == "command:remote:Command"):
-            outs["stdout"] = f"image {IMAGE_ID} linux/arm64\n"
-        elif args.typ == "docker:index/remoteImage:RemoteImage":
+        if args.typ == "docker:index/remoteImage:RemoteImage":
             outs["imageId"] = IMAGE_ID
         elif args.name.startswith("spark-weights-"):
             outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"

@@ -16,7 +16,6 @@ import pytest
 
 from spark_llm import image, plan
 from spark_llm.config import parse
-from spark_llm.ssh import stdin_script
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 MODES = [("present", "head"), ("pull", "head"), ("transfer", "head"), ("transfer", "operator")]
@@ -94,7 +93,7 @@ def stub(tmp_path: Path):
     (state / "operator.image").write_text(f"{HEAD_ID} linux/arm64\n")
     (state / "calls.log").write_text("")
 
-    def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None, wrap: bool = False):
+    def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None):
         path = tmp_path / "step.sh"
         path.write_text(script)
         environment = {
@@ -109,7 +108,7 @@ def stub(tmp_path: Path):
             image.SSH_TARGET_ENV: "aurora@head",
             **(env or {}),
         }
-        argv, data = (["bash", "-s"], stdin_script(script).encode() + stdin) if wrap else (["bash", str(path)], stdin)
+        argv, data = ["bash", str(path)], stdin
         result = subprocess.run(argv, input=data, capture_output=True, env=environment, timeout=30)
         return subprocess.CompletedProcess(argv, result.returncode, result.stdout.decode(), result.stderr.decode())
 
@@ -334,12 +333,3 @@ def test_operators_missing_image_says_what_to_do(raw_config, stub):
     out = stub(steps(raw_config, "transfer", "operator")["spark-1"].script, node="operator")
     assert out.returncode == 1
     assert "is not in this machine's docker" in out.stderr and "image.source head" in out.stderr
-
-
-def test_bytes_after_a_script_that_does_not_read_them_are_never_run(tmp_path):
-    marker = tmp_path / "ran"
-    script = "echo script ran\n"
-    data = f"touch {marker}\n".encode()
-    out = subprocess.run(["bash", "-s"], input=stdin_script(script).encode() + data, capture_output=True)
-    assert out.returncode == 0 and out.stdout == b"script ran\n"
-    assert not marker.exists()
