@@ -130,6 +130,26 @@ def test_second_up_moves_nothing(source, pulumi, sim_cluster):
     pulumi("preview", "--expect-no-changes")
 
 
+def test_new_key_path_reruns_no_step_and_moves_no_bytes(source, pulumi, sim_cluster, tmp_path):
+    """Key rotation (here: the same key at a new path): the steps' connections and ssh commands change, which is
+    an update that only says so; no file, image or weights step is re-run or replaced."""
+    key = pulumi("config", "get", "sshKeyPath").stdout.strip()
+    copy = tmp_path / "rotated_ed25519"
+    shutil.copy(key, copy)
+    copy.chmod(0o600)
+    pulumi.set("sshKeyPath", str(copy))
+    try:
+        out = pulumi.up().stdout
+        assert "connection settings recorded" in out  # the upload's ssh command (key path) is recorded
+        assert "sending" not in out and "already identical" not in out
+        for line in out.splitlines():
+            if any(step in line for step in ("spark-weights-", "spark-image-", "spark-scripts-")):
+                assert not any(verb in line for verb in ("creat", "replac", "delet")), line
+    finally:
+        pulumi.set("sshKeyPath", key)
+    pulumi.up()
+
+
 def test_new_revision_in_another_directory_moves_only_the_changed_file(source, pulumi, sim_cluster, tmp_path):
     """ "Changing the model revision": the next revision's directory differs from the last in one file."""
     revision = tmp_path / "revision-2"
