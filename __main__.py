@@ -3,13 +3,15 @@
 import pulumi
 
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
-from spark_llm import observe, plan, stack
+from spark_llm import connection, observe, plan, stack
 
 config = stack.load()
 deployment = plan.build_plan(config, plan.TEMPLATE_PATH.read_text())
+# The keys first: an unreadable one stops the program before anything reaches a node.
+keys = connection.read_keys(config)
 # One read-only look at every node per program run (preview too): what the steps' drift tokens are made from.
 observations = observe.observe(deployment, probe_extra(deployment))
-cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, observations=observations))
+cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, observations=observations, keys=keys))
 
 pulumi.export("endpoint", cluster.endpoint)
 pulumi.export("model", config.model.name)

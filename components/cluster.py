@@ -29,6 +29,8 @@ class SparkClusterArgs:
     """The deployment plan built from the stack config."""
     observations: dict[str, NodeObservation] | None = None
     """What every node had at this program run (spark_llm.observe with `probe_extra`); None: not observed."""
+    keys: dict[str, str] | None = None
+    """The ssh private keys by path (spark_llm.connection.read_keys); None: read here."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -44,8 +46,8 @@ class SparkCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
-        # The keys are read once, here: an unreadable key stops the program before any resource is declared.
-        keys = read_keys(plan.config)
+        # An unreadable key stops the program before any resource is declared (read before observing, ideally).
+        keys = args.keys if args.keys is not None else read_keys(plan.config)
         connections = {node.name: command_connection(node.ssh, keys) for node in plan.nodes}
         providers = {
             node.name: docker_provider(f"{name}-docker-{node.name}", node.ssh, pulumi.ResourceOptions(parent=self))

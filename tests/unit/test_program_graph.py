@@ -76,12 +76,20 @@ def pinned(raw: dict) -> dict:
     return raw
 
 
+def test_unreadable_key_stops_the_program_before_any_node_is_probed(monkeypatch):
+    with pytest.raises(Exception, match=r"spark-llm:sshKeyPath: cannot read the ssh private key"):
+        _register(monkeypatch, pinned(dual_spark_stack_file()), key=False)
+    assert _register.observed == []  # type: ignore[attr-defined]
+
+
 def test_committed_dual_spark_file_asks_for_real_host_keys():
     with pytest.raises(ConfigError, match=r"nodes\[0\]\.hostKey: is the placeholder.*ssh-keyscan"):
         parse(dual_spark_stack_file())
 
 
-def _register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations: dict | None = None) -> dict:
+def _register(
+    monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations: dict | None = None, key: bool = True
+) -> dict:
     """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
 
     Mocks answer every resource registration and the nodes are never probed (`observations` stands for what
@@ -91,9 +99,17 @@ def _register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observation
     """
     home = Path(tempfile.mkdtemp(prefix="spark-llm-home-"))
     (home / ".ssh").mkdir()
-    (home / ".ssh" / "id_ed25519").write_text(FAKE_KEY)
+    if key:
+        (home / ".ssh" / "id_ed25519").write_text(FAKE_KEY)
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setattr(observe, "observe", lambda plan, extra=None: observations)
+    observed = []
+
+    def fake_observe(plan, extra=None):
+        observed.append(plan)
+        return observations
+
+    monkeypatch.setattr(observe, "observe", fake_observe)
+    _register.observed = observed  # type: ignore[attr-defined]
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
