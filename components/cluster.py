@@ -86,7 +86,10 @@ class SparkCluster(pulumi.ComponentResource):
                 plan=plan,
                 providers=providers,
                 connections=connections,
-                image_ids=dict(image.image_ids),
+                # The head's ID for every node: each node's verify step (a prerequisite) proved it has that ID, and
+                # a worker whose image is put back with the same ID must not show in preview as a group restart
+                # (its own RemoteImage's ID is unknown until it is read again).
+                image_ids={n.name: image.image_id for n in plan.nodes},
                 generation=generation,
                 # Prerequisites of every container.
                 after=[scripts, image, weights],

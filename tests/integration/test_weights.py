@@ -120,7 +120,7 @@ def test_changed_file_previews_sync_and_restart_then_moves_only_that_file(source
         assert node_sha256(sim_cluster, node) == local_sha256(source), node
     restarted = pulumi.outputs()["container_ids"]
     assert all(restarted[n] != containers[n] for n in NODES)
-    assert out.index("worker-1: verified") < out.index("starting spark-llm-engine on worker-1")
+    assert out.index("worker-1: verified") < out.index("Container spark-engine-worker-1 created replacement")
 
 
 def test_second_up_moves_nothing(source, pulumi, sim_cluster):
