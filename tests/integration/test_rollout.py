@@ -8,6 +8,7 @@ that meant nothing); a one-off crash is cured by running `pulumi up` again; a co
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -90,3 +91,21 @@ def test_a_killed_worker_is_announced_by_preview_and_restored_by_up(deployed, si
     assert out.index("spark-engine-worker-1 created replacement") < out.index("spark-engine-head created replacement")
     assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
     deployed("preview", "--expect-no-changes")
+
+
+@pytest.mark.parametrize("how", [["rm", "-f"], ["stop"]], ids=["removed", "stopped"])
+def test_with_refresh_a_removed_or_stopped_worker_restarts_the_group_head_first(deployed, sim_cluster, how):
+    """`--refresh` lets the docker provider read each container: a removed worker drops out of state (a create,
+    not a replace) and a stopped one reads as `mustRun: false`; the group still restarts head first."""
+    sim_cluster.node_exec("worker-1", "docker", *how, "spark-llm-engine")
+    preview = deployed("preview", "--refresh").stdout
+    assert "drift in the engine group: worker-1" in preview
+    assert re.search(r"spark-engine-worker-1 (create|replace)", preview) and "spark-engine-head replace" in preview
+    out = deployed.up("--refresh").stdout
+    stopped_head = out.index("spark-engine-stop-head created replacement")
+    created_worker = re.search(r"Container spark-engine-worker-1 created( replacement)? \(", out)
+    assert created_worker and stopped_head < created_worker.start() < out.index(
+        "Container spark-engine-head created replacement"
+    )
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    deployed("preview", "--refresh", "--expect-no-changes")
