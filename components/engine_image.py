@@ -101,7 +101,7 @@ class EngineImage(pulumi.ComponentResource):
                     f"{name}-{node.name}",
                     script=step.script,
                     environment={
-                        image.SSH_ENV: shlex.join(ssh_command(node.ssh)),
+                        image.SSH_ENV: "\n".join(ssh_command(node.ssh)),
                         image.SSH_TARGET_ENV: ssh_destination(node.ssh),
                     },
                     triggers=[token, local_image_facts(cfg.image.ref)],

@@ -16,7 +16,6 @@ node since the last `up` makes preview warn, naming the node, and `up` syncs the
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -114,7 +113,7 @@ class ModelWeights(pulumi.ComponentResource):
                 script=weights.render_upload(cfg, head, tool, local_dir, tokens[head.name]),
                 # The ssh command (key path, host key, port) is no trigger: a new one re-runs nothing.
                 environment={
-                    weights.SSH_ENV: shlex.join(ssh_command(head.ssh)),
+                    weights.SSH_ENV: "\n".join(ssh_command(head.ssh)),
                     weights.SSH_TARGET_ENV: ssh_destination(head.ssh),
                 },
                 triggers=[*identity, local_digest, tokens[head.name]],

@@ -163,7 +163,7 @@ _ON_WORKER = (
 )
 # From the operator's machine: the pinned OpenSSH command the component puts in the environment.
 _ON_HEAD_FROM_HERE = (
-    f'eval "SSH=(${{{SSH_ENV}:?set by the EngineImage component}})"\n'
+    f'mapfile -t SSH <<<"${{{SSH_ENV}:?set by the EngineImage component}}"\n'
     f"SSH_TARGET=${{{SSH_TARGET_ENV}:?set by the EngineImage component}}\n"
     'on_node() { "${SSH[@]}" "$SSH_TARGET" "${*@Q}" </dev/null; }\n'
     'load_on_node() { "${SSH[@]}" "$SSH_TARGET" docker load; }\n'

@@ -167,7 +167,7 @@ def from_operator(head: NodePlan) -> Transport:
     rsync's -e is one string that rsync splits itself: it gets a wrapper script around the ssh array instead.
     """
     return Transport(
-        runner=f'eval "SSH=(${{{SSH_ENV}:?set by the ModelWeights component}})"\n'
+        runner=f'mapfile -t SSH <<<"${{{SSH_ENV}:?set by the ModelWeights component}}"\n'
         f"SSH_TARGET=${{{SSH_TARGET_ENV}:?set by the ModelWeights component}}\n"
         'REMOTE=("${SSH[@]}" "$SSH_TARGET")\n',
         rsync="ssh_wrapper=$(mktemp)\n"

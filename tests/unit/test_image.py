@@ -104,7 +104,9 @@ def stub(tmp_path: Path):
             "STUB_NODE": node,
             image.HEAD_ID_ENV: HEAD_ID,
             # What EngineImage gives the operator's step: its pinned ssh command and the head's user@host.
-            image.SSH_ENV: "ssh -i /keys/id -o 'KnownHostsCommand=/bin/echo head ssh-ed25519 AAAA' -p 22",
+            image.SSH_ENV: "\n".join(
+                ["ssh", "-i", "/keys/id", "-o", "KnownHostsCommand=/bin/echo head ssh-ed25519 AAAA"]
+            ),
             image.SSH_TARGET_ENV: "aurora@head",
             **(env or {}),
         }

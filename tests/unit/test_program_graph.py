@@ -274,8 +274,9 @@ def test_operator_source_sends_from_this_machine_with_pinned_openssh(monkeypatch
     assert step.type == LOCAL_COMMAND
     inputs = _inputs(step)
     assert inputs["create"] == run_stdin_script() and "docker save" in inputs["stdin"]
-    ssh = inputs["environment"]["SPARK_LLM_SSH"]
-    assert "KnownHostsCommand=/bin/echo spark-1 ssh-ed25519" in ssh and "-i " in ssh
+    ssh = inputs["environment"]["SPARK_LLM_SSH"].split("\n")  # one argument a line
+    assert ssh[0] == "ssh" and ssh[ssh.index("-i") + 1].endswith("/.ssh/id_ed25519")
+    assert any(a.startswith("KnownHostsCommand=/bin/echo spark-1 ssh-ed25519") for a in ssh)
     assert "PRIVATE KEY" not in json.dumps(inputs)
     assert inputs["environment"]["SPARK_LLM_SSH_TARGET"] == "aurora@10.1.230.180"
     assert any(d.endswith("::spark-image-spark-1") for d in registered["spark-image-spark-1-image"].dependencies)

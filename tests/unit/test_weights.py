@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -203,7 +202,8 @@ def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():
     script = weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir", TOKEN)
     assert "SRC='/tmp/model dir'" in script
     # The pinned ssh command comes from the environment (spark_llm.connection.ssh_command), not the script.
-    assert 'eval "SSH=(${SPARK_LLM_SSH:?' in script and 'REMOTE=("${SSH[@]}" "$SSH_TARGET")' in script
+    assert 'mapfile -t SSH <<<"${SPARK_LLM_SSH:?' in script and 'REMOTE=("${SSH[@]}" "$SSH_TARGET")' in script
+    assert "eval" not in script
     assert f'RSH_ARGS=(-e "$ssh_wrapper -c {weights.BULK_CIPHER}")' in script and 'DEST="$SSH_TARGET:"' in script
     assert "ProxyJump" not in script and " -J " not in script and "PRIVATE KEY" not in script
 
@@ -224,7 +224,7 @@ def test_upload_ssh_wrapper_passes_every_pinned_option_through_to_ssh(tmp_path):
         os.environ,
         PATH=f"{bin_dir}:{os.environ['PATH']}",
         STUB_ARGS=str(tmp_path / "args"),
-        SPARK_LLM_SSH=shlex.join(argv),
+        SPARK_LLM_SSH="\n".join(argv),
         SPARK_LLM_SSH_TARGET="aurora@head",
     )
     run_bash(script, env)
