@@ -24,7 +24,7 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from spark_llm import weights
+from spark_llm import weights, weights_sync
 from spark_llm.commands import NodeCommand, OperatorCommand, file_script, remove_file_command
 from spark_llm.connection import ssh_command, ssh_destination
 from spark_llm.drift import first_run, step_token
@@ -113,8 +113,8 @@ class ModelWeights(pulumi.ComponentResource):
                 script=weights.render_upload(cfg, head, tool, local_dir, tokens[head.name]),
                 # The ssh command (key path, host key, port) is no trigger: a new one re-runs nothing.
                 environment={
-                    weights.SSH_ENV: "\n".join(ssh_command(head.ssh)),
-                    weights.SSH_TARGET_ENV: ssh_destination(head.ssh),
+                    weights_sync.SSH_ENV: "\n".join(ssh_command(head.ssh)),
+                    weights_sync.SSH_TARGET_ENV: ssh_destination(head.ssh),
                 },
                 triggers=[*identity, local_digest, tokens[head.name]],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),

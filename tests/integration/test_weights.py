@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import weights
+from spark_llm import weights, weights_sync
 from tests.integration.conftest import STACK_FILE, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration
@@ -189,13 +189,13 @@ def test_interrupted_copy_resumes_from_the_partial_file(source, pulumi, sim_clus
     partial = tmp_path / "partial"
     partial.write_bytes(big[: 2 << 20])
     container = sim_cluster.container("worker-1")
-    sim_cluster.node_exec("worker-1", "mkdir", "-p", f"{MODEL_PATH}/{weights.PARTIAL_DIR}")
+    sim_cluster.node_exec("worker-1", "mkdir", "-p", f"{MODEL_PATH}/{weights_sync.PARTIAL_DIR}")
     run(
         [
             "docker",
             "cp",
             str(partial),
-            f"{container}:{MODEL_PATH}/{weights.PARTIAL_DIR}/model-00003-of-00003.safetensors",
+            f"{container}:{MODEL_PATH}/{weights_sync.PARTIAL_DIR}/model-00003-of-00003.safetensors",
         ]
     )
 
@@ -205,7 +205,7 @@ def test_interrupted_copy_resumes_from_the_partial_file(source, pulumi, sim_clus
     assert literal <= (1 << 20) + (64 << 10), out[-3000:]
     assert node_sha256(sim_cluster, "worker-1") == local_sha256(source)
     leftover = sim_cluster.node_exec("worker-1", "ls", "-A", MODEL_PATH).stdout.split()
-    assert weights.PARTIAL_DIR not in leftover
+    assert weights_sync.PARTIAL_DIR not in leftover
 
 
 def test_destroy_leaves_the_weights_on_every_node(source, pulumi, sim_cluster):

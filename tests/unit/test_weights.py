@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import config, plan, weights
+from spark_llm import config, plan, weights, weights_sync
 from spark_llm.drift import step_token
 from spark_llm.observe import NodeObservation, parse_probe
 from tests.conftest import dual_spark_raw
@@ -188,7 +188,7 @@ def test_worker_sync_runs_rsync_over_the_fabric_with_the_bulk_cipher_and_partial
     cfg, p = build()
     script = weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL, TOKEN)
     assert "FABRIC_TARGET=aurora@192.168.200.13" in script
-    assert f'RSH_ARGS=(-e "$FABRIC_RSH -c {weights.BULK_CIPHER}")' in script
+    assert f'RSH_ARGS=(-e "$FABRIC_RSH -c {weights_sync.BULK_CIPHER}")' in script
     assert "--partial-dir=.spark-llm-partial" in script and " -I " in script and "--files-from=" in script
     assert "--info=progress2" in script and '"$DEST$DST/" > "$RSYNC_LOG"' in script
     assert "RSYNC_LOG=/home/aurora/spark-llm/logs/weights-spark-2.log" in script
@@ -204,7 +204,7 @@ def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():
     # The pinned ssh command comes from the environment (spark_llm.connection.ssh_command), not the script.
     assert 'mapfile -t SSH <<<"${SPARK_LLM_SSH:?' in script and 'REMOTE=("${SSH[@]}" "$SSH_TARGET")' in script
     assert "eval" not in script
-    assert f'RSH_ARGS=(-e "$ssh_wrapper -c {weights.BULK_CIPHER}")' in script and 'DEST="$SSH_TARGET:"' in script
+    assert f'RSH_ARGS=(-e "$ssh_wrapper -c {weights_sync.BULK_CIPHER}")' in script and 'DEST="$SSH_TARGET:"' in script
     assert "ProxyJump" not in script and " -J " not in script and "PRIVATE KEY" not in script
 
 
@@ -218,7 +218,7 @@ def test_upload_ssh_wrapper_passes_every_pinned_option_through_to_ssh(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "ssh").write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$STUB_ARGS"\n')
     (bin_dir / "ssh").chmod(0o755)
-    transport = weights.from_operator(p.head)
+    transport = weights_sync.from_operator(p.head)
     script = transport.runner + transport.rsync + '"$ssh_wrapper" aurora@head true\n'
     env = dict(
         os.environ,
@@ -390,7 +390,7 @@ def test_progress_lines_are_short_and_come_every_few_seconds(tmp_path):
     # A stand-in rsync writing --info=progress2 lines with \r for ~2.4 s; one progress line a second.
     log = tmp_path / "rsync.log"
     script = (
-        weights._COMMON.replace(f"PROGRESS_SECONDS={weights.PROGRESS_SECONDS}", "PROGRESS_SECONDS=1")
+        weights_sync.COMMON.replace(f"PROGRESS_SECONDS={weights_sync.PROGRESS_SECONDS}", "PROGRESS_SECONDS=1")
         + f"RSYNC_LOG={log}\nWHAT=worker-1\n"
         + "(for i in 1 2 3 4 5 6; do printf '  %s,000,000  %s%%  640.00MB/s    0:00:0%s  ' $((i * 200)) $((i * 16)) "
         '$((6 - i)) >> "$RSYNC_LOG"; printf \'\\r\' >> "$RSYNC_LOG"; sleep 0.4; done) &\n'
@@ -506,7 +506,7 @@ def test_interrupted_copy_resumes_from_the_partial_file(tmp_path):
     (tmp_path / "list").write_bytes(b"big.bin\0")
     argv = [
         "rsync",
-        *weights.RSYNC_OPTIONS,
+        *weights_sync.RSYNC_OPTIONS,
         "--no-whole-file",
         f"--files-from={tmp_path / 'list'}",
         f"{src}/",
@@ -517,7 +517,7 @@ def test_interrupted_copy_resumes_from_the_partial_file(tmp_path):
     proc.send_signal(signal.SIGINT)  # SIGINT, as when an operator interrupts `pulumi up` or the link drops
     proc.wait(timeout=10)
     assert proc.returncode != 0
-    partial = dst / weights.PARTIAL_DIR / "big.bin"
+    partial = dst / weights_sync.PARTIAL_DIR / "big.bin"
     assert partial.exists() and 0 < partial.stat().st_size < 4 << 20
     kept = partial.stat().st_size
 
@@ -526,4 +526,4 @@ def test_interrupted_copy_resumes_from_the_partial_file(tmp_path):
     matched = int(re.search(r"Matched data: ([\d,]+)", out).group(1).replace(",", ""))
     assert matched >= kept - 64 * 1024 and literal <= (4 << 20) - kept + 64 * 1024
     assert (dst / "big.bin").read_bytes() == (src / "big.bin").read_bytes()
-    assert not (dst / weights.PARTIAL_DIR).exists()
+    assert not (dst / weights_sync.PARTIAL_DIR).exists()
