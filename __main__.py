@@ -1,9 +1,16 @@
 """spark-llm Pulumi program: load the stack config, look at the nodes, build the cluster, export its outputs."""
 
+import signal
+
 import pulumi
 
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
 from spark_llm import plan, stack
+
+# When an update fails, Pulumi's language host stops the program with SIGINT; Python would answer with a
+# KeyboardInterrupt traceback of whatever thread it hit, under the real error. The engine holds the state, so the
+# program may simply end.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 config = stack.load()
 keys = stack.load_keys(config)

@@ -54,7 +54,10 @@ class SparkCluster(pulumi.ComponentResource):
             for n in plan.nodes
         }
         generation, why = drift.group_generation(args.observations, [(n.name, n.role) for n in plan.nodes])
-        if why and args.observations and all(o.engine.status == "absent" for o in args.observations.values()):
+        seen = list((args.observations or {}).values())
+        if any(o.error for o in seen):
+            pass  # spark_llm.stack already named each node it could not read
+        elif why and seen and all(o.engine.status == "absent" for o in seen):
             pulumi.log.info("engine group: not running on any node yet; `pulumi up` starts it, workers first")
         elif why:
             pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")

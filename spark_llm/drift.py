@@ -28,15 +28,15 @@ def _repair(why: str) -> str:
 
 
 def step_token(observation: NodeObservation | None, step: str, live: str | None) -> tuple[str, str | None]:
-    """The token for `step` on a node, and why it is a repair (None when the node is as the step left it).
+    """The token for `step` on a node, and why it is a repair (None when the node is as the step left it, or when
+    it could not be read: spark_llm.stack says that once per node, not once per step).
 
     `live`: the value the node has now (image ID, manifest digest), None when absent.
     """
     if observation is None:
         return UNOBSERVED, None
     if observation.error is not None:
-        why = f"{observation.node} could not be read: {observation.error}"
-        return _repair(why), why
+        return _repair(f"{observation.node} could not be read: {observation.error}"), None
     recorded = observation.tokens.get(step, "")
     token, _, value = recorded.partition(" ")
     if not token:

@@ -119,7 +119,10 @@ def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str) -> NodeObser
     try:
         out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
     except RemoteError as err:
-        return NodeObservation(node=node.name, error=str(err).splitlines()[0])
+        # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
+        return NodeObservation(node=node.name, error=lines[0].removesuffix(" Last output:") + detail)
     return parse_probe(node.name, out)
 
 

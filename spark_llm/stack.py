@@ -52,6 +52,12 @@ def _remove_command(node: NodePlan, container: str) -> str:
     return f"ssh {jump}-p {hop.port} {hop.user}@{hop.host} docker rm -f {container}"
 
 
+def config_key_of(plan: DeploymentPlan, node: str) -> str:
+    """`spark-llm:nodes[i]` of a node, as the stack config names it."""
+    index = next(i for i, n in enumerate(plan.config.nodes) if n.name == node)
+    return f"{NAMESPACE}:nodes[{index}]"
+
+
 def _under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
@@ -66,6 +72,18 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
     if _under_mocks():
         return None
     observations = observe.observe(plan, extra)
+    for node in plan.nodes:
+        error = observations[node.name].error
+        via = node.ssh.via
+        if error is not None and via is not None and observations[via.name].error is not None:
+            pulumi.log.warn(f"{node.name} cannot be read now: it is reached through {via.name}, which cannot be read.")
+        elif error is not None:
+            # Once per node: every step there shows as to be redone, and `up` fails at the first one.
+            pulumi.log.warn(
+                f"{node.name} cannot be read now: {error}\n"
+                f"Check {config_key_of(plan, node.name)}.host and .hostKey and that the node is up: preview shows"
+                " its steps as to be redone, and `pulumi up` fails until it answers."
+            )
     foreign = drift.foreign_containers(observations)
     if foreign:
         lines = [

@@ -64,6 +64,7 @@ def test_worker_crash_at_start_fails_up_with_the_workers_log_then_converges(depl
         assert "spark-llm-engine on worker-1 stopped during startup" in text
         assert "init_torch_distributed" in text  # the worker's own traceback is in the error
         assert "spark-engine-head created" not in text  # the head is not started after a failed worker
+        assert "Traceback" not in text  # the error is the worker's log, not a Python stack
     finally:
         deployed.reset_config()
     deployed.up()

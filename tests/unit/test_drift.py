@@ -92,3 +92,24 @@ def test_the_probe_output_is_parsed_into_an_observation():
     assert seen.image == "sha256:aa linux/arm64" and seen.tokens == {"image": "tok sha256:aa"}
     assert seen.facts == {"weights": "0123abcd"}
     assert parse_probe("w1", 'engine\t{"status": "absent"}\n').engine.status == "absent"
+
+
+def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_through_it(monkeypatch, raw_config):
+    import pulumi
+
+    from spark_llm import observe, plan, stack
+    from spark_llm.config import parse
+
+    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    seen = {
+        "spark-1": NodeObservation(node="spark-1", error="head (aurora@10.1.230.180): exit 255: ... No route to host"),
+        "spark-2": NodeObservation(node="spark-2", error="spark-2 (...): exit 255: ... closed by remote host"),
+    }
+    warnings: list[str] = []
+    monkeypatch.setattr(stack, "_under_mocks", lambda: False)
+    monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+    assert stack.observe_nodes(p, lambda _: "") == seen
+    assert len(warnings) == 2
+    assert "No route to host" in warnings[0] and "spark-llm:nodes[0].host and .hostKey" in warnings[0]
+    assert warnings[1] == "spark-2 cannot be read now: it is reached through spark-1, which cannot be read."
