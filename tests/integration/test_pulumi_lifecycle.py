@@ -29,6 +29,20 @@ def test_pulumi_cli_is_the_pinned_build():
     assert run(["pulumi", "version"]).stdout.strip() == f"v{_pinned_version()}"
 
 
+def test_pulumi_lists_the_pinned_providers_and_its_own_python_language_host():
+    text = (REPO / "tools" / "versions.env").read_text()
+    pins = {k: re.search(rf"^{k}=(\S+)$", text, re.M).group(1) for k in ("COMMAND_VERSION", "DOCKER_VERSION")}
+    plugins = json.loads(run(["pulumi", "plugin", "ls", "--json"]).stdout)
+    listed = {(p["kind"], p["name"], p["version"]) for p in plugins}
+    assert ("resource", "command", pins["COMMAND_VERSION"]) in listed
+    assert ("resource", "docker", pins["DOCKER_VERSION"]) in listed
+    about = run(["pulumi", "about"], cwd=REPO).stdout
+    assert re.search(r"^language +python +3\.\d+\.\d+$", about, re.M), about
+    assert re.search(r"^pulumi-command +" + re.escape(pins["COMMAND_VERSION"]) + "$", about, re.M), about
+    # No file of the project speaks Pulumi's language-host protocol: the CLI runs Pulumi's own.
+    assert not (REPO / "tools" / "langhost").exists()
+
+
 def test_preview_plans_the_group_and_runs_nothing(pulumi, sim_cluster):
     out = pulumi("preview").stdout
     assert re.search(r"\+ \d+ to create", out) and "to update" not in out
