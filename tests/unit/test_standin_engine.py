@@ -5,6 +5,7 @@ Every node is a real `python3 -m sglang.launch_server` process with PYTHONPATH=s
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -39,7 +40,10 @@ def http_get(url: str) -> tuple[int | None, bytes]:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
-        return error.code, error.read()
+        try:
+            return error.code, error.read()
+        except http.client.IncompleteRead as partial:  # a head closing the connection as it refuses a rank
+            return error.code, partial.partial
     except (urllib.error.URLError, ConnectionError):
         return None, b""
 
