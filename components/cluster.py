@@ -11,7 +11,7 @@ from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
-from spark_llm import drift
+from spark_llm import drift, node_files
 from spark_llm import weights as weights_plan
 from spark_llm.connection import command_connection, docker_provider
 from spark_llm.observe import NodeObservation
@@ -19,9 +19,12 @@ from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
-    """The `extra` probe sections of spark_llm.observe.observe for this plan (the weights' live digests)."""
+    """The `extra` probe sections of spark_llm.observe.observe for this plan (the weights' and the launch files'
+    live digests)."""
     tool = weights_plan.MANIFEST_TOOL_PATH.read_text()
-    return lambda node: weights_plan.render_probe(plan.config, node, tool)
+    return lambda node: (
+        node_files.probe(node_files.launch_files(plan, node)) + weights_plan.render_probe(plan.config, node, tool)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +67,7 @@ class SparkCluster(pulumi.ComponentResource):
         observed = args.observations
         scripts = LaunchScripts(
             f"{name}-scripts",
-            LaunchScriptsArgs(plan=plan, connections=connections),
+            LaunchScriptsArgs(plan=plan, connections=connections, observations=observed),
             pulumi.ResourceOptions(parent=self),
         )
         image = EngineImage(

@@ -135,7 +135,11 @@ class EngineGroup(pulumi.ComponentResource):
                 NodeCommand(
                     f"{name}-stop-{node.name}",
                     connection=args.connections[node.name],
+                    # Stopped, then removed: a container this state does not know (its state lost, or a
+                    # stack re-created on another backend) would otherwise hold the name and fail the create.
+                    # The docker provider's delete of the container it knew tolerates it being gone.
                     script=f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
+                    f"docker rm -f {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
                     f"echo 'stopped the engine on {node.name} (if it ran): the group restarts in order'\n",
                     triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
                     secret=secret,

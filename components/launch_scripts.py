@@ -2,7 +2,8 @@
 
 Each file is a NodeCommand whose script writes it (content inside the script, on stdin: never on a command line)
 and whose delete removes it. The content is in the script's digest, so a file is rewritten only when its content
-(or mode) changes, as a replace; a new key, user or port is an update that writes nothing.
+(or mode) changes, as a replace; a new key, user or port is an update that writes nothing. A file removed or
+edited on the node is drift (spark_llm.node_files): its step's token changes and `pulumi up` writes it again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from spark_llm.commands import NodeCommand, file_script, remove_file_command, sha256_text
+from spark_llm import node_files
+from spark_llm.commands import NodeCommand
+from spark_llm.drift import first_run, record_token_script, step_token
+from spark_llm.node_files import file_script, remove_file_command, sha256_text
+from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
 
 
@@ -22,6 +27,8 @@ class LaunchScriptsArgs:
     """The deployment plan: nodes, rendered script and env file."""
     connections: dict[str, command.remote.ConnectionArgs]
     """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node has now (spark_llm.observe); None: not looked at (unit tests)."""
 
 
 class LaunchScripts(pulumi.ComponentResource):
@@ -35,13 +42,35 @@ class LaunchScripts(pulumi.ComponentResource):
         super().__init__("spark-llm:components:LaunchScripts", name, None, opts)
         plan = args.plan
 
+        def token(node: NodePlan, path: str) -> str:
+            observation = (args.observations or {}).get(node.name)
+            live = node_files.live_value(observation.facts, path) if observation else None
+            value, why = step_token(observation, node_files.drift_step(path), live)
+            if why and not first_run(observation, node_files.drift_step(path)):
+                state = (
+                    "removed"
+                    if live is None
+                    else "replaced by a directory"
+                    if live == node_files.DIRECTORY
+                    else "edited"
+                )
+                pulumi.log.warn(f"drift: {path} on {node.name} was {state} since `pulumi up`; `up` writes it again")
+            return value
+
         def node_file(resource: str, node: NodePlan, path: str, content: str, mode: str, secret: bool) -> NodeCommand:
             text = pulumi.Output.secret(content) if secret else pulumi.Output.from_input(content)
+            step = node_files.drift_step(path)
+            drift_token = token(node, path)
             return NodeCommand(
                 resource,
                 connection=args.connections[node.name],
-                script=text.apply(lambda c: file_script(path, c, mode)),
-                delete=remove_file_command(path),
+                script=text.apply(
+                    lambda c: file_script(
+                        path, c, mode, record_token_script(node.remote_dir, step, drift_token, sha256_text(c))
+                    )
+                ),
+                delete=remove_file_command(path, node.remote_dir),
+                triggers=[drift_token],
                 # A secret file's script (its content) is encrypted in state, and so is its digest.
                 secret=secret,
                 # The old file's delete must run before the new one is written, not after (same path).

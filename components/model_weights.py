@@ -25,9 +25,10 @@ import pulumi
 import pulumi_command as command
 
 from spark_llm import weights, weights_sync
-from spark_llm.commands import NodeCommand, OperatorCommand, file_script, remove_file_command
+from spark_llm.commands import NodeCommand, OperatorCommand
 from spark_llm.connection import ssh_command, ssh_destination
 from spark_llm.drift import first_run, step_token
+from spark_llm.node_files import file_script, remove_file_command
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
 

@@ -13,13 +13,13 @@ Scripts and their data go over `stdin` (bash reads the script from it), never on
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import shlex
 from collections.abc import Sequence
 
 import pulumi
 import pulumi_command as command
+
+from spark_llm.node_files import sha256_text
 
 # What an update (a changed connection, nothing else) runs: it only says so.
 CONNECTION_UPDATED = "echo 'spark-llm: connection settings recorded (nothing to re-run)'"
@@ -38,10 +38,6 @@ def run_stdin_script(env: str = "") -> str:
 def discarding_stdin(command_line: str) -> str:
     """A command that does not read the script: stdin is drained first (see `run_stdin_script`)."""
     return f"cat > /dev/null; {command_line}"
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _digest(value: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -139,27 +135,3 @@ class OperatorCommand(command.local.Command):
             add_previous_output_in_env=False,
             opts=opts,
         )
-
-
-def file_script(path: str, content: str, mode: str) -> str:
-    """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
-    checks what landed: the content travels inside the script (base64), so it is on no command line."""
-    quoted = shlex.quote(path)
-    payload = base64.b64encode(content.encode()).decode()
-    return (
-        f'dir=$(dirname {quoted}); mkdir -p "$dir"\n'
-        'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
-        "trap 'rm -f \"$tmp\"' EXIT\n"
-        f'chmod {mode} "$tmp"\n'
-        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
-        f'mv -f "$tmp" {quoted}\ntrap - EXIT\n'
-        f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
-        f'[ "$got" = {sha256_text(content)} ] || {{ echo "{path}: wrote sha256 $got, expected'
-        f' {sha256_text(content)}; is the disk full?" >&2; exit 1; }}\n'
-        f'echo "{path}: {len(content.encode())} bytes, mode {mode}"\n'
-    )
-
-
-def remove_file_command(path: str) -> str:
-    """The delete of a file step: short, so the file goes with its resource (replace, destroy)."""
-    return f"rm -f {shlex.quote(path)}"

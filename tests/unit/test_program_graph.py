@@ -122,11 +122,13 @@ def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registere
     s1 = _inputs(registered["spark-scripts-spark-1-script"])
     s2 = _inputs(registered["spark-scripts-spark-2-script"])
     assert s1["stdin"] == s2["stdin"] and "chmod 0755" in s1["stdin"]
-    assert s1["create"] == run_stdin_script() and s1["delete"].endswith("; rm -f /home/aurora/spark-llm/launch.sh")
+    assert s1["create"] == run_stdin_script() and s1["delete"].endswith(
+        "; rm -f /home/aurora/spark-llm/launch.sh /home/aurora/spark-llm/state/file-home_aurora_spark-llm_launch.sh"
+    )
     env = registered["spark-scripts-spark-2-env"]
     assert _is_secret(_inputs(env)["stdin"]), "env file content must be a secret"
     assert _is_secret(_inputs(env)["triggers"][0])  # its digest too
-    assert _inputs(env)["delete"].endswith("; rm -f /home/aurora/spark-llm/engine.env")
+    assert "; rm -f /home/aurora/spark-llm/engine.env " in _inputs(env)["delete"]  # and its drift token
     # Same path: the old file is removed before the new one is written, never after.
     assert env.deleteBeforeReplace and registered["spark-scripts-spark-1-script"].deleteBeforeReplace
 

@@ -1,0 +1,96 @@
+"""Pure: small files spark-llm writes on a node (launch script, env files, key files), and how their drift is seen.
+
+A file step writes its file atomically and records a drift token (spark_llm.drift) whose value is the content's
+sha256. The read-only probe (spark_llm.observe) prints each file's live sha256, so a file that was removed or
+edited on the node since (by hand, or by another stack's `pulumi destroy` on the same nodes) is written again by
+the next `pulumi up`, before any container mounts it: docker would otherwise create a directory in its place.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+
+from spark_llm.observe import TOKENS_DIR
+from spark_llm.plan import DeploymentPlan, NodePlan
+
+# Probe section prefix: `file:PATH<TAB>SHA256` (or `directory` when a directory stands at PATH).
+PROBE_PREFIX = "file:"
+DIRECTORY = "directory"
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def drift_step(path: str) -> str:
+    """The token name (a file name under the node's state dir) of the step that writes `path`."""
+    return "file-" + path.strip("/").replace("/", "_")
+
+
+def file_script(path: str, content: str, mode: str, record: str = "") -> str:
+    """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
+    checks what landed: the content travels inside the script (base64), so it is on no command line.
+
+    An empty directory at `path` is what docker leaves when it starts a container whose bind-mounted file was
+    missing: it is removed. `record`: bash run once the file is in place (the drift token).
+    """
+    quoted = shlex.quote(path)
+    payload = base64.b64encode(content.encode()).decode()
+    digest = sha256_text(content)
+    not_empty = (
+        f"{path} is a directory that is not empty; spark-llm writes a file there. Move it away, then run"
+        " `pulumi up` again."
+    )
+    return (
+        # (With our own temp files in it, from an older spark-llm whose `mv` moved them into that directory.)
+        f"if [ -d {quoted} ]; then\n"
+        f"  rm -f {quoted}/.spark-llm.*\n"
+        f"  rmdir {quoted} 2>/dev/null || {{ echo {shlex.quote(not_empty)} >&2; exit 1; }}\n"
+        "fi\n"
+        f'dir=$(dirname {quoted}); mkdir -p "$dir"\n'
+        'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
+        "trap 'rm -f \"$tmp\"' EXIT\n"
+        f'chmod {mode} "$tmp"\n'
+        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
+        f'mv -fT "$tmp" {quoted}\ntrap - EXIT\n'
+        f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
+        f'[ "$got" = {digest} ] || {{ echo "{path}: wrote sha256 $got, expected'
+        f' {digest}; is the disk full?" >&2; exit 1; }}\n'
+        + record
+        + f'echo "{path}: {len(content.encode())} bytes, mode {mode}"\n'
+    )
+
+
+def remove_file_command(path: str, remote_dir: str | None = None) -> str:
+    """The delete of a file step: short, so the file goes with its resource (replace, destroy), and with it the
+    token its step recorded under `remote_dir` (when given)."""
+    paths = [path] + ([f"{remote_dir}/{TOKENS_DIR}/{drift_step(path)}"] if remote_dir else [])
+    return "rm -f " + " ".join(shlex.quote(p) for p in paths)
+
+
+def probe(paths: list[str]) -> str:
+    """Read-only probe sections: `file:PATH<TAB>SHA256` for each file present (`directory` for a directory)."""
+    out = ""
+    for path in paths:
+        quoted = shlex.quote(path)
+        out += (
+            f"if [ -d {quoted} ]; then printf '%s\\t%s\\n' {shlex.quote(PROBE_PREFIX + path)} {DIRECTORY}\n"
+            f"elif [ -f {quoted} ]; then printf '%s\\t%s\\n' {shlex.quote(PROBE_PREFIX + path)}"
+            f' "$(sha256sum < {quoted} | cut -d" " -f1)"; fi\n'
+        )
+    return out
+
+
+def launch_files(plan: DeploymentPlan, node: NodePlan) -> list[str]:
+    """The files components.launch_scripts writes on `node`: launch script, env file, and the head's API key."""
+    paths = [node.script_path, node.env_path]
+    if plan.api_config and plan.api_config_path and node.role == "head":
+        paths.append(plan.api_config_path)
+    return paths
+
+
+def live_value(facts: dict[str, str], path: str) -> str | None:
+    """The sha256 of the file at `path` as the probe saw it (`directory`, or None when absent)."""
+    return facts.get(PROBE_PREFIX + path)

@@ -1,0 +1,86 @@
+"""spark_llm.node_files: the file steps' scripts and probe, run with bash on a temporary directory."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from spark_llm import node_files
+from spark_llm.drift import record_token_script, step_token
+from spark_llm.observe import parse_probe
+
+CONTENT = "#!/bin/bash\necho launch\n"
+
+
+def bash(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True)
+
+
+def write(tmp_path: Path, path: Path, content: str = CONTENT) -> subprocess.CompletedProcess[str]:
+    step = node_files.drift_step(str(path))
+    record = record_token_script(str(tmp_path), step, "tok-1", node_files.sha256_text(content))
+    return bash(node_files.file_script(str(path), content, "0755", record))
+
+
+def observed(tmp_path: Path, path: Path):
+    out = bash(node_files.probe([str(path)])).stdout
+    tokens = {
+        f.name: f.read_text().strip() for f in (tmp_path / "state").glob("*")
+    }  # what spark_llm.observe reads back
+    seen = parse_probe("head", out)
+    return type(seen)(node="head", facts=seen.facts, tokens=tokens)
+
+
+def test_written_file_has_its_content_mode_and_a_token_that_stays_unchanged(tmp_path):
+    path = tmp_path / "launch.sh"
+    result = write(tmp_path, path)
+    assert result.returncode == 0, result.stderr
+    assert path.read_text() == CONTENT and oct(path.stat().st_mode & 0o777) == "0o755"
+    seen = observed(tmp_path, path)
+    live = node_files.live_value(seen.facts, str(path))
+    assert live == node_files.sha256_text(CONTENT)
+    assert step_token(seen, node_files.drift_step(str(path)), live) == ("tok-1", None)
+
+
+def test_a_removed_or_edited_file_is_drift(tmp_path):
+    path = tmp_path / "launch.sh"
+    write(tmp_path, path)
+    step = node_files.drift_step(str(path))
+    path.write_text("edited by hand\n")
+    seen = observed(tmp_path, path)
+    token, why = step_token(seen, step, node_files.live_value(seen.facts, str(path)))
+    assert token.startswith("repair-") and "now " in why
+    path.unlink()
+    seen = observed(tmp_path, path)
+    assert node_files.live_value(seen.facts, str(path)) is None
+    assert step_token(seen, step, None)[0].startswith("repair-")
+
+
+def test_the_empty_directory_docker_leaves_for_a_missing_bind_file_is_replaced_by_the_file(tmp_path):
+    path = tmp_path / "launch.sh"
+    path.mkdir()  # what `docker run -v launch.sh:...` makes when launch.sh is missing
+    (path / ".spark-llm.Ab12Cd").write_text(CONTENT)  # an older spark-llm's `mv` put its temp file in there
+    assert node_files.live_value(observed(tmp_path, path).facts, str(path)) == node_files.DIRECTORY
+    result = write(tmp_path, path)
+    assert result.returncode == 0, result.stderr
+    assert path.is_file() and path.read_text() == CONTENT
+
+
+def test_a_directory_with_content_is_left_alone_with_what_to_do(tmp_path):
+    path = tmp_path / "launch.sh"
+    path.mkdir()
+    (path / "notes.txt").write_text("keep me\n")
+    result = write(tmp_path, path)
+    assert result.returncode != 0
+    assert f"{path} is a directory that is not empty" in result.stderr
+    assert "Move it away, then run `pulumi up` again." in result.stderr
+    assert (path / "notes.txt").read_text() == "keep me\n"
+
+
+def test_delete_removes_the_file_and_its_token(tmp_path):
+    path = tmp_path / "engine.env"
+    write(tmp_path, path)
+    token = tmp_path / "state" / node_files.drift_step(str(path))
+    assert token.exists()
+    assert bash(node_files.remove_file_command(str(path), str(tmp_path))).returncode == 0
+    assert not path.exists() and not token.exists()
