@@ -4,8 +4,9 @@
   NodeCommand; for kind local an OperatorCommand uploads the operator's directory to the head with rsync over
   plain pinned OpenSSH instead, its manifest digest (computed here at program run, cached) in the triggers, so a
   changed file shows in `pulumi preview`.
-- `{name}-{worker}`: a NodeCommand on the head that copies the head's model.path to the worker over the fabric;
-  replaced (so re-synced) whenever the head's copy is, its triggers holding the head resource's ID.
+- `{name}-workers`: a NodeCommand on the head that copies the head's model.path to every worker over the fabric
+  (scripts/fanout.py: parallel streams, workers relaying to workers); replaced (so re-synced) whenever the head's
+  copy is, its triggers holding the head resource's ID, or any worker drifted.
 - `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete, so a
   replace (a changed file, drift) never deletes weights; only this resource's delete does, and only with
   model.purgeOnDestroy (spark_llm.weights.render_retention).
@@ -24,7 +25,7 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from spark_llm import weights, weights_sync
+from spark_llm import weights, weights_fanout, weights_sync
 from spark_llm.commands import NodeCommand, OperatorCommand
 from spark_llm.connection import ssh_command, ssh_destination
 from spark_llm.drift import first_run, step_token
@@ -76,6 +77,7 @@ class ModelWeights(pulumi.ComponentResource):
         cfg = plan.config
         source = cfg.model.effective_source
         tool = weights.MANIFEST_TOOL_PATH.read_text()
+        fanout_tool = weights_fanout.FANOUT_TOOL_PATH.read_text()
         head = plan.head
         conn = args.connections
 
@@ -147,14 +149,20 @@ class ModelWeights(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),
             )
             digest = head_copy.stdout.apply(weights.parse_digest)
-        for worker in plan.workers:
+        if plan.workers:
+            # One step for every worker: workers relay files to each other (scripts/fanout.py), so it cannot be
+            # one independent step per worker. A drifted worker re-runs it; the others then receive nothing.
             NodeCommand(
-                f"{name}-{worker.name}",
-                # Runs on the head: the bytes go head -> worker over the fabric, never through this machine.
+                f"{name}-workers",
+                # Runs on the head: the bytes go over the fabric, never through this machine.
                 connection=conn[head.name],
-                script=weights.render_worker_sync(cfg, head, worker, tool, tokens[worker.name]),
-                triggers=[head_copy.id, digest, cfg.model.path, tokens[worker.name]],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[head_copy, retention[worker.name]]),
+                script=weights_fanout.render_fanout(
+                    cfg, head, list(plan.workers), tool, fanout_tool, tokens, weights.DRIFT_STEP
+                ),
+                triggers=[head_copy.id, digest, cfg.model.path, *(f"{w.name}={tokens[w.name]}" for w in plan.workers)],
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[head_copy, *(retention[w.name] for w in plan.workers)]
+                ),
             )
         self.manifest_digest = digest
         self.path = pulumi.Output.from_input(cfg.model.path)

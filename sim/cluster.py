@@ -842,3 +842,35 @@ def status(paths: SimPaths) -> int:
 
 def repo_paths() -> SimPaths:
     return SimPaths(repo=REPO_DIR)
+
+
+def fabric_interface(container: str, address: str) -> str:
+    """The node's interface that holds its fabric address."""
+    out = docker("exec", container, "ip", "-o", "-4", "addr", "show", "to", address).split()
+    if len(out) < 2:
+        raise SimError(f"{container} has no interface with {address}")
+    return out[1]
+
+
+def link(paths: SimPaths, rate_mbit: int | None, nodes: Sequence[str] = ()) -> None:
+    """Cap (rate_mbit) or uncap (None) the egress of each node's fabric interface with `tc tbf`.
+
+    The sim's links are one host's bridge: a cap per sending interface makes link-bound effects (a head's uplink
+    shared by several copies) show as they would on real cables.
+    """
+    state = ClusterState.load(paths.state_file)
+    if state is None or not state.nodes:
+        raise SimError(f"no sim cluster recorded in {paths.state_dir} (run: sim/sim up)")
+    for node in state.nodes:
+        if nodes and node.name not in nodes:
+            continue
+        dev = fabric_interface(node.container, node.fabric_address)
+        docker("exec", node.container, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+        if rate_mbit is not None:
+            # burst: a few jumbo frames' worth at this rate; latency bounds the queue (drops beyond it).
+            burst = max(32, rate_mbit // 8) * 1024
+            docker(
+                "exec", node.container, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                "rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", "100ms",
+            )  # fmt: skip
+        print(f"{node.name} {dev}: " + (f"egress capped at {rate_mbit} Mbit/s" if rate_mbit else "uncapped"))

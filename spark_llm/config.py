@@ -276,6 +276,26 @@ class Network(_Model):
         return v
 
 
+class Transfer(_Model):
+    """How the weights cross the fabric from the head to the workers (scripts/fanout.py)."""
+
+    streams: int | None = Field(
+        None,
+        ge=1,
+        le=32,
+        description="Parallel rsync streams per sending and per receiving node (default: the head's cores, at most 4)",
+        json_schema_extra={"example": 4},
+    )
+    encrypt: bool = Field(
+        False,
+        description=(
+            "rsync over ssh from the head only (AES-GCM, slower, no worker-to-worker relay); default: rsync daemons"
+            " bound to the fabric addresses with a one-time secret, data unencrypted on the direct link"
+        ),
+        json_schema_extra={"example": False},
+    )
+
+
 class Timeouts(_Model):
     """How long `pulumi up` waits for each long step before it fails with what it saw."""
 
@@ -283,7 +303,10 @@ class Timeouts(_Model):
         900, ge=10, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
     )
     transfer_seconds: int = Field(
-        6 * 3600, ge=60, description="Weights or image transfer to one node", json_schema_extra={"example": 21600}
+        6 * 3600,
+        ge=60,
+        description="The weights copy from the head to all workers (scripts/fanout.py)",
+        json_schema_extra={"example": 21600},
     )
     startup_grace_seconds: int = Field(
         5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
@@ -410,6 +433,7 @@ class StackConfig(_Model):
     engine: Engine = Field(default_factory=Engine)
     network: Network = Field(default_factory=Network)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    transfer: Transfer = Field(default_factory=Transfer)
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",

@@ -23,7 +23,6 @@ from spark_llm.plan import NodePlan
 from spark_llm.weights_sync import (
     final_digest,
     from_operator,
-    over_fabric,
     preamble,
     same_machine,
     sync_body,
@@ -165,16 +164,6 @@ def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str, t
         transport=transport,
     )
     return preamble(tool, transport) + body + _record_remote(head, token, "$target_digest") + _DIGEST_LINE
-
-
-def render_worker_sync(cfg: StackConfig, head: NodePlan, worker: NodePlan, tool: str, token: str) -> str:
-    """On the head: make model.path on `worker` identical to the head's, over the fabric."""
-    transport = over_fabric(worker, cfg.network.fabric_key_path)
-    log = shlex.quote(log_path(head, worker.name))
-    body = sync_body(
-        cfg.model.path, cfg.model.path, what=worker.name, names=(head.name, worker.name), log=log, transport=transport
-    )
-    return preamble(tool, transport) + body + _record_remote(worker, token, "$target_digest") + _DIGEST_LINE
 
 
 def render_probe(cfg: StackConfig, node: NodePlan, tool: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from spark_llm.fabric import fabric_ssh_setup
 from spark_llm.plan import NodePlan
 
 PARTIAL_DIR = ".spark-llm-partial"
@@ -98,18 +97,6 @@ class Transport:
 def same_machine() -> Transport:
     """Target directory on the machine the script runs on (the head's source dir -> model.path)."""
     return Transport(runner="REMOTE=(bash -c)\n", rsync='RSH_ARGS=()\nDEST=""\n', describe="on the head")
-
-
-def over_fabric(worker: NodePlan, fabric_key_path: str) -> Transport:
-    """From the head to a worker over the direct link, with the head's fabric key and the worker's pinned key."""
-    return Transport(
-        runner=fabric_ssh_setup(worker, fabric_key_path) + 'REMOTE=("${FABRIC_SSH[@]}" "$FABRIC_TARGET")\n',
-        # A connection of its own with the bulk cipher (no ControlMaster on the head: nothing to share).
-        rsync=f'RSH_ARGS=(-e "$FABRIC_RSH -c {BULK_CIPHER}")\nDEST="$FABRIC_TARGET:"\n',
-        describe=f"over the fabric to {worker.fabric_address} (ssh cipher {BULK_CIPHER})",
-        # fabric_ssh_setup's own EXIT trap is replaced by the tool prelude's, which removes its file too.
-        cleanup=' "$fabric_kh"',
-    )
 
 
 def from_operator(head: NodePlan) -> Transport:

@@ -88,7 +88,8 @@ def source(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
 def test_up_from_nothing_puts_identical_copies_on_head_and_worker(source, pulumi, sim_cluster):
     out = pulumi.up().stdout
     assert "upload to head: sending 4 of 4 files" in out
-    assert "worker-1: sending 4 of 4 files" in out and "over the fabric to" in out
+    assert "fanout: worker-1 needs 4 of 4 files" in out and "fanout: sending over the fabric" in out
+    assert "fanout: worker-1 received 4 files from head" in out
     expected = local_sha256(source)
     for node in NODES:
         assert node_sha256(sim_cluster, node) == expected, node
@@ -104,13 +105,13 @@ def test_changed_file_previews_sync_and_restart_then_moves_only_that_file(source
 
     preview = pulumi("preview").stdout
     assert re.search(r"spark-weights-head\s+replace", preview), preview
-    assert re.search(r"spark-weights-worker-1\s+replace", preview), preview
+    assert re.search(r"spark-weights-workers\s+replace", preview), preview
     assert re.search(r"spark-engine-worker-1\s+replace", preview) and re.search(r"spark-engine-head\s+replace", preview)
     assert "sending" not in preview and "already identical" not in preview  # preview ran nothing
 
     out = pulumi.up().stdout
     assert "upload to head: sending 1 of 4 files" in out
-    assert "worker-1: sending 1 of 4 files" in out
+    assert "fanout: worker-1 needs 1 of 4 files" in out
     after = node_inodes(sim_cluster, "worker-1")
     assert after["config.json"] != inodes["config.json"]
     assert {k: v for k, v in after.items() if k != "config.json"} == {
@@ -120,7 +121,7 @@ def test_changed_file_previews_sync_and_restart_then_moves_only_that_file(source
         assert node_sha256(sim_cluster, node) == local_sha256(source), node
     restarted = pulumi.outputs()["container_ids"]
     assert all(restarted[n] != containers[n] for n in NODES)
-    assert out.index("worker-1: verified") < out.index("Container spark-engine-worker-1 created replacement")
+    assert out.index("fanout: worker-1 verified") < out.index("Container spark-engine-worker-1 created replacement")
 
 
 def test_second_up_moves_nothing(source, pulumi, sim_cluster):
@@ -158,13 +159,13 @@ def test_new_revision_in_another_directory_moves_only_the_changed_file(source, p
     pulumi("config", "set", "--path", "model.source.path", str(revision))
     try:
         out = pulumi.up().stdout
-        assert "upload to head: sending 1 of 4 files" in out and "worker-1: sending 1 of 4 files" in out
+        assert "upload to head: sending 1 of 4 files" in out and "fanout: worker-1 needs 1 of 4 files" in out
         for node in NODES:
             assert node_sha256(sim_cluster, node) == local_sha256(revision), node
     finally:
         pulumi("config", "set", "--path", "model.source.path", str(source))
     out = pulumi.up().stdout  # back to the first directory: the one file again
-    assert "worker-1: sending 1 of 4 files" in out
+    assert "fanout: worker-1 needs 1 of 4 files" in out
 
 
 def test_deleted_worker_copy_is_drift_that_up_repairs_without_a_restart(source, pulumi, sim_cluster):
@@ -173,10 +174,10 @@ def test_deleted_worker_copy_is_drift_that_up_repairs_without_a_restart(source, 
     result = pulumi("preview")
     preview = result.stdout + result.stderr
     assert "drift: weights on worker-1: now " in preview, preview
-    assert re.search(r"spark-weights-worker-1\s+replace", preview) and "spark-engine-head" not in preview
+    assert re.search(r"spark-weights-workers\s+replace", preview) and "spark-engine-head" not in preview
     assert "spark-weights-head " not in preview  # only the drifted node's copy
     out = pulumi.up().stdout
-    assert "worker-1: sending 1 of 4 files" in out
+    assert "fanout: worker-1 needs 1 of 4 files" in out
     assert node_sha256(sim_cluster, "worker-1") == local_sha256(source)
     assert pulumi.outputs()["container_ids"] == containers
 
@@ -210,7 +211,7 @@ def test_interrupted_copy_resumes_from_the_partial_file(source, pulumi, sim_clus
 
 def test_destroy_leaves_the_weights_on_every_node(source, pulumi, sim_cluster):
     out = pulumi("destroy", "--yes", "--skip-preview").stdout
-    assert "spark-weights-worker-1 deleted" in out
+    assert "spark-weights-workers deleted" in out
     for node in NODES:
         assert node_sha256(sim_cluster, node) == local_sha256(source), node
 
@@ -220,7 +221,8 @@ def test_purge_on_destroy_removes_the_copies_it_made(source, pulumi, sim_cluster
     try:
         out = pulumi.up().stdout
         assert "deleted by pulumi destroy (model.purgeOnDestroy)" in out
-        assert "all 5 files already identical" in out  # the kept copies are reused, not copied again
+        # The kept copies are reused, not copied again.
+        assert "all 5 files already identical" in out and "fanout: worker-1 has all 5 files" in out
         pulumi("destroy", "--yes", "--skip-preview")
         for node in NODES:
             assert sim_cluster.node_exec(node, "test", "-e", MODEL_PATH, check=False).returncode == 1, node

@@ -76,8 +76,8 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-script",
         "spark-weights-spark-1",
         "spark-weights-spark-1-retention",
-        "spark-weights-spark-2",
         "spark-weights-spark-2-retention",
+        "spark-weights-workers",
     ]
     assert sorted(n for n, t in types.items() if t == REMOTE_IMAGE) == [
         "spark-image-spark-1-image",
@@ -200,8 +200,9 @@ def test_transfer_to_a_worker_runs_on_the_head_over_the_fabric(registered):
 
 
 def test_unobserved_steps_carry_the_unobserved_token(registered):
-    for name in ("spark-image-spark-1", "spark-image-spark-2-verify", "spark-weights-spark-2"):
+    for name in ("spark-image-spark-1", "spark-image-spark-2-verify"):
         assert "unobserved" in _inputs(registered[name])["triggers"], name
+    assert "spark-2=unobserved" in _inputs(registered["spark-weights-workers"])["triggers"]
     assert _inputs(registered["spark-image-spark-2-image"])["triggers"]["token"] == "unobserved"
 
 
@@ -233,7 +234,7 @@ def test_observed_drift_replaces_only_the_drifted_nodes_steps(monkeypatch):
     assert len(repair) == 1
     assert _inputs(registered["spark-image-spark-2-image"])["triggers"]["token"] == repair[0]
     assert repair[0] in _inputs(registered["spark-image-spark-2-verify"])["stdin"]  # recorded once repaired
-    assert worker_token in _inputs(registered["spark-weights-spark-2"])["triggers"]
+    assert f"spark-2={worker_token}" in _inputs(registered["spark-weights-workers"])["triggers"]
     assert [w for w in warnings if "drift" in w] == [
         f"drift: image on spark-2: gone (was {IMAGE_ID}) (image {dual_spark_stack_file()['image']['ref']});"
         " `pulumi up` repairs it"
@@ -291,22 +292,22 @@ def test_containers_wait_for_every_copy_of_the_weights_and_restart_on_their_dige
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
         deps = registered[name].dependencies
         assert any(d.endswith("::spark-weights-spark-1") for d in deps), name
-        assert any(d.endswith("::spark-weights-spark-2") for d in deps), name
+        assert any(d.endswith("::spark-weights-workers") for d in deps), name
         assert label(registered[name], "spark-llm.weights") == WEIGHTS_DIGEST, name
 
 
 def test_worker_copy_runs_on_the_head_and_follows_the_heads_copy(registered):
-    sync = _inputs(registered["spark-weights-spark-2"])
-    connection = _connection(registered["spark-weights-spark-2"])
+    sync = _inputs(registered["spark-weights-workers"])
+    connection = _connection(registered["spark-weights-workers"])
     assert connection["host"] == "10.1.230.180" and "proxy" not in connection
     assert sync["triggers"][1:3] == ["spark-weights-spark-1-id", WEIGHTS_DIGEST]
-    assert any(d.endswith("::spark-weights-spark-1") for d in registered["spark-weights-spark-2"].dependencies)
-    assert "FABRIC_SSH" in sync["stdin"] and "192.168.200.13" in sync["stdin"]
+    assert any(d.endswith("::spark-weights-spark-1") for d in registered["spark-weights-workers"].dependencies)
+    assert "fanout.py" in sync["stdin"] and '"address": "192.168.200.13"' in sync["stdin"]
     assert "/home/aurora/spark-llm/state" in sync["stdin"]  # records its token on the worker
 
 
 def test_copies_never_delete_weights_on_destroy_or_replace(registered):
-    for name in ("spark-weights-spark-1", "spark-weights-spark-2"):
+    for name in ("spark-weights-spark-1", "spark-weights-workers"):
         assert not _inputs(registered[name]).get("delete"), name
     for name in ("spark-weights-spark-1-retention", "spark-weights-spark-2-retention"):
         retention = _inputs(registered[name])
@@ -345,7 +346,7 @@ def test_local_source_is_uploaded_from_here_with_its_digest_in_the_triggers(monk
     assert len(digest) == 64 and "rsync" in inputs["stdin"] and inputs["triggers"][-1] == "unobserved"
     assert "KnownHostsCommand" in inputs["environment"]["SPARK_LLM_SSH"]
     assert "PRIVATE KEY" not in json.dumps(inputs)
-    assert _inputs(registered["spark-weights-spark-2"])["triggers"][2] == digest
+    assert _inputs(registered["spark-weights-workers"])["triggers"][2] == digest
     assert label(registered["spark-engine-spark-2"], "spark-llm.weights") == digest
 
 
@@ -368,7 +369,7 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     raw["apiKey"] = "sk-spark-0123456789abcdef"
     registered = _register(monkeypatch, raw, secrets=("apiKey",))
     key_file = _inputs(registered["spark-scripts-spark-1-api-key"])
-    assert key_file["delete"].endswith("; rm -f /home/aurora/spark-llm/api-key.yaml")
+    assert "; rm -f /home/aurora/spark-llm/api-key.yaml " in key_file["delete"]  # and its drift token
     assert _is_secret(key_file["stdin"]) and _is_secret(key_file["triggers"][0])
     assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
     # The head's command line carries the file's path, never the key.

@@ -24,6 +24,7 @@ import pytest
 from spark_llm import config, plan, weights, weights_sync
 from spark_llm.drift import step_token
 from spark_llm.observe import NodeObservation, parse_probe
+from spark_llm.weights_fanout import FANOUT_TOOL_PATH, render_fanout
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
@@ -31,6 +32,8 @@ TEMPLATE = plan.TEMPLATE_PATH.read_text()
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HF = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": REVISION}
 TOKEN = "tok-1"
+FANOUT = FANOUT_TOOL_PATH.read_text()
+TOKENS = {"spark-2": "tok-2"}
 DIGEST_LINE = re.compile(r"^spark-llm-manifest [0-9a-f]{64} \d+ \d+$")
 
 
@@ -84,7 +87,7 @@ def all_scripts() -> list[tuple[str, str]]:
         out += [
             (f"{kind}/obtain", weights.render_obtain(cfg, p.head, TOOL, TOKEN)),
             (f"{kind}/head-probe", weights.render_probe(cfg, p.head, TOOL)),
-            (f"{kind}/worker-sync", weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL, TOKEN)),
+            (f"{kind}/fanout", render_fanout(cfg, p.head, list(p.workers), TOOL, FANOUT, TOKENS, "weights")),
             (f"{kind}/worker-probe", weights.render_probe(cfg, p.workers[0], TOOL)),
             (f"{kind}/worker-retention", weights.render_retention(cfg, p.workers[0], TOOL)),
             (f"{kind}/head-retention", weights.render_retention(cfg, p.head, TOOL)),
@@ -182,19 +185,6 @@ def test_failed_download_shows_its_log_and_says_it_resumes(tmp_path, env):
     result = run_bash(weights.render_obtain(cfg, head, TOOL, TOKEN), env, check=False)
     assert result.returncode == 1
     assert "HTTP 401 for url" in result.stderr and "run pulumi up again to resume" in result.stderr
-
-
-def test_worker_sync_runs_rsync_over_the_fabric_with_the_bulk_cipher_and_partial_dir():
-    cfg, p = build()
-    script = weights.render_worker_sync(cfg, p.head, p.workers[0], TOOL, TOKEN)
-    assert "FABRIC_TARGET=aurora@192.168.200.13" in script
-    assert f'RSH_ARGS=(-e "$FABRIC_RSH -c {weights_sync.BULK_CIPHER}")' in script
-    assert "--partial-dir=.spark-llm-partial" in script and " -I " in script and "--files-from=" in script
-    assert "--info=progress2" in script and '"$DEST$DST/" > "$RSYNC_LOG"' in script
-    assert "RSYNC_LOG=/home/aurora/spark-llm/logs/weights-spark-2.log" in script
-    # The tool's exit trap replaces fabric_ssh_setup's and removes its known_hosts file too.
-    assert script.rindex("trap ") > script.index("fabric_kh=$(mktemp)")
-    assert 'trap \'rm -rf "$work" "$fabric_kh"\' EXIT' in script
 
 
 def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():

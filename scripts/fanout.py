@@ -1,0 +1,535 @@
+#!/usr/bin/env python3
+"""spark-llm weights fan-out: make model.path on every worker identical to the head's, at the links' speed.
+
+Runs ON the head (python3 standard library only), started by the ModelWeights component's script with a JSON
+plan (spark_llm.weights_fanout renders it) and the manifest tool beside it. It reaches the workers over the
+fabric with the head's fabric key and their pinned host keys.
+
+1. Scan: the head's manifest and every worker's (scripts/manifest.py, stat-cached) decide what each worker
+   lacks or has wrong, and what it has that the head does not (removed at the end).
+2. Receive: each worker that needs files runs an rsync daemon for the length of the copy, bound to its fabric
+   address only, accepting only the cluster's fabric addresses and a one-time secret made here (never on a
+   command line, in a file others can read, or in Pulumi state). It dies when this program's ssh session to it
+   closes, whichever way this program ends. With transport "ssh" no daemon runs: rsync over ssh from the head.
+3. Send: files go over several parallel rsync streams (`streams` per sender and per receiver). A worker that
+   already has a file (it had it, or received it in this run) serves it onward, so the head's uplink is not
+   the bottleneck with several workers: the copy becomes a pipeline head -> worker -> worker, file by file.
+   A file the worker lacks is sent as literal data (an interrupted one resumes from rsync's partial dir); a
+   file it has with other content is sent whole (`--whole-file`: the delta pass only costs on a fast link).
+4. Verify: each worker's manifest, written beside its weights, must have the head's digest; then the worker's
+   drift token is recorded (the plan's `record` script).
+
+Output: a progress line per worker every PROGRESS_SECONDS (bytes, MB/s, ETA, sources), then per worker
+`fanout: NAME verified DIGEST FILES BYTES` and `fanout: NAME received N files from SOURCE` lines.
+Exit 1 with what failed, where, and what to do next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+PROGRESS_SECONDS = 5.0
+PARTIAL_DIR = ".spark-llm-partial"
+# Files below this size go in batches (one rsync per batch): a process per 64 KiB file costs more than its bytes.
+SMALL_FILE = 16 << 20
+BATCH_BYTES = 64 << 20
+RSYNC_USER = "spark-llm"
+# rsync --stats lines summed per worker: literal (sent as data), matched (found in a partial file), wire.
+STATS = {"Literal data": "literal", "Matched data": "matched", "Total bytes sent": "wire"}
+STATS_NOISE = ("Number of ", "Total ", "File list ", "sent ", "total size ", "Matched ", "Literal ")
+MODULE = "model"
+
+
+def say(message: str) -> None:
+    try:
+        sys.stdout.write(f"{message}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # pulumi's ssh session to the head is gone: stop everything (see main)
+        raise SystemExit(1) from None
+
+
+class CopyError(Exception):
+    """What failed, where, and what to do next: the message the user sees."""
+
+
+def human(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    address: str
+    user: str = ""
+    port: int = 22
+    host_key: str = ""
+    is_head: bool = False
+    record: str = ""
+
+
+@dataclass
+class Job:
+    source: Node
+    target: Node
+    files: list[dict]
+    whole: bool
+    size: int = 0
+    sent: int = 0
+    proc: subprocess.Popen | None = None
+    reader: threading.Thread | None = None
+    tail: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Fabric:
+    """ssh from the head to the workers over the fabric: the head's fabric key, each worker's pinned host key."""
+
+    def __init__(self, key: str, workers: list[Node], work: str) -> None:
+        self.key = key
+        self.known_hosts = os.path.join(work, "known_hosts")
+        with open(self.known_hosts, "w") as f:
+            for w in workers:
+                host = w.address if w.port == 22 else f"[{w.address}]:{w.port}"
+                f.write(f"{host} {w.host_key}\n")
+
+    def ssh(self, node: Node, command: str) -> list[str]:
+        return [
+            "ssh",
+            "-i",
+            self.key,
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "ConnectTimeout=15",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+            "-p",
+            str(node.port),
+            f"{node.user}@{node.address}",
+            command,
+        ]
+
+    def argv(self, node: Node, command: str) -> list[str]:
+        """Run a shell command on a node: here on the head, over ssh on a worker."""
+        return ["bash", "-c", command] if node.is_head else self.ssh(node, command)
+
+    def run(self, node: Node, command: str, stdin: str = "", what: str = "") -> str:
+        proc = subprocess.run(self.argv(node, command), input=stdin, capture_output=True, text=True)
+        if proc.returncode != 0:
+            lines = "\n".join(proc.stderr.strip().splitlines()[-6:])
+            raise CopyError(f"{node.name}: {what} failed (exit {proc.returncode}):\n{lines}")
+        return proc.stdout
+
+
+class Receiver:
+    """An rsync daemon on a worker for the length of the copy (transport rsyncd)."""
+
+    SCRIPT = r"""set -eu
+IFS= read -r secret
+d=$(mktemp -d)
+pid=
+trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; fi; rm -rf "$d"' EXIT
+umask 077
+printf '%s:%s\n' @USER@ "$secret" > "$d/secrets"
+mkdir -p @PATH@
+port=$(python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' @ADDRESS@)
+cat > "$d/rsyncd.conf" <<EOF
+use chroot = no
+# As the login user (a root-run daemon would switch to nobody).
+uid = $(id -u)
+gid = $(id -g)
+log file = $d/log
+[@MODULE@]
+  path = @RAWPATH@
+  read only = false
+  auth users = @USER@
+  secrets file = $d/secrets
+  strict modes = true
+  hosts allow = @ALLOW@
+  hosts deny = *
+EOF
+rsync --daemon --no-detach --address=@ADDRESS@ --port="$port" --config="$d/rsyncd.conf" &
+pid=$!
+for _ in $(seq 50); do
+  if python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 1)' @ADDRESS@ "$port" \
+    2>/dev/null; then break; fi
+  kill -0 "$pid" 2>/dev/null || { cat "$d/log" >&2; exit 1; }
+  sleep 0.1
+done
+echo "port $port"
+# Until the head closes this session's stdin (the copy ended, or the program on the head died).
+cat >/dev/null
+"""
+
+    def __init__(self, fabric: Fabric, node: Node, path: str, allow: list[str], secret: str) -> None:
+        self.node = node
+        script = self.SCRIPT
+        for key, value in {
+            "@USER@": RSYNC_USER,
+            "@PATH@": shlex.quote(path),
+            "@RAWPATH@": path,  # rsyncd.conf is not shell: the value runs to the end of the line
+            "@ADDRESS@": shlex.quote(node.address),
+            "@MODULE@": MODULE,
+            "@ALLOW@": " ".join(allow),
+        }.items():
+            script = script.replace(key, value)
+        self.proc = subprocess.Popen(
+            fabric.ssh(node, script),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(secret + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line.startswith("port "):
+            self.proc.kill()
+            err = (self.proc.stderr.read() if self.proc.stderr else "").strip()
+            raise CopyError(f"{node.name}: could not start the rsync daemon for the copy on {node.address}:\n{err}")
+        self.port = int(line.split()[1])
+
+    def url(self) -> str:
+        return f"rsync://{RSYNC_USER}@{self.node.address}:{self.port}/{MODULE}/"
+
+    def stop(self) -> None:
+        try:
+            assert self.proc.stdin
+            self.proc.stdin.close()
+            self.proc.wait(timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+
+
+def rsync_options(job: Job) -> list[str]:
+    opts = ["-a", "--copy-links", "-I", f"--partial-dir={PARTIAL_DIR}", "--from0", "--files-from=-"]
+    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L"]
+    if job.whole:
+        opts.append("--whole-file")
+    return opts
+
+
+class Copy:
+    """The whole fan-out: scans, receivers, the scheduler, progress, verification."""
+
+    def __init__(self, plan: dict, work: str) -> None:
+        self.path: str = plan["path"]
+        self.tool: str = plan["tool"]
+        self.streams = max(1, int(plan.get("streams") or min(4, os.cpu_count() or 1)))
+        self.transport: str = plan.get("transport", "rsyncd")
+        self.timeout = float(plan.get("timeout") or 6 * 3600)
+        self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
+        self.workers = [Node(**w) for w in plan["workers"]]
+        self.fabric = Fabric(os.path.expanduser(plan["fabric_key"]), self.workers, work)
+        self.work = work
+        self.secret = secrets.token_urlsafe(32)
+        self.lock = threading.Lock()
+        self.receivers: dict[str, Receiver] = {}
+
+    # ---------- manifests ----------
+
+    def scan(self, node: Node, write: bool = False) -> dict:
+        extra = " --write" if write else ""
+        command = f"mkdir -p {shlex.quote(self.path)} && python3 - scan {shlex.quote(self.path)} --json{extra}"
+        command += f" --node {shlex.quote(node.name)}"
+        if node.is_head:
+            out = subprocess.run(
+                ["python3", self.tool, "scan", self.path, "--json", "--node", node.name],
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode != 0:
+                raise CopyError(f"{node.name}: reading {self.path} failed:\n{out.stderr.strip()[-800:]}")
+            return json.loads(out.stdout)
+        with open(self.tool) as f:
+            return json.loads(self.fabric.run(node, command, f.read(), what=f"reading {self.path}"))
+
+    # ---------- sending ----------
+
+    def start(self, job: Job) -> None:
+        names = "".join(f["path"] + "\0" for f in job.files)
+        job.size = sum(f["size"] for f in job.files)
+        opts = rsync_options(job)
+        if self.transport == "ssh":
+            t = job.target
+            rsh = " ".join(shlex.quote(a) for a in self.fabric.ssh(t, "")[:-2])
+            argv = ["rsync", *opts, "-e", f"{rsh} -c aes128-gcm@openssh.com", self.path + "/"]
+            argv.append(f"{t.user}@{t.address}:{self.path}/")
+            env = None
+            command = argv
+        else:
+            url = self.receivers[job.target.name].url()
+            rsync = shlex.join(["rsync", *opts, self.path + "/", url])
+            if job.source.is_head:
+                command = ["bash", "-c", f"exec {rsync}"]
+                env = dict(os.environ, RSYNC_PASSWORD=self.secret)
+            else:
+                # The secret reaches the sending worker on the session's stdin, first line, never in argv.
+                command = self.fabric.ssh(
+                    job.source, f"IFS= read -r RSYNC_PASSWORD; export RSYNC_PASSWORD; exec {rsync}"
+                )
+                names = self.secret + "\n" + names
+                env = None
+        job.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        job.reader = threading.Thread(target=self._feed, args=(job, names.encode()), daemon=True)
+        job.reader.start()
+
+    def _feed(self, job: Job, data: bytes) -> None:
+        proc = job.proc
+        assert proc and proc.stdin and proc.stdout
+        try:
+            proc.stdin.write(data)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        buf = b""
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            buf += chunk
+            *lines, buf = buf.replace(b"\r", b"\n").split(b"\n")
+            for raw in lines:
+                line = raw.decode(errors="replace").strip()
+                if not line:
+                    continue
+                first = line.split()[0].replace(",", "")
+                key, _, value = line.partition(": ")
+                if first.isdigit() and "%" in line:
+                    job.sent = min(int(first), job.size)
+                elif key in STATS and value.split()[0].replace(",", "").isdigit():
+                    job.stats[STATS[key]] = int(value.split()[0].replace(",", ""))
+                elif not line.startswith(STATS_NOISE):
+                    job.tail = (job.tail + [line])[-8:]
+
+    def run(self) -> None:
+        say(f"fanout: reading the manifests of {self.head.name} and {len(self.workers)} worker(s)")
+        source = self.scan(self.head)
+        files = {f["path"]: f for f in source["files"]}
+        digest = source["digest"]
+        total = sum(f["size"] for f in files.values())
+        targets = {w.name: self.scan(w) for w in self.workers}
+        need: dict[str, list[dict]] = {}
+        extra: dict[str, list[str]] = {}
+        have: dict[str, set[str]] = {self.head.name: set(files)}
+        whole: dict[str, set[str]] = {}
+        for w in self.workers:
+            theirs = {f["path"]: f for f in targets[w.name]["files"]}
+            need[w.name] = sorted(
+                (f for p, f in files.items() if theirs.get(p, {}).get("sha256") != f["sha256"]),
+                key=lambda f: -f["size"],
+            )
+            whole[w.name] = {f["path"] for f in need[w.name] if f["path"] in theirs}
+            extra[w.name] = sorted(set(theirs) - set(files))
+            have[w.name] = set(files) - {f["path"] for f in need[w.name]}
+            n, b = len(need[w.name]), sum(f["size"] for f in need[w.name])
+            if n:
+                say(f"fanout: {w.name} needs {n} of {len(files)} files ({human(b)} of {human(total)})")
+            else:
+                say(f"fanout: {w.name} has all {len(files)} files ({human(total)}), nothing to send")
+        try:
+            if any(need.values()):
+                self.send(need, have, whole)
+        finally:
+            for r in self.receivers.values():
+                r.stop()
+        for w in self.workers:
+            if extra[w.name]:
+                names = "".join(p + "\0" for p in extra[w.name])
+                self.fabric.run(
+                    w, f"cd {shlex.quote(self.path)} && xargs -0 rm -f --", names, what="removing extra files"
+                )
+                say(f"fanout: {w.name}: removed {len(extra[w.name])} files the head does not have")
+            self.verify(w, source)
+        say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
+
+    def send(self, need: dict[str, list[dict]], have: dict[str, set[str]], whole: dict[str, set[str]]) -> None:
+        needy = [w for w in self.workers if need[w.name]]
+        if self.transport == "rsyncd":
+            allow = [self.head.address, *(w.address for w in self.workers)]
+            for w in needy:
+                self.receivers[w.name] = Receiver(self.fabric, w, self.path, allow, self.secret)
+            how = f"rsync daemons on the workers' fabric addresses, {self.streams} stream(s) per node"
+        else:
+            how = f"rsync over ssh (aes128-gcm) from the head, {self.streams} stream(s)"
+        say(f"fanout: sending over the fabric: {how}")
+        pending = {w.name: list(need[w.name]) for w in needy}
+        todo = {w.name: sum(f["size"] for f in need[w.name]) for w in needy}
+        done_bytes = {w.name: 0 for w in needy}
+        sources: dict[str, dict[str, int]] = {w.name: {} for w in needy}
+        stats: dict[str, dict[str, int]] = {w.name: dict.fromkeys(STATS.values(), 0) for w in needy}
+        running: list[Job] = []
+        nodes = {n.name: n for n in [self.head, *self.workers]}
+        started = time.monotonic()
+        last = started
+        finished: dict[str, float] = {}
+
+        def uploads(name: str) -> int:
+            return sum(1 for j in running if j.source.name == name)
+
+        def next_job(target: Node) -> Job | None:
+            queue = pending[target.name]
+            for i, f in enumerate(queue):
+                holders = [n for n in have if f["path"] in have[n] and n != target.name]
+                if self.transport == "ssh":
+                    holders = [self.head.name]
+                free = [n for n in holders if uploads(n) < self.streams]
+                if not free:
+                    continue
+                # A worker before the head (spare the head's uplink), then the least busy sender.
+                src = min(free, key=lambda n: (nodes[n].is_head, uploads(n)))
+                batch = [f]
+                if f["size"] < SMALL_FILE:
+                    size = f["size"]
+                    for g in queue[i + 1 :]:
+                        if g["size"] < SMALL_FILE and g["path"] in have[src] and size + g["size"] <= BATCH_BYTES:
+                            batch.append(g)
+                            size += g["size"]
+                for g in batch:
+                    queue.remove(g)
+                is_whole = any(g["path"] in whole[target.name] for g in batch)
+                return Job(source=nodes[src], target=target, files=batch, whole=is_whole)
+            return None
+
+        try:
+            while pending_any(pending) or running:
+                for w in needy:
+                    while sum(1 for j in running if j.target.name == w.name) < self.streams:
+                        job = next_job(w)
+                        if job is None:
+                            break
+                        self.start(job)
+                        running.append(job)
+                time.sleep(0.1)
+                for job in list(running):
+                    assert job.proc
+                    if job.proc.poll() is None:
+                        continue
+                    running.remove(job)
+                    assert job.reader
+                    job.reader.join(timeout=10)  # its last lines (rsync's stats, or its error) are read
+                    if job.proc.returncode != 0:
+                        raise CopyError(
+                            f"{job.target.name}: rsync from {job.source.name} failed (exit {job.proc.returncode}):\n"
+                            + "\n".join(job.tail)
+                            + "\nrun pulumi up again: files already copied are kept, a partial one resumes"
+                        )
+                    with self.lock:
+                        have[job.target.name].update(f["path"] for f in job.files)
+                    done_bytes[job.target.name] += job.size
+                    if not pending[job.target.name] and not any(j.target is job.target for j in running):
+                        finished[job.target.name] = time.monotonic() - started
+                    s = sources[job.target.name]
+                    s[job.source.name] = s.get(job.source.name, 0) + len(job.files)
+                    for k, v in job.stats.items():
+                        stats[job.target.name][k] += v
+                now = time.monotonic()
+                if now - started > self.timeout:
+                    raise CopyError(
+                        f"the copy took longer than spark-llm:timeouts.transferSeconds ({self.timeout:.0f} s); raise it"
+                        " and run pulumi up again: files already copied are kept, a partial one resumes"
+                    )
+                if now - last >= PROGRESS_SECONDS:
+                    last = now
+                    for w in needy:
+                        moved = done_bytes[w.name] + sum(j.sent for j in running if j.target.name == w.name)
+                        self.progress(w.name, moved, todo[w.name], now - started, running)
+        finally:
+            for job in running:  # failed, timed out, or stopped (SIGTERM, SIGHUP): no rsync outlives this program
+                assert job.proc
+                if job.proc.poll() is None:
+                    job.proc.terminate()
+        for w in needy:
+            elapsed = finished.get(w.name, time.monotonic() - started)
+            st = stats[w.name]
+            rate = todo[w.name] / 1e6 / max(elapsed, 1e-3)
+            say(
+                f"fanout: {w.name}: sent {len(need[w.name])} files in {elapsed:.3f} s (literal {st['literal']} B,"
+                f" matched {st['matched']} B, wire {st['wire']} B; {rate:.0f} MB/s)"
+            )
+            for src, n in sorted(sources[w.name].items()):
+                say(f"fanout: {w.name} received {n} files from {src}")
+
+    def progress(self, name: str, moved: int, total: int, elapsed: float, running: list[Job]) -> None:
+        rate = moved / max(elapsed, 1e-3)
+        left = (total - moved) / rate if rate > 0 else 0
+        srcs = sorted({j.source.name for j in running if j.target.name == name})
+        via = f", from {', '.join(srcs)}" if srcs else ""
+        pct = 100 * moved // max(total, 1)
+        say(
+            f"weights {name}: {pct}% {human(moved)} of {human(total)}, {rate / 1e6:.0f} MB/s, "
+            f"{int(left) // 60}:{int(left) % 60:02d} left{via}"
+        )
+
+    def verify(self, node: Node, source: dict) -> None:
+        after = self.scan(node, write=True)
+        if after["digest"] != source["digest"]:
+            theirs = {f["path"]: f["sha256"] for f in after["files"]}
+            bad = [f["path"] for f in source["files"] if theirs.get(f["path"]) != f["sha256"]]
+            raise CopyError(
+                f"{node.name}: the copy does not match the head's manifest: {' '.join(bad)[:300]}; run pulumi up again"
+            )
+        n, b = len(source["files"]), sum(f["size"] for f in source["files"])
+        say(f"fanout: {node.name} verified {source['digest']} {n} {b}")
+        if node.record:
+            self.fabric.run(node, f"SPARK_LLM_VALUE={source['digest']}\n{node.record}", what="recording the copy")
+
+
+def pending_any(pending: dict[str, list[dict]]) -> bool:
+    return any(pending.values())
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: fanout.py PLAN.json MANIFEST_TOOL.py", file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        plan = json.load(f)
+    plan["tool"] = argv[2]
+    # Stopped from outside (the ssh session to the head closed, a kill): unwind, so every rsync and daemon ends.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            Copy(plan, work).run()
+        except CopyError as exc:
+            print(f"weights: {exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # a bug of ours: say so in one line; SPARK_LLM_DEBUG=1 shows the traceback
+            if os.environ.get("SPARK_LLM_DEBUG"):
+                raise
+            print(
+                f"weights: the copy stopped on an unexpected error ({type(exc).__name__}: {exc}); files already"
+                " copied are kept: run pulumi up again, and report this if it recurs",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,70 @@
+"""Pure: the head's script that copies the weights to every worker at once (scripts/fanout.py does the work).
+
+One step for all workers, not one per worker: a worker that already has a file serves it to the next, so the
+copy is a pipeline over the fabric instead of N copies through the head's uplink. The script carries the
+manifest tool, the fan-out program and its JSON plan (addresses, pinned host keys, the fabric key's path on the
+head, streams, transport, each worker's drift-token record); no secret: the one-time rsync secret is made on the
+head at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from spark_llm.config import StackConfig
+from spark_llm.drift import record_token_script
+from spark_llm.plan import NodePlan
+
+FANOUT_TOOL_PATH = Path(__file__).resolve().parent.parent / "scripts" / "fanout.py"
+DIGEST_PREFIX = "spark-llm-manifest "
+
+
+def _heredoc(path: str, text: str, delimiter: str) -> str:
+    if f"\n{delimiter}\n" in f"\n{text}\n":
+        raise ValueError(f"text contains the heredoc delimiter {delimiter}")
+    return f"cat > {path} <<'{delimiter}'\n{text.rstrip()}\n{delimiter}\n"
+
+
+def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
+    """What scripts/fanout.py reads: the head, every worker (with its record script), streams and transport."""
+    return {
+        "path": cfg.model.path,
+        "head": {"name": head.name, "address": head.fabric_address},
+        "workers": [
+            {
+                "name": w.name,
+                "address": w.fabric_address,
+                "user": w.ssh.user,
+                "port": w.ssh.port,
+                "host_key": w.ssh.host_key,
+                "record": record_token_script(w.remote_dir, step, tokens[w.name], "$SPARK_LLM_VALUE"),
+            }
+            for w in workers
+        ],
+        "fabric_key": cfg.network.fabric_key_path,
+        "streams": cfg.transfer.streams,
+        "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",
+        "timeout": cfg.timeouts.transfer_seconds,
+    }
+
+
+def render_fanout(
+    cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tool: str, fanout: str, tokens: dict[str, str], step: str
+) -> str:
+    """On the head: make model.path on every worker identical to the head's; ends with the head's digest line."""
+    plan = json.dumps(fanout_plan(cfg, head, workers, tokens, step), indent=1, sort_keys=True)
+    log = shlex.quote(f"{head.remote_dir}/logs/weights-fanout.log")
+    return (
+        "set -euo pipefail\n"
+        "work=$(mktemp -d)\n"
+        "trap 'rm -rf \"$work\"' EXIT\n"
+        + _heredoc('"$work/manifest.py"', tool, "SPARK_LLM_MANIFEST_PY")
+        + _heredoc('"$work/fanout.py"', fanout, "SPARK_LLM_FANOUT_PY")
+        + _heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
+        + f'mkdir -p "$(dirname {log})"\n'
+        # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads).
+        + f'python3 -u "$work/fanout.py" "$work/plan.json" "$work/manifest.py" 2>&1 | tee {log}\n'
+        + f'python3 "$work/manifest.py" scan {shlex.quote(cfg.model.path)} --node {shlex.quote(head.name)}\n'
+    )

@@ -1,0 +1,57 @@
+"""The fan-out step's plan and script (tests/integration/test_weights_fanout.py runs them on the sim)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from spark_llm import config, plan, weights
+from spark_llm.weights_fanout import FANOUT_TOOL_PATH, fanout_plan, render_fanout
+from tests.conftest import dual_spark_raw
+
+TOOL = weights.MANIFEST_TOOL_PATH.read_text()
+FANOUT = FANOUT_TOOL_PATH.read_text()
+
+
+def build(**transfer):
+    raw = dual_spark_raw()
+    if transfer:
+        raw["transfer"] = transfer
+    cfg = config.parse(raw)
+    return cfg, plan.build_plan(cfg, plan.TEMPLATE_PATH.read_text())
+
+
+def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_head():
+    cfg, p = build()
+    data = fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")
+    (worker,) = data["workers"]
+    assert worker["address"] == "192.168.200.13" and worker["host_key"].startswith("ssh-ed25519 ")
+    assert data["fabric_key"] == cfg.network.fabric_key_path and data["path"] == cfg.model.path
+    assert "tok" in worker["record"] and "/home/aurora/spark-llm/state" in worker["record"]
+    # Defaults: the head's cores decide the streams; rsync daemons on the fabric; the documented timeout.
+    assert data["streams"] is None and data["transport"] == "rsyncd" and data["timeout"] == 21600
+
+
+def test_streams_and_encryption_are_the_users_choice():
+    cfg, p = build(streams=6, encrypt=True)
+    data = fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")
+    assert data["streams"] == 6 and data["transport"] == "ssh"
+
+
+def test_bad_streams_are_refused_naming_the_key():
+    raw = dual_spark_raw()
+    raw["transfer"] = {"streams": 0}
+    try:
+        config.parse(raw)
+    except config.ConfigError as exc:
+        assert "spark-llm:transfer.streams" in str(exc)
+    else:
+        raise AssertionError("streams: 0 was accepted")
+
+
+def test_the_script_carries_the_plan_and_ends_with_the_heads_digest_line():
+    cfg, p = build()
+    script = render_fanout(cfg, p.head, list(p.workers), TOOL, FANOUT, {"spark-2": "tok"}, "weights")
+    plan_json = re.search(r"<<'SPARK_LLM_FANOUT_PLAN'\n(.*?)\nSPARK_LLM_FANOUT_PLAN\n", script, re.S).group(1)
+    assert json.loads(plan_json)["workers"][0]["name"] == "spark-2"
+    assert script.rstrip().splitlines()[-1].startswith('python3 "$work/manifest.py" scan ')
