@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PROGRESS_SECONDS = 5.0
@@ -351,24 +352,52 @@ class Copy:
                 say(f"fanout: {w.name} needs {n} of {len(files)} files ({human(b)} of {human(total)})")
             else:
                 say(f"fanout: {w.name} has all {len(files)} files ({human(total)}), nothing to send")
+        # Each worker is verified (and its extra files removed) as soon as it has every file, while the others
+        # still receive: on real nodes the hashing then hides under the transfer.
+        finishers: list[threading.Thread] = []
+        errors: list[CopyError] = []
+
+        def finish(w: Node) -> None:
+            def work() -> None:
+                try:
+                    self.finish(w, extra[w.name], source)
+                except CopyError as exc:
+                    errors.append(exc)
+
+            t = threading.Thread(target=work, daemon=True)
+            t.start()
+            finishers.append(t)
+
+        for w in self.workers:
+            if not need[w.name]:
+                finish(w)
         try:
             if any(need.values()):
-                self.send(need, have, whole)
+                self.send(need, have, whole, finish)
         finally:
             for r in self.receivers.values():
                 r.stop()
-        for w in self.workers:
-            if extra[w.name]:
-                names = "".join(p + "\0" for p in extra[w.name])
-                self.fabric.run(
-                    w, f"cd {shlex.quote(self.path)} && xargs -0 rm -f --", names, what="removing extra files"
-                )
-                say(f"fanout: {w.name}: removed {len(extra[w.name])} files the head does not have")
-            self.verify(w, source)
+            for t in finishers:
+                t.join()
+        if errors:
+            raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
 
-    def send(self, need: dict[str, list[dict]], have: dict[str, set[str]], whole: dict[str, set[str]]) -> None:
+    def send(
+        self,
+        need: dict[str, list[dict]],
+        have: dict[str, set[str]],
+        whole: dict[str, set[str]],
+        finish: Callable[[Node], None],
+    ) -> None:
         needy = [w for w in self.workers if need[w.name]]
+        # A chain: the head, the workers that have every file, then those that need files, each fed by the one
+        # before it. Every node's uplink then carries the data once, file by file (a pipeline); a sender shared
+        # by two receivers would halve the rate of both.
+        chain = [self.head.name, *(w.name for w in self.workers if not need[w.name]), *(w.name for w in needy)]
+        feeder = {name: chain[i - 1] for i, name in enumerate(chain) if i > 0}
+        if self.transport == "ssh":
+            feeder = dict.fromkeys(feeder, self.head.name)  # the workers hold no key to reach each other
         if self.transport == "rsyncd":
             allow = [self.head.address, *(w.address for w in self.workers)]
             for w in needy:
@@ -393,15 +422,12 @@ class Copy:
 
         def next_job(target: Node) -> Job | None:
             queue = pending[target.name]
+            src = feeder[target.name]
+            if uploads(src) >= self.streams:
+                return None
             for i, f in enumerate(queue):
-                holders = [n for n in have if f["path"] in have[n] and n != target.name]
-                if self.transport == "ssh":
-                    holders = [self.head.name]
-                free = [n for n in holders if uploads(n) < self.streams]
-                if not free:
-                    continue
-                # A worker before the head (spare the head's uplink), then the least busy sender.
-                src = min(free, key=lambda n: (nodes[n].is_head, uploads(n)))
+                if f["path"] not in have[src]:
+                    continue  # the feeder is still receiving it: take the next one it has
                 batch = [f]
                 if f["size"] < SMALL_FILE:
                     size = f["size"]
@@ -443,6 +469,7 @@ class Copy:
                     done_bytes[job.target.name] += job.size
                     if not pending[job.target.name] and not any(j.target is job.target for j in running):
                         finished[job.target.name] = time.monotonic() - started
+                        finish(job.target)
                     s = sources[job.target.name]
                     s[job.source.name] = s.get(job.source.name, 0) + len(job.files)
                     for k, v in job.stats.items():
@@ -485,7 +512,14 @@ class Copy:
             f"{int(left) // 60}:{int(left) % 60:02d} left{via}"
         )
 
-    def verify(self, node: Node, source: dict) -> None:
+    def finish(self, node: Node, extra: list[str], source: dict) -> None:
+        """Remove the files the head does not have, then verify the worker and record its token."""
+        if extra:
+            names = "".join(p + "\0" for p in extra)
+            self.fabric.run(
+                node, f"cd {shlex.quote(self.path)} && xargs -0 rm -f --", names, what="removing extra files"
+            )
+            say(f"fanout: {node.name}: removed {len(extra)} files the head does not have")
         after = self.scan(node, write=True)
         if after["digest"] != source["digest"]:
             theirs = {f["path"]: f["sha256"] for f in after["files"]}
