@@ -99,8 +99,9 @@ class Job:
 class Fabric:
     """ssh from the head to the workers over the fabric: the head's fabric key, each worker's pinned host key."""
 
-    def __init__(self, key: str, workers: list[Node], work: str) -> None:
+    def __init__(self, key: str, options: list[str], workers: list[Node], work: str) -> None:
         self.key = key
+        self.options = options
         self.known_hosts = os.path.join(work, "known_hosts")
         with open(self.known_hosts, "w") as f:
             for w in workers:
@@ -108,38 +109,14 @@ class Fabric:
                 f.write(f"{host} {w.host_key}\n")
 
     def ssh(self, node: Node, command: str) -> list[str]:
-        return [
-            "ssh",
-            "-i",
-            self.key,
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            f"UserKnownHostsFile={self.known_hosts}",
-            "-o",
-            "GlobalKnownHostsFile=/dev/null",
-            "-o",
-            "ConnectTimeout=15",
-            "-o",
-            "ServerAliveInterval=15",
-            "-o",
-            "ServerAliveCountMax=4",
-            "-p",
-            str(node.port),
-            f"{node.user}@{node.address}",
-            command,
-        ]
-
-    def argv(self, node: Node, command: str) -> list[str]:
-        """Run a shell command on a node: here on the head, over ssh on a worker."""
-        return ["bash", "-c", command] if node.is_head else self.ssh(node, command)
+        """ssh to a worker with the plan's options (spark_llm.fabric.FABRIC_SSH_OPTIONS) and its pinned key."""
+        argv = ["ssh", "-i", self.key, "-o", f"UserKnownHostsFile={self.known_hosts}"]
+        for option in self.options:
+            argv += ["-o", option]
+        return [*argv, "-p", str(node.port), f"{node.user}@{node.address}", command]
 
     def run(self, node: Node, command: str, stdin: str = "", what: str = "") -> str:
-        proc = subprocess.run(self.argv(node, command), input=stdin, capture_output=True, text=True)
+        proc = subprocess.run(self.ssh(node, command), input=stdin, capture_output=True, text=True)
         if proc.returncode != 0:
             lines = "\n".join(proc.stderr.strip().splitlines()[-6:])
             raise CopyError(f"{node.name}: {what} failed (exit {proc.returncode}):\n{lines}")
@@ -246,7 +223,7 @@ class Copy:
         self.timeout = float(plan.get("timeout") or 6 * 3600)
         self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
         self.workers = [Node(**w) for w in plan["workers"]]
-        self.fabric = Fabric(os.path.expanduser(plan["fabric_key"]), self.workers, work)
+        self.fabric = Fabric(os.path.expanduser(plan["fabric_key"]), plan["ssh_options"], self.workers, work)
         self.work = work
         self.secret = secrets.token_urlsafe(32)
         self.lock = threading.Lock()
@@ -382,6 +359,7 @@ class Copy:
         if errors:
             raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
+        say(f"spark-llm-manifest {digest} {len(files)} {total}")  # the step's last line (spark_llm.weights)
 
     def send(
         self,
@@ -442,7 +420,7 @@ class Copy:
             return None
 
         try:
-            while pending_any(pending) or running:
+            while any(pending.values()) or running:
                 for w in needy:
                     while sum(1 for j in running if j.target.name == w.name) < self.streams:
                         job = next_job(w)
@@ -531,10 +509,6 @@ class Copy:
         say(f"fanout: {node.name} verified {source['digest']} {n} {b}")
         if node.record:
             self.fabric.run(node, f"SPARK_LLM_VALUE={source['digest']}\n{node.record}", what="recording the copy")
-
-
-def pending_any(pending: dict[str, list[dict]]) -> bool:
-    return any(pending.values())
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,18 @@ import shlex
 
 from spark_llm.plan import NodePlan
 
+# The options of every head -> worker ssh (besides the key, the pinned known_hosts file and the port): the bash
+# snippet below and scripts/fanout.py (through its plan, spark_llm.weights_fanout) both use them.
+FABRIC_SSH_OPTIONS = (
+    "IdentitiesOnly=yes",
+    "BatchMode=yes",
+    "StrictHostKeyChecking=yes",
+    "GlobalKnownHostsFile=/dev/null",
+    "ConnectTimeout=15",
+    "ServerAliveInterval=15",
+    "ServerAliveCountMax=4",
+)
+
 
 def fabric_ssh_setup(worker: NodePlan, key_path: str) -> str:
     """Defines bash array FABRIC_SSH (ssh to the worker over the fabric), FABRIC_TARGET (user@address) and
@@ -29,9 +41,9 @@ def fabric_ssh_setup(worker: NodePlan, key_path: str) -> str:
         f"FABRIC_KEY={key}\n"
         '[ -r "$FABRIC_KEY" ] || { echo "fabric key $FABRIC_KEY is not readable on the head;'
         ' set spark-llm:network.fabricKeyPath" >&2; exit 1; }\n'
-        'FABRIC_SSH=(ssh -i "$FABRIC_KEY" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=yes'
-        ' -o UserKnownHostsFile="$fabric_kh" -o GlobalKnownHostsFile=/dev/null -o ConnectTimeout=15'
-        f" -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -p {worker.ssh.port})\n"
+        'FABRIC_SSH=(ssh -i "$FABRIC_KEY" -o UserKnownHostsFile="$fabric_kh"'
+        + "".join(f" -o {o}" for o in FABRIC_SSH_OPTIONS)
+        + f" -p {worker.ssh.port})\n"
         f"FABRIC_TARGET={shlex.quote(worker.ssh.user + '@' + worker.fabric_address)}\n"
         'FABRIC_RSH="${FABRIC_SSH[*]}"\n'
     )

@@ -15,16 +15,11 @@ from pathlib import Path
 
 from spark_llm.config import StackConfig
 from spark_llm.drift import record_token_script
+from spark_llm.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan import NodePlan
+from spark_llm.weights_sync import heredoc, tool_prelude
 
 FANOUT_TOOL_PATH = Path(__file__).resolve().parent.parent / "scripts" / "fanout.py"
-DIGEST_PREFIX = "spark-llm-manifest "
-
-
-def _heredoc(path: str, text: str, delimiter: str) -> str:
-    if f"\n{delimiter}\n" in f"\n{text}\n":
-        raise ValueError(f"text contains the heredoc delimiter {delimiter}")
-    return f"cat > {path} <<'{delimiter}'\n{text.rstrip()}\n{delimiter}\n"
 
 
 def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
@@ -44,6 +39,7 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
             for w in workers
         ],
         "fabric_key": cfg.network.fabric_key_path,
+        "ssh_options": list(FABRIC_SSH_OPTIONS),
         "streams": cfg.transfer.streams,
         "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",
         "timeout": cfg.timeouts.transfer_seconds,
@@ -53,18 +49,16 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
 def render_fanout(
     cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tool: str, fanout: str, tokens: dict[str, str], step: str
 ) -> str:
-    """On the head: make model.path on every worker identical to the head's; ends with the head's digest line."""
+    """On the head: make model.path on every worker identical to the head's; prints the head's digest line last."""
     plan = json.dumps(fanout_plan(cfg, head, workers, tokens, step), indent=1, sort_keys=True)
     log = shlex.quote(f"{head.remote_dir}/logs/weights-fanout.log")
     return (
         "set -euo pipefail\n"
-        "work=$(mktemp -d)\n"
-        "trap 'rm -rf \"$work\"' EXIT\n"
-        + _heredoc('"$work/manifest.py"', tool, "SPARK_LLM_MANIFEST_PY")
-        + _heredoc('"$work/fanout.py"', fanout, "SPARK_LLM_FANOUT_PY")
-        + _heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
+        + tool_prelude(tool)
+        + heredoc('"$work/fanout.py"', fanout, "SPARK_LLM_FANOUT_PY")
+        + heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
         + f'mkdir -p "$(dirname {log})"\n'
-        # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads).
-        + f'python3 -u "$work/fanout.py" "$work/plan.json" "$work/manifest.py" 2>&1 | tee {log}\n'
-        + f'python3 "$work/manifest.py" scan {shlex.quote(cfg.model.path)} --node {shlex.quote(head.name)}\n'
+        # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads); the
+        # last one is the head's `spark-llm-manifest DIGEST FILES BYTES`.
+        + f'python3 -u "$work/fanout.py" "$work/plan.json" "$tool" 2>&1 | tee {log}\n'
     )

@@ -66,17 +66,17 @@ rsync_progress() {{
 """
 
 
+def heredoc(path: str, text: str, delimiter: str) -> str:
+    """Bash that writes `text` to `path` (a bash word) verbatim."""
+    if f"\n{delimiter}\n" in f"\n{text}\n":
+        raise ValueError(f"the text contains the heredoc delimiter {delimiter}")
+    return f"cat > {path} <<'{delimiter}'\n{text.rstrip()}\n{delimiter}\n"
+
+
 def tool_prelude(tool: str, cleanup: str = "") -> str:
     """Write the manifest tool to a private temp dir ($tool), removed with `cleanup` paths on exit."""
-    if "\nSPARK_LLM_MANIFEST_PY\n" in f"\n{tool}\n":
-        raise ValueError("the manifest tool contains the heredoc delimiter")
-    return (
-        "work=$(mktemp -d)\n"
-        f"trap 'rm -rf \"$work\"{cleanup}' EXIT\n"
-        'tool="$work/manifest.py"\n'
-        "cat > \"$tool\" <<'SPARK_LLM_MANIFEST_PY'\n"
-        f"{tool.rstrip()}\n"
-        "SPARK_LLM_MANIFEST_PY\n"
+    return f'work=$(mktemp -d)\ntrap \'rm -rf "$work"{cleanup}\' EXIT\ntool="$work/manifest.py"\n' + heredoc(
+        '"$tool"', tool, "SPARK_LLM_MANIFEST_PY"
     )
 
 

@@ -6,6 +6,7 @@ import json
 import re
 
 from spark_llm import config, plan, weights
+from spark_llm.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.weights_fanout import FANOUT_TOOL_PATH, fanout_plan, render_fanout
 from tests.conftest import dual_spark_raw
 
@@ -49,9 +50,12 @@ def test_bad_streams_are_refused_naming_the_key():
         raise AssertionError("streams: 0 was accepted")
 
 
-def test_the_script_carries_the_plan_and_ends_with_the_heads_digest_line():
+def test_the_script_carries_the_plan_and_runs_the_fanout_with_the_manifest_tool_last():
     cfg, p = build()
     script = render_fanout(cfg, p.head, list(p.workers), TOOL, FANOUT, {"spark-2": "tok"}, "weights")
     plan_json = re.search(r"<<'SPARK_LLM_FANOUT_PLAN'\n(.*?)\nSPARK_LLM_FANOUT_PLAN\n", script, re.S).group(1)
-    assert json.loads(plan_json)["workers"][0]["name"] == "spark-2"
-    assert script.rstrip().splitlines()[-1].startswith('python3 "$work/manifest.py" scan ')
+    data = json.loads(plan_json)
+    assert data["workers"][0]["name"] == "spark-2"
+    # The same pinned-key ssh options as every other head -> worker step (spark_llm.fabric).
+    assert data["ssh_options"] == list(FABRIC_SSH_OPTIONS) and "StrictHostKeyChecking=yes" in data["ssh_options"]
+    assert script.rstrip().splitlines()[-1].startswith('python3 -u "$work/fanout.py" "$work/plan.json" "$tool"')
