@@ -71,3 +71,56 @@ def write_result(benchmark: str, fields: dict) -> Path:
     out = REPO / "bench" / "results" / f"{benchmark}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     return out
+
+
+def _container_cpu_ns(container_id: str) -> int | None:
+    """CPU time a container has used (its cgroup: v1 cpuacct or v2 cpu.stat), in ns; None if not found."""
+    v1 = Path("/sys/fs/cgroup/cpuacct/docker") / container_id / "cpuacct.usage"
+    if v1.exists():
+        return int(v1.read_text())
+    for v2 in (
+        Path("/sys/fs/cgroup/system.slice") / f"docker-{container_id}.scope" / "cpu.stat",
+        Path("/sys/fs/cgroup/docker") / container_id / "cpu.stat",
+    ):
+        if v2.exists():
+            usage = dict(line.split() for line in v2.read_text().splitlines())
+            return int(usage["usage_usec"]) * 1000
+    return None
+
+
+def _host_busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class CpuMeter:
+    """Where the CPU went during one measured run: seconds per sim node (its container's cgroup, so every
+    process on the node counts, short-lived ones too) and how busy the whole machine was (other work included)."""
+
+    def __init__(self) -> None:
+        state = json.loads((REPO / ".sim" / "state.json").read_text())
+        self.ids: dict[str, str] = {}
+        for node in state["nodes"]:
+            cid = sh(["docker", "inspect", "-f", "{{.Id}}", node["container"]], dict(os.environ)).stdout.strip()
+            self.ids[node["name"]] = cid
+
+    def __enter__(self) -> CpuMeter:
+        self.start = {n: _container_cpu_ns(c) for n, c in self.ids.items()}
+        self.host = _host_busy_jiffies()
+        self.wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        wall = time.perf_counter() - self.wall
+        busy, total = (b - a for a, b in zip(self.host, _host_busy_jiffies(), strict=True))
+        self.result = {
+            "node_cpu_s": {
+                n: round((_container_cpu_ns(c) or 0) / 1e9 - (self.start[n] or 0) / 1e9, 2)
+                for n, c in self.ids.items()
+                if self.start[n] is not None
+            },
+            "machine_busy_pct": round(100 * busy / max(total, 1), 1),
+            "wall_s": round(wall, 2),
+        }

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
-from bench.simbench import REPO, STACK_FILE, sh, sim_up, write_result  # noqa: E402
+from bench.simbench import REPO, STACK_FILE, CpuMeter, sh, sim_up, write_result  # noqa: E402
 from spark_llm import config, plan, weights  # noqa: E402
 from spark_llm.weights_fanout import FANOUT_TOOL_PATH, render_fanout  # noqa: E402
 
@@ -90,6 +90,23 @@ def project(cfg: config.StackConfig, p: plan.DeploymentPlan, workers: list[plan.
     return time.perf_counter() - start, out
 
 
+def p_streams(cfg: config.StackConfig) -> int:
+    """The streams per link the fan-out uses with this config (its default: the head's cores, at most 4)."""
+    return cfg.transfer.streams or min(4, os.cpu_count() or 1)
+
+
+def sent_seconds(out: str) -> dict[str, float]:
+    """Each worker's transfer time, from the fan-out's `fanout: W: sent N files in S s` lines."""
+    return {w: float(s) for w, s in re.findall(r"fanout: (worker-\d+): sent \d+ files in ([\d.]+) s", out)}
+
+
+def profiled(run, *args):
+    """run(*args) under a CpuMeter: (its result, the profile)."""
+    with CpuMeter() as meter:
+        result = run(*args)
+    return result, meter.result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -115,10 +132,15 @@ def main() -> None:
     w1 = p.workers[0]
     base_s, proj_s = [], []
     for _ in range(args.rounds):
-        base_s.append(baseline(cfg, w1))
+        elapsed, base_profile = profiled(baseline, cfg, w1)
+        base_s.append(elapsed)
         clear([w1.name], DATA)
-        elapsed, out = project(cfg, p, [w1])
+        (elapsed, out), proj_profile = profiled(project, cfg, p, [w1])
         proj_s.append(elapsed)
+        # Where the project's time went: the copy itself, and the rest (manifest scans before, the verification
+        # that waits for the last files' hashes after).
+        proj_profile["transfer_s"] = sent_seconds(out)[w1.name]
+        proj_profile["scan_and_verify_s"] = round(elapsed - proj_profile["transfer_s"], 2)
         print(f"round: baseline {base_s[-1]:.1f} s, project {elapsed:.1f} s", flush=True)
     clear([w1.name], DATA)
     mb = total / 1e6
@@ -127,9 +149,9 @@ def main() -> None:
 
     link(str(args.cap_mbit))
     try:
-        one_s, _ = project(cfg, p, [w1])
+        (one_s, _), _ = profiled(project, cfg, p, [w1])
         clear([w1.name], DATA)
-        three_s, out3 = project(cfg, p, list(p.workers))
+        (three_s, out3), three_profile = profiled(project, cfg, p, list(p.workers))
     finally:
         link("off")
     sources = re.findall(r"fanout: (worker-\d) received (\d+) files from (\S+)", out3)
@@ -151,6 +173,8 @@ def main() -> None:
                 "baseline_mb_s": round(baseline_mb_s, 1),
                 "project_mb_s": round(project_mb_s, 1),
                 "ratio": round(project_mb_s / baseline_mb_s, 2),
+                "streams": p_streams(cfg),
+                "profile_last_round": {"baseline": base_profile, "project": proj_profile},
             },
             "fanout": {
                 "cap_mbit_per_interface": args.cap_mbit,
@@ -158,6 +182,9 @@ def main() -> None:
                 "three_workers_s": round(three_s, 2),
                 "ratio": round(three_s / one_s, 2),
                 "sources": [{"target": t, "files": int(n), "source": s} for t, n, s in sources],
+                # When each worker had every file (s from the start): the chain's per-hop delay is the difference.
+                "worker_done_s": sent_seconds(out3),
+                "profile_three": three_profile,
             },
         },
     )

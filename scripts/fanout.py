@@ -204,6 +204,43 @@ cat >/dev/null
             self.proc.kill()
 
 
+class Hasher:
+    """`manifest.py hash` on a worker for the length of the copy: each file is hashed into the worker's manifest
+    cache as soon as it lands, so the verification at the end finds it cached and only stats it."""
+
+    def __init__(self, fabric: Fabric, node: Node, path: str, tool: str) -> None:
+        self.node = node
+        with open(tool) as f:
+            source = f.read()
+        # The tool goes in a heredoc of the command itself: this session's stdin carries the file names.
+        command = (
+            "t=$(mktemp); trap 'rm -f \"$t\"' EXIT; cat > \"$t\" <<'SPARK_LLM_MANIFEST_PY'\n"
+            f"{source}\nSPARK_LLM_MANIFEST_PY\n"
+            f'python3 "$t" hash {shlex.quote(path)} --node {shlex.quote(node.name)}'
+        )
+        self.proc = subprocess.Popen(
+            fabric.ssh(node, command), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+
+    def feed(self, paths: list[str]) -> None:
+        try:
+            assert self.proc.stdin
+            self.proc.stdin.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass  # it died: the verification scan hashes what it did not
+
+    def close(self, timeout: float) -> None:
+        """Wait until it has hashed what it was fed (the verification after it needs the cache it writes)."""
+        try:
+            _, err = self.proc.communicate(timeout=timeout)  # closes its stdin: no more names
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return
+        if self.proc.returncode != 0:  # not fatal: the verification hashes every file the cache lacks
+            say(f"fanout: {self.node.name}: hashing during the copy failed: {err.decode(errors='replace')[-300:]}")
+
+
 def rsync_options(job: Job) -> list[str]:
     opts = ["-a", "--copy-links", "-I", f"--partial-dir={PARTIAL_DIR}", "--from0", "--files-from=-"]
     opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L"]
@@ -228,6 +265,7 @@ class Copy:
         self.secret = secrets.token_urlsafe(32)
         self.lock = threading.Lock()
         self.receivers: dict[str, Receiver] = {}
+        self.hashers: dict[str, Hasher] = {}
 
     # ---------- manifests ----------
 
@@ -340,6 +378,8 @@ class Copy:
                     self.finish(w, extra[w.name], source)
                 except CopyError as exc:
                     errors.append(exc)
+                except Exception as exc:  # a bug of ours must fail the copy, not vanish with its thread
+                    errors.append(CopyError(f"{w.name}: verification stopped ({type(exc).__name__}: {exc})"))
 
             t = threading.Thread(target=work, daemon=True)
             t.start()
@@ -356,6 +396,9 @@ class Copy:
                 r.stop()
             for t in finishers:
                 t.join()
+            for h in self.hashers.values():  # the copy failed: keep what they hashed, for the next run's scan
+                if h.proc.poll() is None:
+                    h.close(timeout=30)
         if errors:
             raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
@@ -383,6 +426,8 @@ class Copy:
             how = f"rsync daemons on the workers' fabric addresses, {self.streams} stream(s) per node"
         else:
             how = f"rsync over ssh (aes128-gcm) from the head, {self.streams} stream(s)"
+        for w in needy:
+            self.hashers[w.name] = Hasher(self.fabric, w, self.path, self.tool)
         say(f"fanout: sending over the fabric: {how}")
         pending = {w.name: list(need[w.name]) for w in needy}
         todo = {w.name: sum(f["size"] for f in need[w.name]) for w in needy}
@@ -402,6 +447,12 @@ class Copy:
             queue = pending[target.name]
             src = feeder[target.name]
             if uploads(src) >= self.streams:
+                return None
+            # Staggered streams: a link opens another stream only when each running one is 1/streams of the way
+            # through its files. Streams started together share the link and finish together, so the next worker
+            # in the chain would wait streams x (one file's time) for its first file; staggered, files land one
+            # after another and each hop adds about one file's time (measured: capped 400 Mbit/s, 3 workers).
+            if any(j.sent * self.streams < j.size for j in running if j.target is target):
                 return None
             for i, f in enumerate(queue):
                 if f["path"] not in have[src]:
@@ -444,6 +495,7 @@ class Copy:
                         )
                     with self.lock:
                         have[job.target.name].update(f["path"] for f in job.files)
+                    self.hashers[job.target.name].feed([f["path"] for f in job.files])
                     done_bytes[job.target.name] += job.size
                     if not pending[job.target.name] and not any(j.target is job.target for j in running):
                         finished[job.target.name] = time.monotonic() - started
@@ -498,6 +550,9 @@ class Copy:
                 node, f"cd {shlex.quote(self.path)} && xargs -0 rm -f --", names, what="removing extra files"
             )
             say(f"fanout: {node.name}: removed {len(extra)} files the head does not have")
+        hasher = self.hashers.get(node.name)
+        if hasher:
+            hasher.close(self.timeout)
         after = self.scan(node, write=True)
         if after["digest"] != source["digest"]:
             theirs = {f["path"]: f["sha256"] for f in after["files"]}

@@ -8,6 +8,10 @@ Usage:
   manifest.py scan DIR [--json] [--write] [--cache FILE] [--jobs N] [--node NAME]
       Hash DIR (a missing DIR is an empty manifest). Prints `spark-llm-manifest DIGEST FILES BYTES`, or the
       manifest as JSON with --json. --write also stores it as DIR/.spark-llm-manifest.json.
+  manifest.py hash DIR [--cache FILE] [--jobs N] [--node NAME]
+      Hash the files named on stdin (NUL-separated, relative to DIR) into DIR's cache as the names arrive, so a
+      later scan finds them cached. The fan-out feeds each file as it lands on a worker: the worker's
+      verification then hashes during the copy instead of after it.
   manifest.py diff SOURCE.json TARGET.json --send FILE --extra FILE
       Files of SOURCE missing from TARGET or different there (size or sha256) go to --send, files only in
       TARGET to --extra, NUL-separated (for `rsync --from0 --files-from`, `xargs -0`). Prints
@@ -153,7 +157,7 @@ class Hasher:
         with self.lock:
             self.done += n
             now = time.monotonic()
-            if now - self.last_report >= PROGRESS_SECONDS:
+            if self.total and now - self.last_report >= PROGRESS_SECONDS:  # total 0: `hash`, told no total
                 self.last_report = now
                 rate = self.done / max(now - self.started, 1e-9)
                 log(f"hashing {human(self.done)} of {human(self.total)} ({human(rate)}/s)")
@@ -198,6 +202,42 @@ def scan(root: str, cache_file: str, jobs: int) -> tuple[list[dict], dict]:
     stats: dict = {"hashed_files": len(todo), "hashed_bytes": hasher.done, "cached_files": len(entries) - len(todo)}
     stats["seconds"] = elapsed
     return [files[rel] for rel in sorted(files)], stats
+
+
+def cmd_hash(args: argparse.Namespace) -> int:
+    global LOG_PREFIX
+    if args.node:
+        LOG_PREFIX = f"manifest ({args.node})"
+    root = args.dir.rstrip("/") or "/"
+    cache_file = args.cache or cache_path(root)
+    hasher = Hasher(0)
+    fresh: dict[str, list] = {}
+
+    def one(rel: str) -> None:
+        path = os.path.join(root, rel)
+        try:
+            st = os.stat(path)
+            sha = hasher.file(path)
+            after = os.stat(path)
+        except OSError as exc:  # gone or unreadable: the final scan will say so
+            log(f"{rel}: not hashed ({exc.strerror})")
+            return
+        if stat_key(after) == stat_key(st):  # changed while hashed: the final scan hashes it again
+            fresh[rel] = [*stat_key(st), sha]
+
+    buf = b""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+        while chunk := os.read(0, 1 << 16):
+            *names, buf = (buf + chunk).split(b"\0")
+            for name in names:
+                if name:
+                    pool.submit(one, os.fsdecode(name))
+    cache = load_cache(cache_file, root)  # read now, not at the start: keep what others stored meanwhile
+    if fresh:
+        write_json_atomic(cache_file, {"format": FORMAT, "dir": os.path.realpath(root), "entries": {**cache, **fresh}})
+    elapsed = time.monotonic() - hasher.started
+    log(f"{root}: hashed {len(fresh)} files ({human(hasher.done)}) as they arrived, in {elapsed:.1f} s")
+    return 0
 
 
 def manifest_document(files: list[dict]) -> dict:
@@ -299,6 +339,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="files hashed at once")
     p.add_argument("--node", help="name in the progress lines (which node scans)")
     p.set_defaults(run=cmd_scan)
+    p = commands.add_parser("hash", help="hash the files named on stdin into DIR's cache")
+    p.add_argument("dir")
+    p.add_argument("--cache", help="cache file (default: one per directory under ~/.cache/spark-llm/manifests)")
+    p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="files hashed at once")
+    p.add_argument("--node", help="name in the progress lines (which node hashes)")
+    p.set_defaults(run=cmd_hash)
     p = commands.add_parser("diff", help="what to send from SOURCE to make TARGET identical")
     p.add_argument("source")
     p.add_argument("target")
