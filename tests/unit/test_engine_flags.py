@@ -372,7 +372,7 @@ def test_config_refuses_a_bad_flag_naming_the_key_and_the_flag():
     with pytest.raises(ConfigError) as err:
         parse(_with_engine(version="0.5.17", flags=["--language-model-only"]))
     message = str(err.value)
-    assert "spark-llm:engine: flags refused for SGLang 0.5.17" in message
+    assert "spark-llm:engine.flags: refused for SGLang 0.5.17" in message
     assert "`--language-model-only` is not a SGLang 0.5.17 flag" in message and "vLLM flag" in message
 
 
@@ -380,7 +380,7 @@ def test_config_lists_every_refused_flag_one_a_line():
     with pytest.raises(ConfigError) as err:
         parse(_with_engine(flags=["--port", "8000", "--mem-frac", "0.8", "--max_model_len", "8k"]))
     lines = str(err.value).splitlines()
-    assert any("spark-llm:engine: flags refused for SGLang 0.5.23" in line for line in lines)
+    assert any("spark-llm:engine.flags: refused for SGLang 0.5.23" in line for line in lines)
     refused = [line for line in lines if line.startswith("    `")]
     assert [r.split("`")[1] for r in refused] == ["--port", "--mem-frac", "--max_model_len"]
 
