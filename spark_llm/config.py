@@ -370,6 +370,11 @@ class Engine(ConfigModel):
             raise KeyedError(why, ("flags",), show_example=False)
         return self
 
+    def flag_warnings(self) -> list[str]:
+        """One line per flag this release takes but marks deprecated (`pulumi preview` shows them as warnings)."""
+        found = engine_flags.flag_warnings(self.kind, self.version, self.flags)
+        return [f"{NAMESPACE}:engine.flags: {w.message}" for w in found]
+
 
 class StackConfig(ConfigModel):
     """Everything the program reads from `spark-llm:*` keys."""

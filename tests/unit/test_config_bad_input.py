@@ -251,6 +251,12 @@ ENGINE = [
         "spark-llm:engine.flags",
         "refused for SGLang 0.5.17",
     ),
+    (
+        "engine-executor-as-a-flag",
+        _set("engine", {"kind": "vllm", "flags": ["--distributed-executor-backend", "ray"]}),
+        "spark-llm:engine.flags",
+        "use spark-llm:engine.executor",
+    ),
     ("engine-key-misspelled", _set("engine", {"distport": 20001}), "engine.distport", "did you mean distPort?"),
     ("engine-env-bad-name", _set("engine", {"env": {"NCCL DEBUG": "1"}}), "spark-llm:engine.env", "not a valid"),
     ("engine-env-two-lines", _set("engine", {"env": {"A": "1\nB=2"}}), "spark-llm:engine.env.A", "one line"),
