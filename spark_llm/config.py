@@ -3,13 +3,13 @@
 Every key here is also declared in Pulumi.yaml `config:` (type, description, default); tests check the two
 agree. An invalid value raises ConfigError naming the key path (as written in Pulumi.<stack>.yaml) and an
 example of a valid value, before any resource is declared, so nothing runs on any node.
+
+The nodes and the rules between them are in spark_llm.config_nodes; the model base, number types and error
+messages in spark_llm.config_base. Import from here: `parse`, `StackConfig`, `ConfigError`, `Node`, ...
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import ipaddress
 import json
 import os
 import re
@@ -17,134 +17,64 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from spark_llm import engine_flags
+from spark_llm.config_base import (
+    NAMESPACE,
+    ConfigError,
+    ConfigModel,
+    Int,
+    KeyedError,
+    Port,
+    closest,
+)
+from spark_llm.config_base import format_errors as _format_errors
+from spark_llm.config_nodes import Node, NodeName, check_topology
+from spark_llm.engines.vllm import RAY_PORT
 
-NAMESPACE = "spark-llm"
-
-
-class ConfigError(ValueError):
-    """A stack config value is invalid; the message names the key and shows a valid value."""
-
-
-# ---------- domain types ----------
-
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
-_HOST_KEY = re.compile(r"^(ssh-ed25519|ecdsa-sha2-nistp256|ssh-rsa) [A-Za-z0-9+/=]{40,}( .*)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _node_name(v: str) -> str:
-    if not _NAME.match(v):
-        raise ValueError("must be lowercase letters, digits and '-', starting with a letter")
-    return v
-
-
-def _address(v: str) -> str:
-    try:
-        ipaddress.ip_address(v)
-    except ValueError:
-        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$", v):
-            raise ValueError("must be an IP address or a host name") from None
-    return v
-
-
-def _ip(v: str) -> str:
-    ipaddress.ip_address(v)
-    return v
-
-
-def _host_key(v: str) -> str:
-    line = v.strip()
-    if not _HOST_KEY.match(line):
-        raise ValueError("must be an OpenSSH public host key line ('ssh-ed25519 AAAA...')")
-    kind, body = line.split()[:2]
-    try:
-        blob = base64.b64decode(body, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("is not valid base64; copy the line `ssh-keyscan -t ed25519 HOST` prints") from None
-    length = int.from_bytes(blob[:4], "big") if len(blob) >= 4 else -1
-    if blob[4 : 4 + length].decode(errors="replace") != kind:
-        raise ValueError(f"the key data does not hold a {kind} key; copy the line `ssh-keyscan -t ed25519 HOST` prints")
-    if not blob[4 + length + 4 :].strip(b"\0"):
-        raise ValueError("is the placeholder; pin the node's real key: `ssh-keyscan -t ed25519 HOST` (verify it)")
-    return line
 
 
 def _abs_path(v: str) -> str:
     if not v.startswith("/") or "\n" in v or "'" in v:
         raise ValueError("must be an absolute path without quotes or newlines")
-    return v.rstrip("/") or "/"
+    path = v.rstrip("/")
+    if not path:
+        raise ValueError("is the root directory: give the weights a directory of their own")
+    return path
 
 
-NodeName = Annotated[str, AfterValidator(_node_name)]
-Address = Annotated[str, AfterValidator(_address)]
-IpAddress = Annotated[str, AfterValidator(_ip)]
-HostKey = Annotated[str, AfterValidator(_host_key)]
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
-Port = Annotated[int, Field(ge=1, le=65535)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+def _image_ref(v: str) -> str:
+    """The mistakes `docker pull` would refuse late, on a node: spaces, a URL, uppercase, an empty tag."""
+    if not v.strip() or any(c.isspace() for c in v):
+        raise ValueError("must be one reference without spaces: REPOSITORY[:TAG][@sha256:DIGEST]")
+    if "://" in v:
+        raise ValueError("is a URL: write the reference as `docker pull` takes it, e.g. lmsysorg/sglang:spark")
+    name = v.split("@", 1)[0]
+    first, slash, rest = name.partition("/")
+    has_registry = bool(slash) and ("." in first or ":" in first or first == "localhost")
+    repository, colon, tag = (rest if has_registry else name).partition(":")
+    if (colon and not tag) or v.endswith("@"):
+        raise ValueError("has an empty tag or digest: write the tag after ':' (or leave ':' out for latest)")
+    if repository != repository.lower():
+        raise ValueError(f"must be lowercase (docker refuses {repository!r}): {repository.lower()}")
+    return v
+
+
+ImageRef = Annotated[str, AfterValidator(_image_ref)]
 
 
 # ---------- sections ----------
 
 
-class Node(_Model):
-    """One machine: reached over SSH at `host` (from the operator, or from `via`), on the fabric at `fabricAddress`."""
-
-    name: NodeName = Field(
-        description="Node name used in logs, ssh_config and `via`", json_schema_extra={"example": "spark-2"}
-    )
-    role: Literal["head", "worker"] = Field(
-        description="head (rank 0, serves the API) or worker", json_schema_extra={"example": "worker"}
-    )
-    host: Address = Field(
-        description="SSH address: from the operator, or from the `via` node",
-        json_schema_extra={"example": "192.168.200.13"},
-    )
-    port: Port = Field(22, description="SSH port")
-    user: str = Field(
-        "root",
-        min_length=1,
-        description="SSH login user (in the docker group)",
-        json_schema_extra={"example": "aurora"},
-    )
-    fabric_address: IpAddress = Field(
-        description="Address on the direct node-to-node link", json_schema_extra={"example": "192.168.200.13"}
-    )
-    host_key: HostKey = Field(
-        description="Pinned SSH host key of the node",
-        json_schema_extra={"example": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... (ssh-keyscan -t ed25519 HOST)"},
-    )
-    via: NodeName | None = Field(
-        None, description="Node to jump through (the head, for a worker)", json_schema_extra={"example": "spark-1"}
-    )
-    key_path: str | None = Field(
-        None,
-        description="SSH private key for this node (default: sshKeyPath)",
-        json_schema_extra={"example": "~/.ssh/id_ed25519"},
-    )
-
-
-class Image(_Model):
+class Image(ConfigModel):
     """The engine's container image and how it reaches every node."""
 
-    ref: str = Field(
-        min_length=1,
+    ref: ImageRef = Field(
         description="Image reference as `docker run` takes it",
         json_schema_extra={"example": "lmsysorg/sglang:spark"},
     )
@@ -164,12 +94,20 @@ class Image(_Model):
         "linux/arm64", description="Platform every node must run", json_schema_extra={"example": "linux/arm64"}
     )
 
+    @model_validator(mode="after")
+    def _source_only_when_transferred(self) -> Image:
+        # Only mode transfer reads `source`: `source: operator` with another mode would move nothing from here.
+        if self.source == "operator" and self.mode != "transfer":
+            why = f"source operator is read by mode transfer only (mode is {self.mode}): set mode: transfer"
+            raise KeyedError(why, ("mode",), "transfer")
+        return self
+
 
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ModelSource(_Model):
+class ModelSource(ConfigModel):
     """Where the weights come from: a pinned Hugging Face revision, a directory on the head, or one here."""
 
     kind: Literal["huggingface", "head", "local"] = Field(
@@ -196,28 +134,30 @@ class ModelSource(_Model):
     def _fields_for_kind(self) -> ModelSource:
         if self.kind == "huggingface":
             if not self.repo or not _HF_REPO.match(self.repo):
-                raise ValueError("kind huggingface needs repo: OWNER/NAME (e.g. Qwen/Qwen3.5-122B-A10B-FP8)")
+                raise KeyedError("kind huggingface needs repo: OWNER/NAME as on huggingface.co", ("repo",))
             if not self.revision or not _REVISION.match(self.revision):
-                raise ValueError(
-                    "kind huggingface needs revision: the 40-hex commit to pin (a branch name moves under you)"
-                )
+                why = "kind huggingface needs revision: the full 40-hex commit to pin (a branch name moves under you)"
+                raise KeyedError(why, ("revision",))
             if self.path is not None:
-                raise ValueError("kind huggingface takes no path (the weights go to model.path)")
-        else:
-            if not self.path:
-                raise ValueError(f"kind {self.kind} needs path: the weights directory")
-            if self.repo or self.revision:
-                raise ValueError(f"kind {self.kind} takes no repo or revision")
-            if self.kind == "head":
+                raise KeyedError("kind huggingface takes no path (the weights go to model.path): remove it", ("path",))
+            return self
+        for extra in ("repo", "revision"):
+            if getattr(self, extra) is not None:
+                raise KeyedError(f"kind {self.kind} takes no {extra} (kind huggingface does): remove it", (extra,))
+        if not self.path:
+            raise KeyedError(f"kind {self.kind} needs path: the weights directory", ("path",))
+        if self.kind == "head":
+            try:
                 _abs_path(self.path)
-            else:
-                local = Path(os.path.expanduser(self.path))
-                if not local.is_dir():
-                    raise ValueError(f"local weights directory {self.path} does not exist on this machine")
+            except ValueError as err:
+                raise KeyedError(f"{err} on the head", ("path",)) from None
+        elif not Path(os.path.expanduser(self.path)).is_dir():
+            why = f"local weights directory {self.path} does not exist on this machine (relative to the project)"
+            raise KeyedError(why, ("path",))
         return self
 
 
-class Model(_Model):
+class Model(ConfigModel):
     """The model served: its name in the API, its weights' source, and their directory on every node."""
 
     name: str = Field(
@@ -245,7 +185,7 @@ class Model(_Model):
         return self.source or ModelSource(kind="head", path=self.path)
 
 
-class Network(_Model):
+class Network(ConfigModel):
     """The fabric between the nodes: interface names for NCCL/Gloo and the key the head uses to reach workers."""
 
     fabric_interfaces: list[str] = Field(
@@ -263,23 +203,26 @@ class Network(_Model):
         description="Key on the head that logs in to the workers over the fabric (weights, images)",
         json_schema_extra={"example": "~/.ssh/id_ed25519"},
     )
-    mtu: int = Field(
+    mtu: Int = Field(
         9000, ge=576, le=9216, description="MTU the fabric is expected to carry", json_schema_extra={"example": 9000}
     )
 
     @field_validator("fabric_interfaces", "roce_devices")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
-        for name in v:
+        for i, name in enumerate(v):
             if not re.match(r"^[A-Za-z0-9_.:-]{1,15}$", name):
-                raise ValueError(f"{name!r} is not an interface name")
+                raise KeyedError(
+                    f"{name!r} is not a network interface or device name (1-15 letters, digits, '_', '.', ':' or '-')",
+                    (i,),
+                )
         return v
 
 
-class Transfer(_Model):
+class Transfer(ConfigModel):
     """How the weights cross the fabric from the head to the workers (scripts/fanout.py)."""
 
-    streams: int | None = Field(
+    streams: Int | None = Field(
         None,
         ge=1,
         le=32,
@@ -296,24 +239,24 @@ class Transfer(_Model):
     )
 
 
-class Timeouts(_Model):
+class Timeouts(ConfigModel):
     """How long `pulumi up` waits for each long step before it fails with what it saw."""
 
-    ready_seconds: int = Field(
+    ready_seconds: Int = Field(
         900, ge=10, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
     )
-    transfer_seconds: int = Field(
+    transfer_seconds: Int = Field(
         6 * 3600,
         ge=60,
         description="The weights copy from the head to all workers (scripts/fanout.py)",
         json_schema_extra={"example": 21600},
     )
-    startup_grace_seconds: int = Field(
+    startup_grace_seconds: Int = Field(
         5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
     )
 
 
-class Engine(_Model):
+class Engine(ConfigModel):
     """The inference engine: which release, its serving ports, and its extra flags (checked against that release)."""
 
     kind: Literal["sglang", "vllm"] = Field(
@@ -368,21 +311,30 @@ class Engine(_Model):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
+        for key, value in v.items():
             if not _ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
+                raise ValueError(f"{key!r} is not a valid environment variable name (letters, digits, '_')")
+            if "\n" in value or "\0" in value:
+                raise KeyedError("must be one line: the env file holds one variable a line", (key,), "INFO")
         return v
 
     @model_validator(mode="after")
     def _ray_is_vllm_only(self) -> Engine:
         if self.kind == "sglang" and self.executor != "native":
-            raise ValueError("executor ray is for kind vllm; SGLang runs its own multi-node launch (executor: native)")
+            why = "executor ray is for kind vllm; SGLang runs its own multi-node launch (executor: native)"
+            raise KeyedError(why, ("executor",), "native")
         return self
 
     @model_validator(mode="after")
     def _ports_differ(self) -> Engine:
         if self.port == self.dist_port:
-            raise ValueError("port and distPort must differ")
+            why = f"must differ from port (both {self.port}): the API and the rendezvous need a port each"
+            raise KeyedError(why, ("distPort",), self.port + 1 if self.port < 65535 else self.port - 1)
+        if self.executor == "ray":
+            for key, value in (("port", self.port), ("distPort", self.dist_port)):
+                if value == RAY_PORT:
+                    why = f"{RAY_PORT} is the port of Ray's head with executor ray: pick another"
+                    raise KeyedError(why, (key,))
         return self
 
     @model_validator(mode="before")
@@ -398,8 +350,12 @@ class Engine(_Model):
     @field_validator("version")
     @classmethod
     def _catalogued(cls, v: str, info: ValidationInfo) -> str:
-        if "kind" in info.data:
-            engine_flags.load_catalog(info.data["kind"], v)  # an unknown release names the known ones
+        kind = info.data.get("kind")
+        if kind is not None:
+            try:
+                engine_flags.load_catalog(kind, v)
+            except engine_flags.UnknownCatalogError as err:  # it names the known releases
+                raise KeyedError(str(err), (), engine_flags.newest_version(kind)) from None
         return v
 
     @model_validator(mode="after")
@@ -408,14 +364,19 @@ class Engine(_Model):
         problems = engine_flags.check_flags(self.kind, self.version, self.flags, engine_flags.OWNED_FLAGS[self.kind])
         if problems:
             name = f"{engine_flags.ENGINE_NAMES[self.kind]} {self.version}"
-            raise ValueError(
-                f"flags refused for {name} (the release in spark-llm:engine.version):"
-                + "".join(f"\n    {p.message}" for p in problems)
+            why = f"refused for {name} (the release in spark-llm:engine.version):" + "".join(
+                f"\n    {p.message}" for p in problems
             )
+            raise KeyedError(why, ("flags",), show_example=False)
         return self
 
+    def flag_warnings(self) -> list[str]:
+        """One line per flag this release takes but marks deprecated (`pulumi preview` shows them as warnings)."""
+        found = engine_flags.flag_warnings(self.kind, self.version, self.flags)
+        return [f"{NAMESPACE}:engine.flags: {w.message}" for w in found]
 
-class StackConfig(_Model):
+
+class StackConfig(ConfigModel):
     """Everything the program reads from `spark-llm:*` keys."""
 
     ssh_key_path: str = Field(
@@ -451,28 +412,7 @@ class StackConfig(_Model):
     @field_validator("nodes")
     @classmethod
     def _topology(cls, nodes: list[Node]) -> list[Node]:
-        heads = [n for n in nodes if n.role == "head"]
-        if len(heads) != 1:
-            raise ValueError(f"exactly one node needs role: head (found {len(heads)})")
-        names = {n.name for n in nodes}
-        if len(names) != len(nodes):
-            raise ValueError("node names must be unique")
-        seen: dict[tuple[str, str], str] = {}
-        for node in nodes:
-            for what, value in (("fabricAddress", node.fabric_address), ("host", f"{node.via}>{node.host}")):
-                if (what, value) in seen:
-                    raise ValueError(f"{node.name} and {seen[(what, value)]} have the same {what}")
-                seen[(what, value)] = node.name
-            if node.via is not None:
-                if node.via not in names:
-                    raise ValueError(f"{node.name}: via {node.via!r} is not a node name")
-                if node.via == node.name:
-                    raise ValueError(f"{node.name}: via cannot name the node itself")
-                if next(n for n in nodes if n.name == node.via).via is not None:
-                    raise ValueError(f"{node.name}: via {node.via!r} is itself reached through a jump host")
-        if len({n.user for n in nodes}) > 1:
-            raise ValueError("every node must log in as the same user (the launch script is identical everywhere)")
-        return nodes
+        return check_topology(nodes)
 
     @property
     def head(self) -> Node:
@@ -496,43 +436,9 @@ SECRET_KEYS = tuple(
 TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
 
 
-def _key_path(loc: tuple[Any, ...]) -> str:
-    out = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
-    for part in loc[1:]:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def _example_for(loc: tuple[Any, ...]) -> Any:
-    """Walk the models along `loc` to the field's declared example, if any."""
-    model: Any = StackConfig
-    field = None
-    for part in loc:
-        if isinstance(part, int) or model is None:
-            continue
-        fields = {f.alias or n: f for n, f in model.model_fields.items()}
-        field = fields.get(part)
-        if field is None:
-            return None
-        ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        candidates = [ann, *(inner or ())]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-    extra = field.json_schema_extra if field is not None else None
-    return extra.get("example") if isinstance(extra, dict) else None
-
-
 def format_errors(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        line = f"{_key_path(loc)}: {msg}"
-        example = _example_for(loc)
-        if example is not None:
-            line += f" (e.g. {example!r})" if not isinstance(example, str) else f" (e.g. {example})"
-        lines.append(line)
-    return "invalid stack configuration:\n  " + "\n  ".join(lines)
+    """A StackConfig ValidationError as one line per mistake: the key, what is wrong, a valid value."""
+    return _format_errors(StackConfig, err)
 
 
 def decode_value(raw: str) -> Any:
@@ -570,9 +476,15 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
             )
     unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
     if unknown:
+        lines = []
+        for key in unknown:
+            guess = closest(key, TOP_LEVEL_KEYS)
+            hint = f"; did you mean {NAMESPACE}:{guess}?" if guess else ""
+            lines.append(f"{NAMESPACE}:{key}: unknown configuration key{hint}")
         raise ConfigError(
-            f"unknown configuration key(s): {', '.join(NAMESPACE + ':' + k for k in unknown)}; "
-            f"known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+            "invalid stack configuration:\n  "
+            + "\n  ".join(lines)
+            + f"\n  known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
         )
     try:
         return StackConfig.model_validate(dict(raw))

@@ -11,6 +11,8 @@ the engine would refuse, and for a few it would take but the program refuses on 
   to use instead; its aliases and abbreviations too;
 - vLLM turns `_` into `-` in flag names and SGLang does not: `--max_model_len` passes for vLLM only.
 
+`flag_warnings` lists the flags the release takes but its catalog marks deprecated (`pulumi preview` shows them).
+
 Pure: no Pulumi, no I/O except reading the packaged catalogs.
 """
 
@@ -55,7 +57,7 @@ OWNED_FLAGS: dict[str, dict[str, str]] = {
         "--master-addr": "spark-llm:nodes (the head's fabricAddress)",
         "--master-port": "spark-llm:engine.distPort",
         "--headless": "spark-llm:nodes (every worker runs headless)",
-        "--distributed-executor-backend": "spark-llm:nodes (the program picks the backend)",
+        "--distributed-executor-backend": "spark-llm:engine.executor (native or ray)",
         "--port": "spark-llm:engine.port",
         "--host": "spark-llm:engine.port (the head listens on 0.0.0.0)",
         "--api-key": "spark-llm:apiKey (a secret)",
@@ -72,6 +74,8 @@ _COUNTERPARTS = {
 }
 _COUNTERPARTS |= {vllm: sglang for sglang, vllm in _COUNTERPARTS.items()}
 
+# Dashes a word processor or a web page puts where `--` was typed: en dash, em dash, minus sign.
+_TYPOGRAPHIC_DASHES = "\u2013\u2014\u2212"
 # argparse's own test: a token like this is a value (a negative number), not an option.
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 # vLLM's human_readable_int (SGLang's int_human_readable follows it): 25.6k = 25600, 1K = 1024.
@@ -113,7 +117,8 @@ class FlagProblem:
     """One flag the engine (or the program) would refuse: the flag as written (no value), why, and a fix.
 
     kind: unknown, other-engine, other-version, underscore, prefix, ambiguous-prefix, negation, missing-value,
-    switch-value, stray-value, type, choice, owned, deprecated.
+    switch-value, stray-value, empty, dash, joined, type, choice, owned, deprecated (refused, or, among
+    `flag_warnings`, taken with a warning).
     """
 
     flag: str
@@ -315,8 +320,19 @@ def _is_option(token: str) -> bool:
     return token.startswith("-") and len(token) > 1 and not _NEGATIVE_NUMBER.match(token) and " " not in token
 
 
+def _ascii_dashes(token: str) -> str:
+    """`token` with leading typographic dashes (`—x`, `–x`) written as the `--` they stand for."""
+    rest = token.lstrip(_TYPOGRAPHIC_DASHES)
+    return "--" + rest.lstrip("-") if rest != token and rest.strip("-") else token
+
+
+def printable(text: str) -> str:
+    """`text` with control characters escaped (`\\n`), so that each refusal stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _code(text: str) -> str:
-    return f"`{text}`"
+    return f"`{printable(text)}`"
 
 
 def _usage(flag: str, value: str) -> str:
@@ -344,6 +360,7 @@ class _FlagReader:
 
     def __init__(self, catalog: Catalog, owned: Mapping[str, str]) -> None:
         self.cat = catalog
+        self.warnings: list[FlagProblem] = []  # flags taken, but deprecated in this release
         self.owned_spellings = {catalog.normalize(k): v for k, v in owned.items()}
         self.owned_flags: dict[str, str] = {}  # canonical flag -> config key, so aliases and prefixes count
         for spelling, key in self.owned_spellings.items():
@@ -361,7 +378,13 @@ class _FlagReader:
                 problems.append(self._stray(token, "`--` ends the options; what follows would be positional"))
                 break
             if not _is_option(token):
-                problems.append(self._stray(token, f"{_code(token)} is not a flag and follows none that takes a value"))
+                problems.append(self._not_an_option(token))
+                fixed = _ascii_dashes(token)
+                if fixed != token and _is_option(fixed):
+                    # Take the value the flag it was meant to be takes, so it is not reported a second time.
+                    name, explicit = self._split(fixed)
+                    after, value_problem = self._values(flags, i, name, self.meaning(name), explicit)
+                    i = after if value_problem is None else i
                 continue
             name, explicit = self._split(token)
             meaning = self.meaning(name)
@@ -377,7 +400,42 @@ class _FlagReader:
             i, value_problem = self._values(flags, i, name, meaning, explicit)
             if problem is None and value_problem is not None:
                 problems.append(value_problem)
+            if problem is None and value_problem is None and meaning.spec is not None and meaning.spec.deprecated:
+                self.warnings.append(self._deprecated(name, meaning.spec))
         return problems
+
+    def _not_an_option(self, token: str) -> FlagProblem:
+        """A token argparse reads as a positional value: the slips that make one, named with their fix."""
+        cat = self.cat
+        if not token.strip():
+            why = f"an empty item ({_code(token)}) in spark-llm:engine.flags: {cat.name} refuses it; remove it"
+            return FlagProblem(token, "empty", why)
+        # The value is never echoed (it may be a secret, `--api-key=sk-...`): only the flag part.
+        words = token.split(None, 1)
+        name = words[0].partition("=")[0] if words else token
+        fixed = _ascii_dashes(name)
+        if fixed != name:
+            why = f"{_code(name)} starts with a typographic dash, not `--` (pasted from a page?): write {_code(fixed)}"
+            return FlagProblem(name, "dash", f"{why}; {cat.name} takes only ASCII dashes")
+        if name.startswith("-") and " " in token.strip():
+            why = (
+                f"{_code(name)} and its value are one item: {cat.name} would read them as one word; "
+                f"write two items, {_code(name)} then the value"
+            )
+            return FlagProblem(name, "joined", why)
+        return self._stray(token, f"{_code(token)} is not a flag and follows none that takes a value")
+
+    def _deprecated(self, name: str, spec: FlagSpec) -> FlagProblem:
+        """The warning for a flag this release takes but marks deprecated, with the release that drops it."""
+        cat = self.cat
+        newer = [v for v in known_versions(cat.engine) if _version_key(v) > _version_key(cat.version)]
+        gone = [v for v in newer if load_catalog(cat.engine, v).lookup(spec.flag) is None]
+        if gone:
+            future = f"{ENGINE_NAMES[cat.engine]} {gone[0]} no longer has it"
+        else:
+            future = "a later release may refuse it"
+        why = f"{_code(name)} is deprecated in {cat.name}: it still works, but {future}; plan to remove it"
+        return FlagProblem(name, "deprecated", why)
 
     def _split(self, token: str) -> tuple[str, str | None]:
         """The option part of `token` and its attached value: `--x=1`, argparse's `-qfp8`, vLLM's `-O3`."""
@@ -562,7 +620,8 @@ class _FlagReader:
                 return i + 1, None
             return i, FlagProblem(name, "missing-value", f"{_code(name)} needs a value in {cat.name}, e.g. `{name} 3`")
         if meaning.negates or not spec.takes_value:
-            given = explicit if explicit is not None else (flags[i] if follows else None)
+            # An empty item after a switch is its own mistake (reported as such), not the switch's value.
+            given = explicit if explicit is not None else (flags[i] if follows and flags[i].strip() else None)
             if given is None:
                 return i, None
             turn_off = (
@@ -615,7 +674,11 @@ class _FlagReader:
         if spec.choices:
             given = str(int(value)) if spec.type == "int" else value
             if given not in spec.choices:
-                close = difflib.get_close_matches(given, spec.choices, n=1, cutoff=0.6)
+                # A cut-short choice (`bfloat`) means the one it starts, before any spelling alike (`float`).
+                started = [c for c in spec.choices if c.startswith(given)] if given else []
+                close = (
+                    started if len(started) == 1 else difflib.get_close_matches(given, spec.choices, n=1, cutoff=0.6)
+                )
                 hint = f"; did you mean {_code(close[0])}?" if close else ""
                 why = f"{_usage(name, value)}: not a choice of {cat.name}; one of {_listing(spec.choices)}{hint}"
                 return FlagProblem(name, "choice", why)
@@ -630,3 +693,13 @@ def check_flags(engine: str, version: str, flags: Sequence[str], owned: Mapping[
     An unknown engine or release raises UnknownCatalogError listing the known ones.
     """
     return _FlagReader(load_catalog(engine, version), owned).read(flags)
+
+
+def flag_warnings(engine: str, version: str, flags: Sequence[str]) -> list[FlagProblem]:
+    """The flags this release takes but its catalog marks deprecated (kind `deprecated`), in order.
+
+    Only flags `check_flags` accepts as given: a refused flag is reported there instead.
+    """
+    reader = _FlagReader(load_catalog(engine, version), OWNED_FLAGS[engine])
+    reader.read(flags)
+    return reader.warnings

@@ -27,15 +27,22 @@ def secret_keys() -> set[str]:
 
 
 def load() -> StackConfig:
-    """Parse and validate; a bad value stops the program before any resource is declared."""
+    """Parse and validate; a bad value stops the program before any resource is declared.
+
+    A value that is taken but will not last (an engine flag its release marks deprecated) is a warning in
+    `pulumi preview` and `up`, once per program run.
+    """
     try:
-        return parse(raw_stack_config(), secret_keys())
+        cfg = parse(raw_stack_config(), secret_keys())
     except ConfigError as err:
         # RunError prints the message alone (no traceback): it is the user's input, not our bug.
         raise pulumi.RunError(
             f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
             "(or `pulumi config set --path ...`), then run `pulumi preview` again."
         ) from None
+    for warning in cfg.engine.flag_warnings():
+        pulumi.log.warn(warning)
+    return cfg
 
 
 def load_keys(cfg: StackConfig) -> dict[str, str]:

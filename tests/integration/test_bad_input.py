@@ -1,6 +1,6 @@
 """Bad input stops `pulumi preview` with the key named, and nothing runs on any node.
 
-Each broken config of the unit table (tests/unit/test_config.py), plus a secret given in plain text, is
+Each broken config of the unit table (tests/unit/test_config_bad_input.py), plus a secret given in plain text, is
 written into the stack's config file and previewed with the real CLI against the live sim stack.
 """
 
@@ -11,7 +11,7 @@ import copy
 import pytest
 import yaml
 
-from tests.unit.test_config import BROKEN, Mutation
+from tests.unit.test_config_bad_input import BROKEN, Mutation
 
 pytestmark = pytest.mark.integration
 
