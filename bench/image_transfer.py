@@ -90,7 +90,8 @@ def measure(on: On) -> dict:
     for node in ("head", "worker-1"):
         on(node, f"docker rmi {CHANGED} >/dev/null")
     return {
-        "image": {"ref": STANDIN, "unpacked_bytes": size},
+        "ref": STANDIN,
+        "unpacked_bytes": size,
         "full_mb_s": round(size / 1e6 / registry_s, 1),
         "full_s": round(registry_s, 2),
         "full_received_bytes": int(received.group(1)) if received else None,

@@ -51,6 +51,7 @@ case "$1" in
     exit 1 ;;
   push)
     if [ -f "$STUB/push.fails" ]; then echo "received unexpected HTTP status: 500" >&2; exit 1; fi
+    if [ -f "$STUB/push.slow" ]; then touch "$STUB/push.started"; /bin/sleep 10; fi
     cp "$STUB/$node.image" "$STUB/registry.pushed"
     hex=${MANIFEST_DIGEST#sha256:}
     blob="$HOME/.cache/spark-llm/registry/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex"
@@ -134,9 +135,8 @@ def stub_nodes(tmp_path: Path, *, registry: bool) -> Runner:
     (state / "operator.image").write_text(f"{HEAD_ID} linux/arm64\n")
     (state / "calls.log").write_text("")
 
-    def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None):
-        path = tmp_path / "step.sh"
-        path.write_text(script)
+    def env_of(node: str = "head", extra: dict | None = None) -> dict[str, str]:
+        """The environment a script runs with: the stubs first in PATH, the head user's home, the stub state."""
         environment = {
             **os.environ,
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -151,13 +151,19 @@ def stub_nodes(tmp_path: Path, *, registry: bool) -> Runner:
                 ["ssh", "-i", "/keys/id", "-o", "KnownHostsCommand=/bin/echo head ssh-ed25519 AAAA"]
             ),
             image.SSH_TARGET_ENV: "aurora@head",
-            **(env or {}),
+            **(extra or {}),
         }
         environment.pop("XDG_CACHE_HOME", None)
-        argv, data = ["bash", str(path)], stdin
-        result = subprocess.run(argv, input=data, capture_output=True, env=environment, timeout=30)
+        return environment
+
+    def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None):
+        path = tmp_path / "step.sh"
+        path.write_text(script)
+        argv = ["bash", str(path)]
+        result = subprocess.run(argv, input=stdin, capture_output=True, env=env_of(node, env), timeout=30)
         return subprocess.CompletedProcess(argv, result.returncode, result.stdout.decode(), result.stderr.decode())
 
     run.state = state  # type: ignore[attr-defined]
     run.home = home  # type: ignore[attr-defined]
+    run.env = env_of  # type: ignore[attr-defined]
     return run

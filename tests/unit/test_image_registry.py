@@ -136,6 +136,21 @@ def test_failed_push_says_so_sends_nothing_and_stops_the_registry(raw_config, st
     assert registry_stopped(stub)
 
 
+def test_a_killed_step_leaves_no_registry_running(raw_config, stub, tmp_path):
+    """SIGKILL (no trap runs): the registry's watchdog stops it within seconds."""
+    (stub.state / "push.slow").touch()
+    script = tmp_path / "killed.sh"
+    script.write_text(worker_step(raw_config))
+    env = stub.env()  # type: ignore[attr-defined]
+    with subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as step:
+        deadline = time.monotonic() + 10
+        while not (stub.state / "push.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (stub.state / "push.started").exists()
+        step.kill()
+    assert registry_stopped(stub)
+
+
 def test_worker_with_the_heads_id_starts_no_registry(raw_config, stub):
     (stub.state / "worker.image").write_text(f"{HEAD_ID} linux/arm64\n")
     out = stub(worker_step(raw_config))
