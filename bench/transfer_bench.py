@@ -6,6 +6,8 @@ Same data for every method (7 x 320 MiB of random bytes + 100 x 64 KiB: 2.2 GiB)
   renders, manifest verification included), uncapped.
 - fanout: the project's step to one worker, then to three, with every node's fabric egress capped
   (`sim/sim link`), so the head's uplink is the limit a real cable would be.
+- image: the engine image head -> worker-1 by the project's step (a registry on the head) against docker save |
+  load, and the bytes one changed 20 MiB layer moves (bench/image_transfer.py).
 Writes bench/results/transfer-<UTC>.json. Needs the sim (brought up here with 3 workers) and `make tools`.
 """
 
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 
+from bench import image_transfer  # noqa: E402
 from bench.simbench import REPO, STACK_FILE, CpuMeter, sh, sim_up, write_result  # noqa: E402
 from spark_llm import config, plan, weights  # noqa: E402
 from spark_llm.weights_fanout import FANOUT_TOOL_PATH, render_fanout  # noqa: E402
@@ -111,7 +114,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cap-mbit", type=int, default=400, help="fabric egress cap for the fan-out runs")
+    parser.add_argument("--image-only", action="store_true", help="only the image section (1 worker)")
     args = parser.parse_args()
+    if args.image_only:
+        sim_up(1)
+        link("off")
+        write_result("transfer", {"image": image_transfer.measure(on)})
+        return
     sim_up(3)
     link("off")
     cfg, p = stack()
@@ -156,6 +165,8 @@ def main() -> None:
         link("off")
     sources = re.findall(r"fanout: (worker-\d) received (\d+) files from (\S+)", out3)
     clear(names, DATA)
+    image_result = image_transfer.measure(on)
+    print(f"image: {image_result}", flush=True)
 
     write_result(
         "transfer",
@@ -186,6 +197,7 @@ def main() -> None:
                 "worker_done_s": sent_seconds(out3),
                 "profile_three": three_profile,
             },
+            "image": image_result,
         },
     )
 

@@ -78,8 +78,9 @@ class Image(ConfigModel):
         description="Image reference as `docker run` takes it",
         json_schema_extra={"example": "lmsysorg/sglang:spark"},
     )
-    # present: already on every node (checked); pull: `docker pull` on each node; transfer: `docker save | load`
-    # from `source` to every node that lacks it, over the fabric from the head.
+    # present: already on every node (checked); pull: `docker pull` on each node; transfer: from `source` to every
+    # node that lacks it, over the fabric from the head (the layers a worker lacks through a registry on the head,
+    # spark_llm.image_registry; `docker save | load` without one).
     mode: Literal["present", "pull", "transfer"] = Field(
         "present",
         description="present (checked), pull on each node, or transfer to the nodes that lack it",

@@ -9,8 +9,10 @@ records the drift token (spark_llm.drift) with that ID. Every failure says what 
 - present: the step checks that the image is there.
 - pull: the step checks the platform; the RemoteImage pulls with `platform`.
 - transfer, source head: the head must have the image; each worker's step runs ON the head and, when the worker
-  lacks the image or has another ID, pipes `docker save` into `docker load` on the worker over the fabric
-  (spark_llm.fabric), printing progress every few seconds. A worker that has the head's ID moves no bytes.
+  lacks the image or has another ID, moves only the layers the worker lacks through a short-lived registry on the
+  head and a reverse tunnel over the fabric (spark_llm.image_registry, spark_llm.fabric); without
+  `docker-registry` on the head, it pipes `docker save` into `docker load` on the worker (the whole image).
+  Progress every few seconds. A worker that has the head's ID moves no bytes.
 - transfer, source operator: the head's step runs on the operator's machine and pipes its `docker save` into
   `docker load` on the head over plain OpenSSH (pinned, spark_llm.connection.ssh_command), when the head lacks
   that image ID; then the workers get it from the head as above.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from spark_llm.config import StackConfig
 from spark_llm.drift import record_token_script
 from spark_llm.fabric import fabric_ssh_setup
+from spark_llm.image_registry import PROGRESS_FUNCTIONS, send_functions
 from spark_llm.plan import DeploymentPlan, NodePlan
 
 # The head's image ID in a worker's transfer script (prepended by `with_head_id`): the ID all nodes must have.
@@ -107,29 +110,25 @@ verify() {
 """
 
 # Runs where the image is (the head, or the operator's machine): docker save | dd (counts the bytes) | the
-# node's docker load (`load_on_node`, defined per step), printing progress every PROGRESS_SECONDS.
-_TRANSFER = r"""progress_bytes() { tr '\r' '\n' <"$1" | sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' | tail -n 1; }
+# node's docker load (`load_on_node`, defined per step), a progress line every PROGRESS_SECONDS (the image's
+# unpacked size, about what the tar stream carries, gives the ETA). The fallback of a worker's registry transfer.
+_TRANSFER = r"""sent_bytes() {
+  local sent
+  sent=$(tr '\r' '\n' <"$progress_log" | sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' | tail -n 1)
+  echo "${sent:-0}"
+}
 
 transfer() {
-  local size_mb pipeline start=$SECONDS last=$SECONDS sent
-  size_mb=$(($(docker image inspect --format '{{.Size}}' "$IMAGE_REF") / 1000000))
+  local size
+  size=$(docker image inspect --format '{{.Size}}' "$IMAGE_REF")
   # Global, for the EXIT trap; the trap replaces fabric_ssh_setup's, so it removes its known_hosts file too.
   progress_log=$(mktemp)
   trap 'rm -f "${fabric_kh:-}" "$progress_log"' EXIT
-  echo "$NODE: sending $IMAGE_REF ($size_mb MB unpacked) from $SOURCE_NAME $ROUTE"
+  echo "$NODE: sending $IMAGE_REF ($((size / 1000000)) MB unpacked) from $SOURCE_NAME $ROUTE"
   (docker save "$IMAGE_REF" | dd bs=1M status=progress 2>"$progress_log" | load_on_node) &
-  pipeline=$!
-  while kill -0 "$pipeline" 2>/dev/null; do
-    sleep 1
-    if ((SECONDS - last >= PROGRESS_SECONDS)); then
-      last=$SECONDS
-      sent=$(progress_bytes "$progress_log")
-      echo "$NODE: $((${sent:-0} / 1000000)) MB sent" \
-        "($((${sent:-0} / 1000000 / (SECONDS - start))) MB/s)"
-    fi
-  done
-  wait "$pipeline" || die "$NODE: the transfer failed (docker save on $SOURCE_NAME | docker load on $NODE);" \
-    "the lines above say which side. Run pulumi up again to retry."
+  watch_bytes $! "docker save | docker load $ROUTE" sent_bytes "$size" about \
+    || die "$NODE: the transfer failed (docker save on $SOURCE_NAME | docker load on $NODE);" \
+      "the lines above say which side. Run pulumi up again to retry."
   echo "$NODE: sent $(tr '\r' '\n' <"$progress_log" | grep ' copied, ' | tail -n 1)"
 }
 """
@@ -159,6 +158,12 @@ _ON_THIS_NODE = 'on_node() { "$@" </dev/null; }\n'
 _ON_WORKER = (
     'on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
     'load_on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load; }\n'
+    # CMD on the worker with a reverse tunnel (ssh -R FORWARD) to the head's registry, failing if it cannot listen.
+    "tunnel_to_node() {\n"
+    "  local forward=$1\n"
+    "  shift\n"
+    '  "${FABRIC_SSH[@]}" -o ExitOnForwardFailure=yes -R "$forward" "$FABRIC_TARGET" "${*@Q}" </dev/null\n'
+    "}\n"
     "SOURCE_NAME='the head'\nROUTE='over the fabric'\n"
 )
 # From the operator's machine: the pinned OpenSSH command the component puts in the environment.
@@ -255,6 +260,7 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
         + _ON_HEAD_FROM_HERE
         + _FUNCTIONS
         + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
+        + PROGRESS_FUNCTIONS
         + _TRANSFER
         + f'source_facts=$(docker image inspect --format {_q(FACTS_FORMAT)} "$IMAGE_REF" 2>/dev/null) \\\n'
         + f"  || die {_q(missing)}\n"
@@ -273,7 +279,7 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
+def _worker_from_head(cfg: StackConfig, head: NodePlan, worker: NodePlan) -> str:
     absent, mismatch = _hints(cfg, worker)
     return (
         _header(
@@ -283,7 +289,9 @@ def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
         + _ON_WORKER
         + _FUNCTIONS
         + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
+        + PROGRESS_FUNCTIONS
         + _TRANSFER
+        + send_functions(f"{head.remote_dir}/logs")
         + f"HEAD_IMAGE_ID=${{{HEAD_ID_ENV}:?set by the EngineImage component: the image ID of the head}}\n"
         + "require_node_platform\n"
         + "head_id=$(docker image inspect --format '{{.Id}}' \"$IMAGE_REF\" 2>/dev/null) || head_id=absent\n"
@@ -294,7 +302,7 @@ def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
         + '  echo "$NODE already has $IMAGE_REF ($HEAD_IMAGE_ID): nothing to transfer"\n'
         + "else\n"
         + '  echo "$NODE: ${have:-no $IMAGE_REF}; the head has $HEAD_IMAGE_ID"\n'
-        + "  transfer\n"
+        + "  send_image\n"
         + "fi\n"
         + 'verify "$HEAD_IMAGE_ID"\n'
     )
@@ -321,7 +329,7 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
         elif node.role == "head":
             script, local = _head_from_operator(cfg, node), True
         else:
-            script, runs_on, needs_head_id = _worker_from_head(cfg, node), plan.head, True
+            script, runs_on, needs_head_id = _worker_from_head(cfg, plan.head, node), plan.head, True
         steps.append(
             ImageStep(node=node.name, runs_on=runs_on, script=script, needs_head_id=needs_head_id, local=local)
         )

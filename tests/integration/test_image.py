@@ -1,9 +1,10 @@
 """EngineImage on the sim: the image starts on the head only, as after `docker load` there by hand (the seeds).
 
-User stories: `pulumi up` transfers the image head -> worker over the fabric and the group serves; a second
-`up` moves no bytes; a worker whose image was removed is found by `preview` and repaired by `up`; a new image
-tag moves only the image and restarts the group in order; a wrong platform fails naming the node, and
-nothing is started.
+User stories: `pulumi up` transfers the image head -> worker over the fabric (through a registry on the head;
+tests/integration/test_image_layers.py counts the layers) and the group serves; a second `up` moves no bytes; a
+worker whose image was removed is found by `preview` and repaired by `up` (moving no layer: the running engine
+holds them); a new image tag moves only the image and restarts the group in order; a wrong platform fails naming
+the node, and nothing is started.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ def engine_ids(sim_cluster) -> dict[str, str]:
     }
 
 
-def loads_since(sim_cluster, node: str, since: int) -> list[str]:
-    """`docker load` events on the node since `since` (unix time): one per image that arrived."""
+def arrivals_since(sim_cluster, node: str, since: int) -> list[str]:
+    """`docker pull` and `docker load` events on the node since `since` (unix time): one per image that arrived."""
     out = sim_cluster.node_exec(
         node, "docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
-        "--filter", "type=image", "--filter", "event=load", "--format", "{{.Actor.ID}}",
+        "--filter", "type=image", "--filter", "event=pull", "--filter", "event=load", "--format", "{{.Actor.ID}}",
     )  # fmt: skip
     return out.stdout.split()
 
@@ -71,10 +72,10 @@ def image_on_the_head_only(sim_cluster, pulumi):
 def test_up_transfers_the_image_from_the_head_and_the_group_serves(pulumi, sim_cluster):
     """From a cluster where only the head has the image, `pulumi up` ends with the same image ID everywhere."""
     out = pulumi.up().stdout
-    assert f"worker-1: sending {SIM_IMAGE_TAG}" in out
-    sent = re.search(r"worker-1: sent (\d+) bytes .* copied, ([\d.]+) s, ([\d.]+ [kMG]?B/s)", out)
-    assert sent, out
-    print(f"\nimage transfer head -> worker-1: {sent.group(1)} bytes in {sent.group(2)} s ({sent.group(3)})")
+    assert f"worker-1: pushing {SIM_IMAGE_TAG} into a registry on the head" in out
+    received = re.search(r"worker-1: received (\d+) bytes in (\d+) s", out)
+    assert received, out
+    print(f"\nimage transfer head -> worker-1: {received.group(1)} bytes in {received.group(2)} s")
     head, worker = image_id(sim_cluster, "head"), image_id(sim_cluster, "worker-1")
     assert head and head == worker
     outputs = pulumi.outputs()
@@ -107,8 +108,8 @@ def test_second_up_moves_no_image_bytes(pulumi, sim_cluster):
     out = pulumi.up().stdout
     print(f"\nno-op pulumi up: {time.monotonic() - started:.1f} s")
     assert re.search(r"\b\d+ unchanged\b", out) and not re.search(r"\d+ (created|updated|replaced|deleted)", out), out
-    assert "sending" not in out and "nothing to transfer" not in out  # no image step ran at all
-    assert loads_since(sim_cluster, "worker-1", since) == []
+    assert "pushing" not in out and "nothing to transfer" not in out  # no image step ran at all
+    assert arrivals_since(sim_cluster, "worker-1", since) == []
 
 
 def test_removed_worker_image_is_announced_by_preview_and_restored_by_up(pulumi, sim_cluster):
@@ -125,7 +126,9 @@ def test_removed_worker_image_is_announced_by_preview_and_restored_by_up(pulumi,
     assert not re.search(r"spark-engine-\S+ +replace", preview)  # the same ID comes back: no restart
 
     out = pulumi.up().stdout
-    assert f"worker-1: sending {SIM_IMAGE_TAG}" in out
+    # The running engine still holds the image's layers: only the manifest and config move.
+    received = re.search(r"worker-1: received (\d+) bytes in \d+ s \(0 layers; \d+ it had\)", out)
+    assert received and int(received.group(1)) < 100_000, out
     assert image_id(sim_cluster, "worker-1") == expected
     assert engine_ids(sim_cluster) == before
     pulumi("preview", "--expect-no-changes")
@@ -153,7 +156,7 @@ def test_new_image_tag_moves_only_the_image_and_restarts_the_group_in_order(pulu
     assert image_id(sim_cluster, "worker-1", NEW_TAG) == new_id
     assert pulumi.outputs()["image_id"] == new_id
     order = [
-        f"worker-1: sending {NEW_TAG}",  # the image moves while the old group still serves
+        f"worker-1: pushing {NEW_TAG}",  # the image moves while the old group still serves
         "stopped the engine on head",
         "stopped the engine on worker-1",
         "Container spark-engine-worker-1 created replacement",

@@ -1,13 +1,13 @@
 """The pure image steps: which node runs what, valid bash, and what each script does against stub nodes.
 
 The stub `docker` answers from files (one set per node), the stub `ssh` runs the fabric command as the worker,
-so a rendered script runs here as it would on the head: its messages and the bytes it moves are checked.
+so a rendered script runs here as it would on the head: its messages and the bytes it moves are checked. Here
+the head lacks `docker-registry` (a worker gets `docker save | docker load`); test_image_registry.py has it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,14 +16,11 @@ import pytest
 
 from spark_llm import image, plan
 from spark_llm.config import parse
+from tests.unit.image_stubs import HEAD_ID, OTHER_ID, X86, stub_nodes
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 MODES = [("present", "head"), ("pull", "head"), ("transfer", "head"), ("transfer", "operator")]
-HEAD_ID = "sha256:" + "a" * 64
 TOKEN = "tok-1"
-OTHER_ID = "sha256:" + "b" * 64
-ARM = "linux/aarch64"  # what `docker info` says on a DGX Spark
-X86 = "linux/x86_64"
 
 
 def steps(raw, mode="transfer", source="head", platform=None):
@@ -33,89 +30,13 @@ def steps(raw, mode="transfer", source="head", platform=None):
 
 # ---------- stub nodes ----------
 
-DOCKER_STUB = r"""#!/usr/bin/env bash
-# docker as seen on node $STUB_NODE (default head): answers from $STUB/<node>.{info,image}
-set -euo pipefail
-node=${STUB_NODE:-head}
-echo "$node docker $*" >>"$STUB/calls.log"
-case "$1" in
-  info) cat "$STUB/$node.info" ;;
-  image)
-    fmt=$4
-    [ -f "$STUB/$node.image" ] || { echo "Error: No such image: $5" >&2; exit 1; }
-    read -r id platform <"$STUB/$node.image"
-    case "$fmt" in
-      *Size*) echo 123000000 ;;
-      '{{.Id}}') echo "$id" ;;
-      *) echo "$id ${platform%%/*}/${platform#*/}" ;;
-    esac ;;
-  pull)
-    if [ -f "$STUB/$node.pull" ]; then cp "$STUB/$node.pull" "$STUB/$node.image"; echo "pulled $4"; exit 0; fi
-    echo "Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup failed" >&2
-    exit 1 ;;
-  save) printf 'IMAGE-TAR-FROM-%s' "$node" ;;
-  load) cat >"$STUB/$node.loaded"; cp "$STUB/${LOAD_FROM:-head}.image" "$STUB/$node.image"; echo "Loaded image" ;;
-  *) echo "stub docker: unexpected $*" >&2; exit 2 ;;
-esac
-"""
-
-# ssh -i KEY -o ... -p PORT user@host COMMAND: runs COMMAND as the worker, as ssh would (one string, a shell).
-SSH_STUB = r"""#!/usr/bin/env bash
-set -euo pipefail
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -i | -o | -p) shift 2 ;;
-    *) break ;;
-  esac
-done
-target=$1  # user@host: the head for the operator's ssh, else a worker over the fabric
-shift
-case "$target" in *@head) to=head ;; *) to=worker ;; esac
-echo "ssh $to: $*" >>"$STUB/calls.log"
-STUB_NODE=$to exec bash -c "$*"
-"""
-
 
 @pytest.fixture
 def stub(tmp_path: Path):
-    """A head and a worker, both arm64, the head with the image, and the operator's machine (its docker:
-    `operator`) with the same image; returns a function running a script."""
-    bin_dir, state, home = tmp_path / "bin", tmp_path / "state", tmp_path / "home"
-    for d in (bin_dir, state, home / ".ssh"):
-        d.mkdir(parents=True)
-    (home / ".ssh" / "id_ed25519").write_text("fabric key\n")
-    for name, text in (("docker", DOCKER_STUB), ("ssh", SSH_STUB), ("sleep", "#!/bin/sh\n")):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    (state / "head.info").write_text(ARM + "\n")
-    (state / "worker.info").write_text(ARM + "\n")
-    (state / "head.image").write_text(f"{HEAD_ID} linux/arm64\n")
-    (state / "operator.image").write_text(f"{HEAD_ID} linux/arm64\n")
-    (state / "calls.log").write_text("")
-
-    def run(script: str, *, node: str = "head", stdin: bytes = b"", env: dict | None = None):
-        path = tmp_path / "step.sh"
-        path.write_text(script)
-        environment = {
-            **os.environ,
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "HOME": str(home),
-            "STUB": str(state),
-            "STUB_NODE": node,
-            image.HEAD_ID_ENV: HEAD_ID,
-            # What EngineImage gives the operator's step: its pinned ssh command and the head's user@host.
-            image.SSH_ENV: "\n".join(
-                ["ssh", "-i", "/keys/id", "-o", "KnownHostsCommand=/bin/echo head ssh-ed25519 AAAA"]
-            ),
-            image.SSH_TARGET_ENV: "aurora@head",
-            **(env or {}),
-        }
-        argv, data = ["bash", str(path)], stdin
-        result = subprocess.run(argv, input=data, capture_output=True, env=environment, timeout=30)
-        return subprocess.CompletedProcess(argv, result.returncode, result.stdout.decode(), result.stderr.decode())
-
-    run.state = state  # type: ignore[attr-defined]
-    return run
+    """The stub nodes (tests/unit/image_stubs.py) without `docker-registry` on the head: the save | load path."""
+    if shutil.which("docker-registry"):
+        pytest.skip("docker-registry is installed here: the stub head cannot lack it")
+    return stub_nodes(tmp_path, registry=False)
 
 
 # ---------- the table: which node runs which step ----------
@@ -267,9 +188,11 @@ def test_transfer_from_the_head_needs_the_image_on_the_head(raw_config, stub):
     assert "spark-llm:image.source operator" in out.stderr
 
 
-def test_transfer_sends_docker_save_over_the_fabric_to_a_worker_that_lacks_it(raw_config, stub):
+def test_head_without_docker_registry_sends_docker_save_to_a_worker_that_lacks_it(raw_config, stub):
     out = stub(steps(raw_config, "transfer", "head")["spark-2"].script)
     assert out.returncode == 0, out.stderr
+    assert "warning: docker-registry is not on the head: sending all of lmsysorg/sglang:spark" in out.stdout
+    assert "`sudo apt install docker-registry` there makes a changed image move only its new layers" in out.stdout
     assert (stub.state / "worker.loaded").read_text() == "IMAGE-TAR-FROM-head"
     assert "spark-2: sending lmsysorg/sglang:spark (123 MB unpacked) from the head over the fabric" in out.stdout
     assert "spark-2: sent 19 bytes" in out.stdout  # dd's count of what went through
