@@ -32,7 +32,7 @@ tools: system-deps venv pulumi ## everything the other targets need
 lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy spark_llm components scripts/manifest.py scripts/fanout.py __main__.py
+	$(VENV)/bin/mypy spark_llm components scripts/manifest.py scripts/fanout.py scripts/fanout_transport.py __main__.py
 	shellcheck -x $$(git ls-files '*.sh' .ci/run)
 	$(PY) -m spark_llm.schema_docs --check
 

@@ -77,7 +77,7 @@ class ModelWeights(pulumi.ComponentResource):
         cfg = plan.config
         source = cfg.model.effective_source
         tool = weights.MANIFEST_TOOL_PATH.read_text()
-        fanout_tool = weights_fanout.FANOUT_TOOL_PATH.read_text()
+        fanout_tool = weights_fanout.fanout_sources()
         head = plan.head
         conn = args.connections
 

@@ -37,216 +37,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+from fanout_transport import (  # beside this file on the head (sys.path[0])
+    STATS,
+    CopyError,
+    Fabric,
+    Hasher,
+    Job,
+    Node,
+    Receiver,
+    feed_rsync,
+    human,
+    rsync_options,
+    say,
+)
 
 PROGRESS_SECONDS = 5.0
-PARTIAL_DIR = ".spark-llm-partial"
 # Files below this size go in batches (one rsync per batch): a process per 64 KiB file costs more than its bytes.
 SMALL_FILE = 16 << 20
 BATCH_BYTES = 64 << 20
-RSYNC_USER = "spark-llm"
-# rsync --stats lines summed per worker: literal (sent as data), matched (found in a partial file), wire.
-STATS = {"Literal data": "literal", "Matched data": "matched", "Total bytes sent": "wire"}
-STATS_NOISE = ("Number of ", "Total ", "File list ", "sent ", "total size ", "Matched ", "Literal ")
-MODULE = "model"
-
-
-def say(message: str) -> None:
-    try:
-        sys.stdout.write(f"{message}\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # pulumi's ssh session to the head is gone: stop everything (see main)
-        raise SystemExit(1) from None
-
-
-class CopyError(Exception):
-    """What failed, where, and what to do next: the message the user sees."""
-
-
-def human(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n} B"
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    address: str
-    user: str = ""
-    port: int = 22
-    host_key: str = ""
-    is_head: bool = False
-    record: str = ""
-
-
-@dataclass
-class Job:
-    source: Node
-    target: Node
-    files: list[dict]
-    whole: bool
-    size: int = 0
-    sent: int = 0
-    proc: subprocess.Popen | None = None
-    reader: threading.Thread | None = None
-    tail: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
-
-
-class Fabric:
-    """ssh from the head to the workers over the fabric: the head's fabric key, each worker's pinned host key."""
-
-    def __init__(self, key: str, options: list[str], workers: list[Node], work: str) -> None:
-        self.key = key
-        self.options = options
-        self.known_hosts = os.path.join(work, "known_hosts")
-        with open(self.known_hosts, "w") as f:
-            for w in workers:
-                host = w.address if w.port == 22 else f"[{w.address}]:{w.port}"
-                f.write(f"{host} {w.host_key}\n")
-
-    def ssh(self, node: Node, command: str) -> list[str]:
-        """ssh to a worker with the plan's options (spark_llm.fabric.FABRIC_SSH_OPTIONS) and its pinned key."""
-        argv = ["ssh", "-i", self.key, "-o", f"UserKnownHostsFile={self.known_hosts}"]
-        for option in self.options:
-            argv += ["-o", option]
-        return [*argv, "-p", str(node.port), f"{node.user}@{node.address}", command]
-
-    def run(self, node: Node, command: str, stdin: str = "", what: str = "") -> str:
-        proc = subprocess.run(self.ssh(node, command), input=stdin, capture_output=True, text=True)
-        if proc.returncode != 0:
-            lines = "\n".join(proc.stderr.strip().splitlines()[-6:])
-            raise CopyError(f"{node.name}: {what} failed (exit {proc.returncode}):\n{lines}")
-        return proc.stdout
-
-
-class Receiver:
-    """An rsync daemon on a worker for the length of the copy (transport rsyncd)."""
-
-    SCRIPT = r"""set -eu
-IFS= read -r secret
-d=$(mktemp -d)
-pid=
-trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; fi; rm -rf "$d"' EXIT
-umask 077
-printf '%s:%s\n' @USER@ "$secret" > "$d/secrets"
-mkdir -p @PATH@
-port=$(python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' @ADDRESS@)
-cat > "$d/rsyncd.conf" <<EOF
-use chroot = no
-# As the login user (a root-run daemon would switch to nobody).
-uid = $(id -u)
-gid = $(id -g)
-log file = $d/log
-[@MODULE@]
-  path = @RAWPATH@
-  read only = false
-  auth users = @USER@
-  secrets file = $d/secrets
-  strict modes = true
-  hosts allow = @ALLOW@
-  hosts deny = *
-EOF
-rsync --daemon --no-detach --address=@ADDRESS@ --port="$port" --config="$d/rsyncd.conf" &
-pid=$!
-for _ in $(seq 50); do
-  if python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 1)' @ADDRESS@ "$port" \
-    2>/dev/null; then break; fi
-  kill -0 "$pid" 2>/dev/null || { cat "$d/log" >&2; exit 1; }
-  sleep 0.1
-done
-echo "port $port"
-# Until the head closes this session's stdin (the copy ended, or the program on the head died).
-cat >/dev/null
-"""
-
-    def __init__(self, fabric: Fabric, node: Node, path: str, allow: list[str], secret: str) -> None:
-        self.node = node
-        script = self.SCRIPT
-        for key, value in {
-            "@USER@": RSYNC_USER,
-            "@PATH@": shlex.quote(path),
-            "@RAWPATH@": path,  # rsyncd.conf is not shell: the value runs to the end of the line
-            "@ADDRESS@": shlex.quote(node.address),
-            "@MODULE@": MODULE,
-            "@ALLOW@": " ".join(allow),
-        }.items():
-            script = script.replace(key, value)
-        self.proc = subprocess.Popen(
-            fabric.ssh(node, script),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(secret + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line.startswith("port "):
-            self.proc.kill()
-            err = (self.proc.stderr.read() if self.proc.stderr else "").strip()
-            raise CopyError(f"{node.name}: could not start the rsync daemon for the copy on {node.address}:\n{err}")
-        self.port = int(line.split()[1])
-
-    def url(self) -> str:
-        return f"rsync://{RSYNC_USER}@{self.node.address}:{self.port}/{MODULE}/"
-
-    def stop(self) -> None:
-        try:
-            assert self.proc.stdin
-            self.proc.stdin.close()
-            self.proc.wait(timeout=15)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-
-
-class Hasher:
-    """`manifest.py hash` on a worker for the length of the copy: each file is hashed into the worker's manifest
-    cache as soon as it lands, so the verification at the end finds it cached and only stats it."""
-
-    def __init__(self, fabric: Fabric, node: Node, path: str, tool: str) -> None:
-        self.node = node
-        with open(tool) as f:
-            source = f.read()
-        # The tool goes in a heredoc of the command itself: this session's stdin carries the file names.
-        command = (
-            "t=$(mktemp); trap 'rm -f \"$t\"' EXIT; cat > \"$t\" <<'SPARK_LLM_MANIFEST_PY'\n"
-            f"{source}\nSPARK_LLM_MANIFEST_PY\n"
-            f'python3 "$t" hash {shlex.quote(path)} --node {shlex.quote(node.name)}'
-        )
-        self.proc = subprocess.Popen(
-            fabric.ssh(node, command), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-
-    def feed(self, paths: list[str]) -> None:
-        try:
-            assert self.proc.stdin
-            self.proc.stdin.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
-            self.proc.stdin.flush()
-        except (OSError, ValueError):
-            pass  # it died: the verification scan hashes what it did not
-
-    def close(self, timeout: float) -> None:
-        """Wait until it has hashed what it was fed (the verification after it needs the cache it writes)."""
-        try:
-            _, err = self.proc.communicate(timeout=timeout)  # closes its stdin: no more names
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return
-        if self.proc.returncode != 0:  # not fatal: the verification hashes every file the cache lacks
-            say(f"fanout: {self.node.name}: hashing during the copy failed: {err.decode(errors='replace')[-300:]}")
-
-
-def rsync_options(job: Job) -> list[str]:
-    opts = ["-a", "--copy-links", "-I", f"--partial-dir={PARTIAL_DIR}", "--from0", "--files-from=-"]
-    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L"]
-    if job.whole:
-        opts.append("--whole-file")
-    return opts
 
 
 class Copy:
@@ -314,33 +123,8 @@ class Copy:
         job.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
-        job.reader = threading.Thread(target=self._feed, args=(job, names.encode()), daemon=True)
+        job.reader = threading.Thread(target=feed_rsync, args=(job, names.encode()), daemon=True)
         job.reader.start()
-
-    def _feed(self, job: Job, data: bytes) -> None:
-        proc = job.proc
-        assert proc and proc.stdin and proc.stdout
-        try:
-            proc.stdin.write(data)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        buf = b""
-        while chunk := os.read(proc.stdout.fileno(), 65536):
-            buf += chunk
-            *lines, buf = buf.replace(b"\r", b"\n").split(b"\n")
-            for raw in lines:
-                line = raw.decode(errors="replace").strip()
-                if not line:
-                    continue
-                first = line.split()[0].replace(",", "")
-                key, _, value = line.partition(": ")
-                if first.isdigit() and "%" in line:
-                    job.sent = min(int(first), job.size)
-                elif key in STATS and value.split()[0].replace(",", "").isdigit():
-                    job.stats[STATS[key]] = int(value.split()[0].replace(",", ""))
-                elif not line.startswith(STATS_NOISE):
-                    job.tail = (job.tail + [line])[-8:]
 
     def run(self) -> None:
         say(f"fanout: reading the manifests of {self.head.name} and {len(self.workers)} worker(s)")
@@ -367,6 +151,7 @@ class Copy:
                 say(f"fanout: {w.name} needs {n} of {len(files)} files ({human(b)} of {human(total)})")
             else:
                 say(f"fanout: {w.name} has all {len(files)} files ({human(total)}), nothing to send")
+        self.check_space(need, targets)
         # Each worker is verified (and its extra files removed) as soon as it has every file, while the others
         # still receive: on real nodes the hashing then hides under the transfer.
         finishers: list[threading.Thread] = []
@@ -403,6 +188,38 @@ class Copy:
             raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
         say(f"spark-llm-manifest {digest} {len(files)} {total}")  # the step's last line (spark_llm.weights)
+
+    def check_space(self, need: dict[str, list[dict]], targets: dict[str, dict]) -> None:
+        """Refuse before any byte moves when a worker's disk cannot hold what it lacks (a partial file counts as
+        sent). A file sent whole over an old copy needs its size again until the rename: counted in full."""
+        short = []
+        for w in self.workers:
+            needed = sum(f["size"] for f in need[w.name]) - targets[w.name].get("partial", 0)
+            free = targets[w.name].get("free")
+            if free is not None and need[w.name] and needed > free:
+                short.append(
+                    f"{w.name}: {self.path} needs {human(needed)} ({needed} B), {human(free)} ({free} B) free"
+                )
+        if short:
+            raise CopyError(
+                "not enough space for the weights:\n  "
+                + "\n  ".join(short)
+                + "\nnothing was copied. Free space there (or set spark-llm:model.path to a larger disk), then run"
+                " pulumi up again"
+            )
+
+    def disk_full(self, node: Node, left: int) -> CopyError:
+        """rsync hit a full disk mid-copy: say where, how much is still to come and how much is free now."""
+        try:
+            free = int(self.fabric.run(node, f"df -B1 --output=avail {shlex.quote(self.path)} | tail -n 1", what="df"))
+            now = f"{human(free)} ({free} B) free there now"
+        except (CopyError, ValueError):
+            now = "free space unknown"
+        return CopyError(
+            f"{node.name}: the disk under {self.path} is full (No space left on device) with {human(left)} ({left} B)"
+            f" of the weights still to come; {now}. Free space on {node.name}, then run"
+            " pulumi up again: the files already copied are kept, a partial one resumes"
+        )
 
     def send(
         self,
@@ -488,6 +305,8 @@ class Copy:
                     assert job.reader
                     job.reader.join(timeout=10)  # its last lines (rsync's stats, or its error) are read
                     if job.proc.returncode != 0:
+                        if any("No space left on device" in line for line in job.tail):
+                            raise self.disk_full(job.target, todo[job.target.name] - done_bytes[job.target.name])
                         raise CopyError(
                             f"{job.target.name}: rsync from {job.source.name} failed (exit {job.proc.returncode}):\n"
                             + "\n".join(job.tail)

@@ -240,6 +240,15 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def partial_bytes(root: str) -> int:
+    """Bytes in rsync's partial dirs under root (an interrupted copy's files, which a resumed one finishes)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(root):
+        if os.path.basename(dirpath) == SKIP_PREFIX + "-partial":
+            total += sum(os.lstat(os.path.join(dirpath, f)).st_size for f in filenames)
+    return total
+
+
 def manifest_document(files: list[dict]) -> dict:
     return {"format": FORMAT, "digest": digest_of(files), "files": files}
 
@@ -262,7 +271,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
             raise SystemExit(f"manifest: {root} is not a directory")
         write_json_atomic(os.path.join(root, MANIFEST_NAME), doc)
     if args.json:
-        json.dump(doc, sys.stdout, separators=(",", ":"), sort_keys=True)
+        # Not part of the stored manifest: what a copy into DIR needs to know about its disk.
+        space = {"free": None, "partial": 0}
+        if os.path.isdir(root):
+            vfs = os.statvfs(root)
+            space = {"free": vfs.f_bavail * vfs.f_frsize, "partial": partial_bytes(root)}
+        json.dump({**doc, **space}, sys.stdout, separators=(",", ":"), sort_keys=True)
         sys.stdout.write("\n")
     else:
         print(f"spark-llm-manifest {doc['digest']} {len(files)} {total}")

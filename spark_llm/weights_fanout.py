@@ -19,7 +19,14 @@ from spark_llm.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan import NodePlan
 from spark_llm.weights_sync import heredoc, tool_prelude
 
-FANOUT_TOOL_PATH = Path(__file__).resolve().parent.parent / "scripts" / "fanout.py"
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+# The fan-out program the step ships to the head: its entry point first, then the module it imports.
+FANOUT_FILES = ("fanout.py", "fanout_transport.py")
+
+
+def fanout_sources() -> dict[str, str]:
+    """The fan-out program's files by name, as render_fanout ships them."""
+    return {name: (SCRIPTS / name).read_text() for name in FANOUT_FILES}
 
 
 def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
@@ -47,7 +54,13 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
 
 
 def render_fanout(
-    cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tool: str, fanout: str, tokens: dict[str, str], step: str
+    cfg: StackConfig,
+    head: NodePlan,
+    workers: list[NodePlan],
+    tool: str,
+    fanout: dict[str, str],
+    tokens: dict[str, str],
+    step: str,
 ) -> str:
     """On the head: make model.path on every worker identical to the head's; prints the head's digest line last."""
     plan = json.dumps(fanout_plan(cfg, head, workers, tokens, step), indent=1, sort_keys=True)
@@ -55,7 +68,7 @@ def render_fanout(
     return (
         "set -euo pipefail\n"
         + tool_prelude(tool)
-        + heredoc('"$work/fanout.py"', fanout, "SPARK_LLM_FANOUT_PY")
+        + "".join(heredoc(f'"$work/{n}"', text, f"SPARK_LLM_FANOUT_{i}") for i, (n, text) in enumerate(fanout.items()))
         + heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
         + f'mkdir -p "$(dirname {log})"\n'
         # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads); the

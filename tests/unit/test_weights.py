@@ -24,7 +24,7 @@ import pytest
 from spark_llm import config, plan, weights, weights_sync
 from spark_llm.drift import step_token
 from spark_llm.observe import NodeObservation, parse_probe
-from spark_llm.weights_fanout import FANOUT_TOOL_PATH, render_fanout
+from spark_llm.weights_fanout import fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
@@ -32,7 +32,7 @@ TEMPLATE = plan.TEMPLATE_PATH.read_text()
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HF = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": REVISION}
 TOKEN = "tok-1"
-FANOUT = FANOUT_TOOL_PATH.read_text()
+FANOUT = fanout_sources()
 TOKENS = {"spark-2": "tok-2"}
 DIGEST_LINE = re.compile(r"^spark-llm-manifest [0-9a-f]{64} \d+ \d+$")
 

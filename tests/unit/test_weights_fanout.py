@@ -7,11 +7,11 @@ import re
 
 from spark_llm import config, plan, weights
 from spark_llm.fabric import FABRIC_SSH_OPTIONS
-from spark_llm.weights_fanout import FANOUT_TOOL_PATH, fanout_plan, render_fanout
+from spark_llm.weights_fanout import fanout_plan, fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
-FANOUT = FANOUT_TOOL_PATH.read_text()
+FANOUT = fanout_sources()
 
 
 def build(**transfer):
