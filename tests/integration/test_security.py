@@ -1,12 +1,13 @@
 """Where the secrets go on the sim: nowhere in plaintext but their 0600 files, and the API only where it is bound.
 
-User story: an operator sets spark-llm:apiKey and spark-llm:hfToken as secrets (the sim's fabric key sits on the
-head, its operator key here) and binds the API to the head's management address (spark-llm:engine.host). After
-`pulumi up` serves, no secret value shows in any process's arguments (on this machine, which sees every node's
-processes too, sampled all through `up`; and `ps` in each node), in `pulumi stack export`, in the state and
-config files, in `spark-llm logs`/`status` output or in preview/up output, nor in any file others may read on a
-node (under the homes, /srv and /tmp) or in spark-llm's cache here. Private keys are 0600, known_hosts at most
-0644. The API answers at its address (the gate, status and smoke reach it) and not on the head's fabric address.
+User story: `pulumi preview` warns an operator that the endpoint is open. They set spark-llm:apiKey and
+spark-llm:hfToken as secrets (the sim's fabric key sits on the head, its operator key here) and bind the API to the
+head's management address (spark-llm:engine.host). After `pulumi up` serves, no secret value shows in any
+process's arguments (on this machine, which sees every node's processes too, sampled all through `up`; and `ps` in
+each node), in `pulumi stack export`, in the state and config files, in `spark-llm logs`/`status` output or in
+preview/up output, nor in any file others may read on a node (under the homes, /srv and /tmp) or in spark-llm's
+cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address (the gate, status and
+a client here reach it) and not on the head's fabric address.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
         "operator key": key_needles(SIM_DIR / "id_ed25519"),
     }
     head_host = sim_cluster.nodes()[0]["host"]
+    # No key yet: preview says the endpoint is open, where it listens and what to do.
+    opened = pulumi("preview").stdout
+    assert "warning: spark-llm:apiKey is not set: the API on head listens on 0.0.0.0:30000" in opened, opened
+    assert "pulumi config set --secret spark-llm:apiKey" in opened
     set_secret(pulumi, "apiKey", api_key)
     set_secret(pulumi, "hfToken", hf_token)
     pulumi.set("engine.host", head_host)
