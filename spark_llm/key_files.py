@@ -50,7 +50,7 @@ def unprotected(key: KeyFile) -> str | None:
     if not mode & 0o077:
         return None
     return (
-        f"{key.config_key}: the ssh private key {key.path} is readable by others (mode {mode:04o}); ssh refuses it"
+        f"{key.config_key}: the ssh private key {key.path} is open to group or others (mode {mode:04o}); ssh refuses it"
         f" (UNPROTECTED PRIVATE KEY FILE). Run `chmod 600 {key.path}`"
     )
 

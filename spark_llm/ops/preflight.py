@@ -470,6 +470,13 @@ def check_fabric(plan: DeploymentPlan, worker: NodePlan, head: dict[str, Section
     return Check(worker.name, "fabric", status, f"MTU {mtu} don't-fragment: " + "; ".join(done))
 
 
+def _same_address(text: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    try:
+        return ipaddress.ip_address(text) == address
+    except ValueError:  # not an address `ip -o addr` should print; it is not ours either way
+        return False
+
+
 def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Check | None:
     """spark-llm:engine.host names one address the head does not have: the API could not listen there."""
     listen = ipaddress.ip_address(cfg.engine.host)
@@ -477,7 +484,7 @@ def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Sectio
     if listen.is_unspecified or listen.is_loopback or addrs is None or not addrs.ok:
         return None
     own = sorted({a for found in parse_addrs(addrs.body).values() for a in found})
-    if any(ipaddress.ip_address(a) == listen for a in own):
+    if any(_same_address(a, listen) for a in own):
         return None
     return Check(
         node,

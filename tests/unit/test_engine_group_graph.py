@@ -129,7 +129,7 @@ def test_a_key_file_others_can_read_stops_the_program_with_the_chmod_fix(monkeyp
     with pytest.raises(pulumi.RunError) as err:
         register(monkeypatch, raw)
     assert (
-        f"spark-llm:sshKeyPath: the ssh private key {key} is readable by others (mode 0644); ssh refuses it"
+        f"spark-llm:sshKeyPath: the ssh private key {key} is open to group or others (mode 0644); ssh refuses it"
         f" (UNPROTECTED PRIVATE KEY FILE). Run `chmod 600 {key}`" in str(err.value)
     )
     key.chmod(0o600)

@@ -26,7 +26,7 @@ def test_a_key_is_refused_when_group_or_others_may_read_it(key, mode, refused):
     assert (problem is not None) == refused
     if refused:
         assert problem == (
-            f"spark-llm:sshKeyPath: the ssh private key {key} is readable by others (mode {mode:04o}); ssh refuses"
+            f"spark-llm:sshKeyPath: the ssh private key {key} is open to group or others (mode {mode:04o}); ssh refuses"
             f" it (UNPROTECTED PRIVATE KEY FILE). Run `chmod 600 {key}`"
         )
 
