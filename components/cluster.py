@@ -32,7 +32,7 @@ class SparkClusterArgs:
     plan: DeploymentPlan
     """The deployment plan built from the stack config."""
     keys: dict[str, str]
-    """The ssh private keys' contents by path (spark_llm.connection.read_keys)."""
+    """The ssh private keys' contents by path (spark_llm.key_files.read_keys)."""
     observations: dict[str, NodeObservation] | None = None
     """What every node runs now (spark_llm.observe); None: not looked at (unit tests)."""
 

@@ -206,6 +206,7 @@ def readiness_spec(plan: DeploymentPlan) -> dict:
             }
             for n in plan.nodes
         ],
+        "address": plan.api_address,
         "port": plan.port,
         "model": plan.model_name,
         "timeout": plan.ready_timeout,

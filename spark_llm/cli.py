@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from spark_llm import key_files
 from spark_llm.config import ConfigError
 from spark_llm.ops import logs, preflight, restart, smoke, status
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
@@ -58,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     try:
         plan = pulumi.load_plan()
-    except (ConfigError, PulumiError) as err:
+        # Before any ssh: a key others can read is refused here as the program refuses it.
+        key_files.check_modes(plan.config)
+    except (ConfigError, PulumiError, key_files.KeyFileError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2
     module, _ = COMMANDS[args.command]

@@ -30,7 +30,7 @@ from spark_llm.config_base import (
     closest,
 )
 from spark_llm.config_base import format_errors as _format_errors
-from spark_llm.config_nodes import Node, NodeName, check_topology
+from spark_llm.config_nodes import ListenIp, Node, NodeName, check_topology
 from spark_llm.engines.vllm import RAY_PORT
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -279,6 +279,11 @@ class Engine(ConfigModel):
         json_schema_extra={"example": "0.5.17"},
     )
     port: Port = Field(30000, description="HTTP port of the API on the head", json_schema_extra={"example": 30000})
+    host: ListenIp = Field(
+        "0.0.0.0",
+        description="Address of the head the API listens on (0.0.0.0: every address; one address: only there)",
+        json_schema_extra={"example": "192.168.1.10"},
+    )
     dist_port: Port = Field(
         20000, description="Rendezvous port on the head's fabric address", json_schema_extra={"example": 20000}
     )

@@ -64,6 +64,15 @@ def _fabric_ip(v: str) -> str:
     return v
 
 
+def _listen_ip(v: str) -> str:
+    """An address the head's API binds to: one IP address of the head, or a wildcard (every address)."""
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        raise ValueError("must be an IP address of the head (no host name), or 0.0.0.0 for every address") from None
+    return v
+
+
 def _host_key(v: str) -> str:
     line = v.strip()
     if not _HOST_KEY.match(line):
@@ -85,6 +94,7 @@ NodeName = Annotated[str, AfterValidator(_node_name)]
 Address = Annotated[str, AfterValidator(_address)]
 FabricIp = Annotated[str, AfterValidator(_fabric_ip)]
 HostKey = Annotated[str, AfterValidator(_host_key)]
+ListenIp = Annotated[str, AfterValidator(_listen_ip)]
 
 
 class Node(ConfigModel):

@@ -14,69 +14,13 @@ update of each docker provider.
 
 from __future__ import annotations
 
-import os
 import shlex
-from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.config import NAMESPACE, StackConfig
 from spark_llm.ssh import SshHost
-
-
-class KeyFileError(ValueError):
-    """A configured ssh key file cannot be read; the message names the config key."""
-
-
-@dataclass(frozen=True)
-class KeyFile:
-    path: str
-    """Absolute path on this machine."""
-    config_key: str
-    """The stack config key that names it (for errors)."""
-
-
-def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
-    """Every node's key file by node name, with the key of the config that names it."""
-    out = {}
-    for i, node in enumerate(cfg.nodes):
-        if node.key_path:
-            out[node.name] = KeyFile(os.path.expanduser(node.key_path), f"{NAMESPACE}:nodes[{i}].keyPath")
-        else:
-            out[node.name] = KeyFile(os.path.expanduser(cfg.ssh_key_path), f"{NAMESPACE}:sshKeyPath")
-    return out
-
-
-def read_keys(cfg: StackConfig) -> dict[str, str]:
-    """The private keys' contents by path, read once at program run (preview too).
-
-    A missing or unreadable key stops the program before any resource is declared: nothing runs on any node, and
-    no state records a connection that cannot work.
-    """
-    contents: dict[str, str] = {}
-    problems = []
-    for key in key_files(cfg).values():
-        if key.path in contents:
-            continue
-        try:
-            text = Path(key.path).read_text()
-        except OSError as exc:
-            problems.append(f"{key.config_key}: cannot read the ssh private key {key.path}: {exc.strerror}")
-            continue
-        if "PRIVATE KEY" not in text:
-            problems.append(f"{key.config_key}: {key.path} is not an ssh private key (the .pub file?)")
-            continue
-        contents[key.path] = text
-    if problems:
-        raise KeyFileError(
-            "\n".join(problems)
-            + f"\nSet it to a private key the nodes accept (e.g. `pulumi config set {NAMESPACE}:sshKeyPath"
-            " ~/.ssh/id_ed25519`). Nothing was run on any node."
-        )
-    return contents
 
 
 def _command_hop(hop: SshHost, keys: dict[str, str]) -> dict:

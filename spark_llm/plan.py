@@ -8,6 +8,7 @@ the whole group restarted in order.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import shlex
@@ -60,6 +61,8 @@ class DeploymentPlan:
     api_config: str | None = None
     """The head's `--config` file carrying spark-llm:apiKey (secret content; None without a key)."""
     api_config_path: str | None = None
+    api_address: str = "127.0.0.1"
+    """Where the head itself reaches its API (the readiness gate, `spark-llm status`); see `api_address_on_head`."""
 
     @property
     def head(self) -> NodePlan:
@@ -117,6 +120,30 @@ def render_api_config(api_key: str) -> str:
     return f"{header}api-key: {json.dumps(api_key)}\n"
 
 
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def api_address_on_head(listen: str) -> str:
+    """Where a program on the head reaches an API listening on `listen` (spark-llm:engine.host), URL-ready.
+
+    Listening on every address: loopback (no port needs to be open outside). Else the one address itself (it is
+    the head's own: loopback would find nothing there).
+    """
+    address = ipaddress.ip_address(listen)
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "[::1]"
+    return _url_host(listen)
+
+
+def endpoint(cfg: StackConfig) -> str:
+    """The API's URL: at the head's host (as this machine reaches it) when it listens on every address, else at
+    the one address it listens on (a loopback one answers on the head only: through an ssh tunnel from here)."""
+    listen = ipaddress.ip_address(cfg.engine.host)
+    host = cfg.head.host if listen.is_unspecified else cfg.engine.host
+    return f"http://{_url_host(host)}:{cfg.engine.port}"
+
+
 def topology(cfg: StackConfig) -> Topology:
     """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
     ordered = [cfg.head, *cfg.workers]
@@ -126,6 +153,7 @@ def topology(cfg: StackConfig) -> Topology:
         served_name=cfg.model.name,
         api_port=cfg.engine.port,
         dist_port=cfg.engine.dist_port,
+        api_host=cfg.engine.host,
         user_flags=tuple(cfg.engine.flags),
         fabric_interfaces=tuple(cfg.network.fabric_interfaces),
         roce_devices=tuple(cfg.network.roce_devices),
@@ -163,7 +191,10 @@ def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
             "image": cfg.image.model_dump(),
             "model": cfg.model.model_dump(),
             # The version only picks the flag catalog the config is checked against: nothing to restart for.
-            "engine": cfg.engine.model_dump(exclude={"version"}),
+            # The default host is left out so that adding the key restarted no running group.
+            "engine": cfg.engine.model_dump(
+                exclude={"version"} | ({"host"} if cfg.engine.host == "0.0.0.0" else set())
+            ),
             "nodes": [(n.name, n.role, n.fabric_address) for n in cfg.nodes],
             # Whether there is a key, never the key: the revision is a label on every container and a stack output.
             # (A new key restarts the group through its file's secret digest; see components/engine_group.py.)
@@ -214,11 +245,12 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         launch_script=script,
         env_file=env_file,
         group_revision=revision,
-        endpoint=f"http://{cfg.head.host}:{cfg.engine.port}",
+        endpoint=endpoint(cfg),
         container=cfg.engine.container_name,
         port=cfg.engine.port,
         model_name=cfg.model.name,
         ready_timeout=cfg.timeouts.ready_seconds,
         api_config=render_api_config(cfg.api_key) if cfg.api_key else None,
         api_config_path=api_config_path(cfg),
+        api_address=api_address_on_head(cfg.engine.host),
     )

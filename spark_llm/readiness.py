@@ -38,7 +38,8 @@ def _members(props: dict) -> list[Member]:
 
 
 def _probe_script(props: dict) -> str:
-    """On the head: one-token completion against rank 0 (loopback, so no port needs to be open outside).
+    """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
+    listens on every address, so no port needs to be open outside; else the one address it listens on).
 
     With an API key the header reaches curl through a file descriptor (`-H @<(printf ...)`, printf being a bash
     builtin): the key travels in this script over ssh's stdin and is on no command line on the head.
@@ -48,7 +49,7 @@ def _probe_script(props: dict) -> str:
     auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(key)}) " if key else ""
     return (
         f"out=$(curl -sS -m 10 -o - -w ' HTTP%{{http_code}}' {auth}"
-        f"http://127.0.0.1:{int(props['port'])}/v1/completions "
+        f"http://{props['address']}:{int(props['port'])}/v1/completions "
         f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1) || true\n"
         'echo "$out" | tail -c 300\n'
     )
@@ -117,8 +118,8 @@ class GroupNotReadyError(RuntimeError):
 def wait_ready(spec: dict, *, say: Callable[[str], None]) -> float:
     """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running.
 
-    `spec`: {"members": [{name, role, connection (SshHost props), script_path, fabric_address}], "port", "model",
-    "timeout", "api_key"}. Returns the seconds it took.
+    `spec`: {"members": [{name, role, connection (SshHost props), script_path, fabric_address}], "address", "port",
+    "model", "timeout", "api_key"}. Returns the seconds it took.
     """
     members = _members(spec)
     head = next(m for m in members if m.role == "head")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,7 @@ import pulumi
 import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
-from spark_llm import connection, drift, observe
+from spark_llm import drift, key_files, observe
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
@@ -29,8 +30,8 @@ def secret_keys() -> set[str]:
 def load() -> StackConfig:
     """Parse and validate; a bad value stops the program before any resource is declared.
 
-    A value that is taken but will not last (an engine flag its release marks deprecated) is a warning in
-    `pulumi preview` and `up`, once per program run.
+    A value that is taken but will not last (an engine flag its release marks deprecated), and an API open to
+    anyone (no spark-llm:apiKey), are warnings in `pulumi preview` and `up`, once per program run.
     """
     try:
         cfg = parse(raw_stack_config(), secret_keys())
@@ -42,14 +43,29 @@ def load() -> StackConfig:
         ) from None
     for warning in cfg.engine.flag_warnings():
         pulumi.log.warn(warning)
+    if cfg.api_key is None:
+        pulumi.log.warn(open_endpoint_warning(cfg))
     return cfg
+
+
+def open_endpoint_warning(cfg: StackConfig) -> str:
+    """What `pulumi preview` says when the API takes requests from anyone who reaches it (no spark-llm:apiKey)."""
+    listen = cfg.engine.host
+    where = "every address of the head" if ipaddress.ip_address(listen).is_unspecified else "that address"
+    return (
+        f"{NAMESPACE}:apiKey is not set: the API on {cfg.head.name} listens on {listen}:{cfg.engine.port}"
+        f" ({where}) and answers anyone who reaches it. Set a key as a secret"
+        f" (`pulumi config set --secret {NAMESPACE}:apiKey sk-...`: clients then send `Authorization: Bearer`),"
+        f" or bind the API to one address of the head (`pulumi config set --path {NAMESPACE}:engine.host 127.0.0.1`:"
+        " then reached through an ssh tunnel only)."
+    )
 
 
 def load_keys(cfg: StackConfig) -> dict[str, str]:
     """The nodes' ssh private keys, read now (preview too): a missing key stops the program naming its config key."""
     try:
-        return connection.read_keys(cfg)
-    except connection.KeyFileError as err:
+        return key_files.read_keys(cfg)
+    except key_files.KeyFileError as err:
         raise pulumi.RunError(str(err)) from None
 
 

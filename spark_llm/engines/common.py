@@ -22,6 +22,8 @@ class Topology:
     served_name: str
     api_port: int
     dist_port: int
+    # The address rank 0's API listens on (spark-llm:engine.host): every address of the head, or one.
+    api_host: str = "0.0.0.0"
     user_flags: tuple[str, ...] = ()
     fabric_interfaces: tuple[str, ...] = ()
     roce_devices: tuple[str, ...] = ()

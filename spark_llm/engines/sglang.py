@@ -31,7 +31,7 @@ def _launch(topo: Topology, member: Member) -> NodeLaunch:
         str(topo.api_port),
     ]
     if member.rank == 0:
-        argv += ["--host", "0.0.0.0", *api_config_args(topo)]
+        argv += ["--host", topo.api_host, *api_config_args(topo)]
     argv += topo.user_flags
     # SGLang picks its own address for the distributed init from this.
     env = {"SGLANG_HOST_IP": member.fabric_address, **fabric_env(topo, member)}

@@ -48,7 +48,7 @@ def _native(topo: Topology, member: Member) -> NodeLaunch:
         str(topo.dist_port),
     ]
     if member.rank == 0:
-        argv += ["--host", "0.0.0.0", "--port", str(topo.api_port), *api_config_args(topo)]
+        argv += ["--host", topo.api_host, "--port", str(topo.api_port), *api_config_args(topo)]
     else:
         argv += ["--headless"]
     argv += topo.user_flags
@@ -83,7 +83,7 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         "--distributed-executor-backend",
         "ray",
         "--host",
-        "0.0.0.0",
+        topo.api_host,
         "--port",
         str(topo.api_port),
         *api_config_args(topo),

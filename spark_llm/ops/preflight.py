@@ -14,6 +14,7 @@ transfers); only `fail` makes the exit code non-zero.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 import shlex
@@ -469,7 +470,36 @@ def check_fabric(plan: DeploymentPlan, worker: NodePlan, head: dict[str, Section
     return Check(worker.name, "fabric", status, f"MTU {mtu} don't-fragment: " + "; ".join(done))
 
 
+def _same_address(text: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    try:
+        return ipaddress.ip_address(text) == address
+    except ValueError:  # not an address `ip -o addr` should print; it is not ours either way
+        return False
+
+
+def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Check | None:
+    """spark-llm:engine.host names one address the head does not have: the API could not listen there."""
+    listen = ipaddress.ip_address(cfg.engine.host)
+    addrs = sections.get("addrs")
+    if listen.is_unspecified or listen.is_loopback or addrs is None or not addrs.ok:
+        return None
+    own = sorted({a for found in parse_addrs(addrs.body).values() for a in found})
+    if any(_same_address(a, listen) for a in own):
+        return None
+    return Check(
+        node,
+        "ports",
+        FAIL,
+        f"spark-llm:engine.host {cfg.engine.host} is not an address of {node} ({', '.join(own)}): the API cannot"
+        " listen there",
+        "set spark-llm:engine.host to one of them, or 0.0.0.0 (every address)",
+    )
+
+
 def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Check:
+    missing = _api_address_missing(cfg, node, sections)
+    if missing is not None:
+        return missing
     section = sections.get("ports")
     if section is None or not section.ok:
         return Check(node, "ports", SKIP, "`ss -Hltn` did not answer")

@@ -9,7 +9,9 @@ starts after it; each request has `--timeout`). Exit 1 when any request failed.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import sys
 import threading
 import time
 import urllib.error
@@ -221,6 +223,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+    if not args.endpoint and ipaddress.ip_address(plan.config.engine.host).is_loopback:
+        head = plan.head.ssh
+        sys.stderr.write(
+            f"spark-llm smoke: spark-llm:engine.host is {plan.config.engine.host}: the API answers on the head only."
+            f" Open a tunnel (ssh -N -L {plan.port}:{plan.api_address}:{plan.port} -p {head.port}"
+            f" {head.user}@{head.host}) and run again with --endpoint http://127.0.0.1:{plan.port}\n"
+        )
+        return 2
     endpoint = (args.endpoint or plan.endpoint).rstrip("/")
     api_key = plan.config.api_key
     with render.progress(f"smoke: one completion from {endpoint}", enabled=not args.json) as update:

@@ -79,7 +79,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         # The API key goes to curl through a file descriptor, never onto a command line.
         key = plan.config.api_key
         auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {quote(key)})" if key else ""
-        url = f"http://127.0.0.1:{plan.port}"
+        url = f"http://{plan.api_address}:{plan.port}"
         lines += [
             f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}/health; }}",
             f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",

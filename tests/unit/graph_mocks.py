@@ -89,6 +89,7 @@ def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations
     home = Path(tempfile.mkdtemp(prefix="spark-llm-graph-"))
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text(FAKE_PRIVATE_KEY)
+    (home / ".ssh" / "id_ed25519").chmod(0o600)  # as ssh-keygen leaves it: the program refuses a key others read
     monkeypatch.setenv("HOME", str(home))
     monitor = RecordingMonitor(Mocks())
     pulumi.runtime.set_mocks(Mocks(), project="spark-llm", stack="dual-spark", preview=False, monitor=monitor)

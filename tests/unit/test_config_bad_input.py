@@ -125,6 +125,8 @@ NODES = [
     ("fabric-not-ip", _set("nodes.1.fabricAddress", "spark-2.local"), "spark-llm:nodes[1].fabricAddress", "IP"),
     ("fabric-with-prefix", _set("nodes.1.fabricAddress", "192.0.2.13/24"), "nodes[1].fabricAddress", "prefix length"),
     ("fabric-loopback", _set("nodes.0.fabricAddress", "127.0.0.1"), "spark-llm:nodes[0].fabricAddress", "fabric port"),
+    ("engine-host-name", _set("engine", {"host": "spark-1.lan"}), "spark-llm:engine.host", "IP address of the head"),
+    ("engine-host-with-port", _set("engine", {"host": "0.0.0.0:30000"}), "spark-llm:engine.host", "e.g. 192.168.1.10"),
     (
         "duplicate-fabric-address",
         _add_worker("fabricAddress"),

@@ -293,7 +293,7 @@ CASES = [
     ("vllm-owned-model", V33, ["--model", "/models/x"], ["owned"], ["use spark-llm:model.path instead"]),
     ("vllm-owned-node-rank-short", V33, ["-r", "1"], ["owned"], ["spark-llm:nodes (ranks follow the list"]),
     ("sglang-owned-served-model-name", S23, ["--served-model-name", "x"], ["owned"], ["spark-llm:model.name"]),
-    ("sglang-owned-host", S17, ["--host", "0.0.0.0"], ["owned"], ["the head listens on 0.0.0.0"]),
+    ("sglang-owned-host", S17, ["--host", "0.0.0.0"], ["owned"], ["spark-llm:engine.host"]),
     # several at once: each reported, in order, values consumed so nothing is reported twice
     (
         "several-problems-in-order",

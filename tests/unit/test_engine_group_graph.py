@@ -8,6 +8,7 @@ import pulumi
 import pytest
 
 from tests.unit.graph_mocks import (
+    FAKE_PRIVATE_KEY,
     SECRET_SIG,
     dual_spark_stack_file,
     inputs,
@@ -117,3 +118,19 @@ def test_a_missing_key_file_stops_the_program_naming_the_key(monkeypatch):
     raw["sshKeyPath"] = "/nonexistent/id_ed25519"
     with pytest.raises(pulumi.RunError, match=r"spark-llm:sshKeyPath: cannot read the ssh private key /nonexistent"):
         register(monkeypatch, raw)
+
+
+def test_a_key_file_others_can_read_stops_the_program_with_the_chmod_fix(monkeypatch, tmp_path):
+    key = tmp_path / "id_ed25519"
+    key.write_text(FAKE_PRIVATE_KEY)
+    key.chmod(0o644)
+    raw = pinned(dual_spark_stack_file())
+    raw["sshKeyPath"] = str(key)
+    with pytest.raises(pulumi.RunError) as err:
+        register(monkeypatch, raw)
+    assert (
+        f"spark-llm:sshKeyPath: the ssh private key {key} is open to group or others (mode 0644); ssh refuses it"
+        f" (UNPROTECTED PRIVATE KEY FILE). Run `chmod 600 {key}`" in str(err.value)
+    )
+    key.chmod(0o600)
+    assert "spark-engine-spark-1" in register(monkeypatch, raw)

@@ -95,3 +95,10 @@ def test_no_fabric_declared_means_no_nccl_guessing():
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ValueError, match="known: sglang/native, vllm/native, vllm/ray"):
         profile_for("sglang", "ray")
+
+
+@pytest.mark.parametrize("profile", ["sglang/native", "vllm/native", "vllm/ray"])
+def test_the_head_api_listens_on_engine_host(profile):
+    kind, executor = profile.split("/")
+    head = " ".join(profile_for(kind, executor).launch(topo(api_host="10.1.230.180"), HEAD).argv)
+    assert "--host 10.1.230.180" in head and "0.0.0.0" not in head

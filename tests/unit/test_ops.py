@@ -294,6 +294,21 @@ def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
 
 
 @pytest.mark.parametrize(
+    ("host", "status"), [("0.0.0.0", PASS), ("127.0.0.1", PASS), ("10.1.230.180", PASS), ("10.1.230.99", FAIL)]
+)
+def test_ports_fail_when_engine_host_is_not_an_address_of_the_head(spark_plan, host, status):
+    cfg = spark_plan.config.model_copy(update={"engine": spark_plan.config.engine.model_copy(update={"host": host})})
+    sections = {"ports": Section(0, ""), "engine": Section(1, "Error: No such object"), "addrs": Section(0, ADDRS)}
+    check = preflight.check_ports(cfg, "spark-1", sections)
+    assert check.status == status
+    if status == FAIL:
+        assert check.detail == (
+            "spark-llm:engine.host 10.1.230.99 is not an address of spark-1 (10.1.230.180, 127.0.0.1,"
+            " 192.168.200.12): the API cannot listen there"
+        )
+
+
+@pytest.mark.parametrize(
     ("mode", "role", "image", "status"),
     [
         ("transfer", "worker", (0, "sha256:aaaa1111 linux/arm64"), PASS),

@@ -155,3 +155,31 @@ def test_only_the_head_mounts_the_api_key_file_and_the_weights_are_read_only(raw
     assert not any(m.source == key for m in worker.mounts)
     weights = next(m for m in worker.mounts if m.target == p.config.model.path)
     assert weights.read_only and not next(m for m in worker.mounts if m.target == "/root/.cache").read_only
+
+
+@pytest.mark.parametrize(
+    ("listen", "on_head", "endpoint"),
+    [
+        # Every address: the head probes loopback, this machine uses the head's host.
+        ("0.0.0.0", "127.0.0.1", "http://10.1.230.180:30000"),
+        ("::", "[::1]", "http://10.1.230.180:30000"),
+        # One address: loopback finds nothing there; that address, from the head and from here.
+        ("192.168.1.10", "192.168.1.10", "http://192.168.1.10:30000"),
+        ("127.0.0.1", "127.0.0.1", "http://127.0.0.1:30000"),
+        ("fd00::5", "[fd00::5]", "http://[fd00::5]:30000"),
+    ],
+)
+def test_the_api_is_probed_and_published_where_engine_host_listens(raw_config, listen, on_head, endpoint):
+    raw_config.setdefault("engine", {})["host"] = listen
+    p = build(raw_config)
+    assert (p.api_address, p.endpoint) == (on_head, endpoint)
+    head = list(container_spec(p, p.head).command)
+    assert head[head.index("--host") + 1] == listen
+
+
+def test_engine_host_restarts_the_group_only_when_set_to_another_address(raw_config):
+    before = build(raw_config).group_revision
+    raw_config.setdefault("engine", {})["host"] = "0.0.0.0"
+    assert build(raw_config).group_revision == before  # the default: an upgrade restarts nothing
+    raw_config["engine"]["host"] = "192.168.1.10"
+    assert build(raw_config).group_revision != before

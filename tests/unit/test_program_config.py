@@ -29,7 +29,7 @@ def _stack(**engine: object) -> dict:
 def test_a_deprecated_flag_warns_in_preview_and_deploys(monkeypatch, warnings):
     # vLLM 0.33.0 (the dual-spark stack's release) marks --log-config-file deprecated.
     registered = _register(monkeypatch, _stack(flags=["--log-config-file", "/etc/vllm-log.json"]))
-    assert warnings == [
+    assert [w for w in warnings if "spark-llm:engine.flags" in w] == [
         "spark-llm:engine.flags: `--log-config-file` is deprecated in vLLM 0.33.0: it still works, but a later"
         " release may refuse it; plan to remove it"
     ]
@@ -49,3 +49,26 @@ def test_a_bad_value_stops_the_program_naming_the_key_and_what_to_do(monkeypatch
     message = str(err.value)
     assert "spark-llm:nodes[1].via: spark-2 cannot be reached through itself" in message
     assert "Nothing was run on any node. Fix the key in Pulumi.dual-spark.yaml" in message
+
+
+def test_no_api_key_warns_that_the_endpoint_is_open_and_what_to_do(monkeypatch, warnings):
+    _register(monkeypatch, _stack())
+    opened = [w for w in warnings if "spark-llm:apiKey" in w]
+    assert opened == [
+        "spark-llm:apiKey is not set: the API on spark-1 listens on 0.0.0.0:30000 (every address of the head) and"
+        " answers anyone who reaches it. Set a key as a secret (`pulumi config set --secret spark-llm:apiKey"
+        " sk-...`: clients then send `Authorization: Bearer`), or bind the API to one address of the head"
+        " (`pulumi config set --path spark-llm:engine.host 127.0.0.1`: then reached through an ssh tunnel only)."
+    ]
+
+
+def test_the_open_endpoint_warning_names_the_one_address_it_listens_on(monkeypatch, warnings):
+    _register(monkeypatch, _stack(host="10.1.230.180"))
+    assert [w for w in warnings if "listens on 10.1.230.180:30000 (that address)" in w]
+
+
+def test_an_api_key_silences_the_open_endpoint_warning(monkeypatch, warnings):
+    raw = _stack()
+    raw["apiKey"] = "sk-unit"
+    _register(monkeypatch, raw, secrets=("apiKey",))
+    assert not [w for w in warnings if "spark-llm:apiKey" in w]

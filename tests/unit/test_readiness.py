@@ -63,7 +63,7 @@ def test_probe_sends_the_key_as_a_header_through_a_descriptor_not_the_command_li
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         key = "sk-probe-'quoted' $HOME"
-        script = _probe_script({"model": "m", "port": server.server_address[1], "api_key": key})
+        script = _probe_script({"model": "m", "address": "127.0.0.1", "port": server.server_address[1], "api_key": key})
         # The key is data inside the script (sent over ssh's stdin), passed to curl by a builtin, never as argv.
         assert "-H @<(printf" in script
         out = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True, timeout=30).stdout

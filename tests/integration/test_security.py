@@ -1,0 +1,207 @@
+"""Where the secrets go on the sim: nowhere in plaintext but their 0600 files, and the API only where it is bound.
+
+User story: `pulumi preview` warns an operator that the endpoint is open. They set spark-llm:apiKey and
+spark-llm:hfToken as secrets (the sim's fabric key sits on the head, its operator key here) and bind the API to the
+head's management address (spark-llm:engine.host). After `pulumi up` serves, no secret value shows in any
+process's arguments (on this machine, which sees every node's processes too, sampled all through `up`; and `ps` in
+each node), in `pulumi stack export`, in the state and config files, in `spark-llm logs`/`status` output or in
+preview/up output, nor in any file others may read on a node (under the homes, /srv and /tmp) or in spark-llm's
+cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address (the gate, status and
+a client here reach it) and not on the head's fabric address.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import REPO, complete, run
+
+pytestmark = pytest.mark.integration
+
+SIM_DIR = REPO / ".sim"
+NODES = ("head", "worker-1")
+# On a node: the homes (the remote dir is ~/spark-llm), the weights (/srv/models) and temp files.
+NODE_ROOTS = ("/root", "/home", "/srv", "/tmp")
+
+
+def key_needles(path: Path) -> list[str]:
+    """The base64 lines of a private key file: any one of them in the open is a leak of the key."""
+    return [line for line in path.read_text().splitlines() if len(line) >= 20 and "PRIVATE KEY" not in line]
+
+
+def leaks(text: str, needles: dict[str, list[str]]) -> list[str]:
+    return [name for name, values in needles.items() if any(v in text for v in values)]
+
+
+class ArgvSampler:
+    """Every process's argv on this machine (a node's processes included: one kernel), read from /proc while
+    `pulumi up` runs; `seen` holds each distinct command line once."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    try:
+                        with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                            self.seen.add(f.read().replace(b"\0", b" ").decode(errors="replace"))
+                    except OSError:
+                        pass
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> ArgvSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def files_others_read(sim_cluster, node: str) -> dict[str, bytes]:
+    """Every regular file under NODE_ROOTS on the node whose mode lets others read it, with its content."""
+    # Only paths cross the command line (as NUL-separated find output into tar), never a secret.
+    walk = (
+        f"find {' '.join(NODE_ROOTS)} -xdev -type f -perm -004 -print0 2>/dev/null"
+        " | tar --null --files-from=- --no-recursion -cf - 2>/dev/null"
+    )
+    raw = subprocess.run(
+        ["docker", "exec", sim_cluster.container(node), "sh", "-c", walk], capture_output=True, timeout=300
+    ).stdout
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r|") as archive:
+        for member in archive:
+            f = archive.extractfile(member)
+            if f is not None:
+                out["/" + member.name] = f.read()
+    return out
+
+
+def set_secret(pulumi, key: str, value: str) -> None:
+    """`pulumi config set --secret` with the value on stdin: not on this test's own command lines either."""
+    cmd = ["pulumi", "config", "set", "--secret", key, "--stack", "sim", "--non-interactive"]
+    subprocess.run(
+        [*cmd, "--config-file", str(pulumi.config_file)],
+        input=value,
+        text=True,
+        env=pulumi.env,
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulumi, sim_cluster):
+    api_key = f"sk-sim-{secrets.token_hex(12)}"
+    hf_token = f"hf_sim{secrets.token_hex(12)}"
+    needles = {
+        "apiKey": [api_key],
+        "hfToken": [hf_token],
+        "fabric key": key_needles(SIM_DIR / "fabric_ed25519"),
+        "operator key": key_needles(SIM_DIR / "id_ed25519"),
+    }
+    head_host = sim_cluster.nodes()[0]["host"]
+    # No key yet: preview says the endpoint is open, where it listens and what to do.
+    opened = pulumi("preview").stdout
+    assert "warning: spark-llm:apiKey is not set: the API on head listens on 0.0.0.0:30000" in opened, opened
+    assert "pulumi config set --secret spark-llm:apiKey" in opened
+    set_secret(pulumi, "apiKey", api_key)
+    set_secret(pulumi, "hfToken", hf_token)
+    pulumi.set("engine.host", head_host)
+    try:
+        preview = pulumi("preview")
+        with ArgvSampler() as sampler:
+            up = pulumi.up()
+        outputs = pulumi.outputs()
+        assert outputs["endpoint"] == f"http://{head_host}:30000"
+        assert complete(outputs, api_key=api_key)["usage"]["completion_tokens"] == 4
+
+        checked: dict[str, int] = {}
+        # Output of the program: preview and up (the open-endpoint warning is not there: a key is set).
+        for name, result in (("preview", preview), ("up", up)):
+            assert not leaks(result.stdout + result.stderr, needles), name
+        assert "spark-llm:apiKey is not set" not in preview.stdout + preview.stderr
+        checked["outputs"] = 2
+
+        # Every command line seen here during `up` (this machine and, one kernel, every node), then on each node.
+        assert len(sampler.seen) > 50
+        bad = [line[:200] for line in sampler.seen if leaks(line, needles)]
+        assert not bad, bad
+        checked["command lines during up"] = len(sampler.seen)
+        for node in NODES:
+            ps = sim_cluster.node_exec(node, "ps", "-eo", "args").stdout
+            assert not leaks(ps, needles), node
+            checked[f"processes on {node}"] = len(ps.splitlines()) - 1
+
+        # Pulumi's state (export without --show-secrets) and every file of the backend and the config copy.
+        export = pulumi("stack", "export").stdout
+        assert not leaks(export, needles)
+        assert not leaks(pulumi.config_file.read_text(), needles)
+        state_files = [p for p in pulumi.config_file.parent.rglob("*") if p.is_file()]  # the config copy too
+        for path in state_files:
+            assert not leaks(path.read_bytes().decode(errors="replace"), needles), path
+        checked["state and config files"] = len(state_files)
+
+        # The operator CLI's output: logs per node, status (both reach the API's bound address on the head).
+        cli = [sys.executable, "-m", "spark_llm.cli"]
+        config = ["--stack", "sim", "--config-file", str(pulumi.config_file)]
+        for node in NODES:
+            logs = run([*cli, "logs", *config, "--node", node], env=pulumi.env, cwd=REPO)
+            assert logs.stdout.strip() and not leaks(logs.stdout + logs.stderr, needles), node
+        status = run([*cli, "status", *config, "--json"], env=pulumi.env, cwd=REPO)  # exit 0: in sync, healthy
+        assert not leaks(status.stdout + status.stderr, needles)
+        checked["CLI outputs"] = len(NODES) + 1
+
+        # Files others may read on every node, and spark-llm's cache on this machine.
+        for node in NODES:
+            readable = files_others_read(sim_cluster, node)
+            assert "/srv/models/standin-model/config.json" in readable  # the walk sees such files
+            bad = [path for path, content in readable.items() if leaks(content.decode(errors="replace"), needles)]
+            assert not bad, (node, bad)
+            checked[f"files others read on {node}"] = len(readable)
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spark-llm"
+        local = [p for p in cache.rglob("*") if p.is_file() and mode(p) & 0o004] if cache.exists() else []
+        for path in local:
+            assert not leaks(path.read_bytes().decode(errors="replace"), needles), path
+        checked["files others read in ~/.cache/spark-llm here"] = len(local)
+
+        # The secrets' own files: 0600 on the head; the fabric key too. No Hugging Face download: no hf.env.
+        for path in ("/root/spark-llm/api-key.yaml", "/root/.ssh/id_ed25519"):
+            assert sim_cluster.node_exec("head", "stat", "-c", "%a", path).stdout.strip() == "600", path
+        assert sim_cluster.node_exec("head", "test", "-e", "/root/spark-llm/hf.env", check=False).returncode != 0
+        # This machine's keys and known_hosts (the sim's: the program keeps no known_hosts file of its own).
+        for key in (SIM_DIR / "id_ed25519", SIM_DIR / "fabric_ed25519"):
+            assert mode(key) == 0o600, key
+        assert mode(SIM_DIR / "known_hosts") & 0o133 == 0
+
+        # The API listens on the head's management address only: a peer on the fabric finds nothing there.
+        head_fabric = sim_cluster.fabric_address("head")
+        probe = sim_cluster.node_exec(
+            "worker-1", "curl", "-sS", "-m", "5", f"http://{head_fabric}:30000/health", check=False
+        )
+        assert probe.returncode == 7, probe  # curl: failed to connect
+        print("security walk:", json.dumps(checked))
+    finally:
+        pulumi("config", "rm", "apiKey")
+        pulumi("config", "rm", "hfToken")
+        pulumi("config", "rm", "--path", "engine.host")
