@@ -197,9 +197,7 @@ class Copy:
             needed = sum(f["size"] for f in need[w.name]) - targets[w.name].get("partial", 0)
             free = targets[w.name].get("free")
             if free is not None and need[w.name] and needed > free:
-                short.append(
-                    f"{w.name}: {self.path} needs {human(needed)} ({needed} B), {human(free)} ({free} B) free"
-                )
+                short.append(f"{w.name}: {self.path} needs {human(needed)} ({needed} B), {human(free)} ({free} B) free")
         if short:
             raise CopyError(
                 "not enough space for the weights:\n  "
