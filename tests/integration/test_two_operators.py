@@ -1,27 +1,16 @@
-"""Two operators run `pulumi up` on the same stack at once (issue 10, item 2), on Pulumi's default file backend.
-
-The second is refused with Pulumi's lock message before it runs anything; the first completes and serves; the
-state and the nodes hold the first operator's change only, and the second operator's retry once the first is done
-applies theirs.
-"""
+"""Two operators run `pulumi up` on the same stack at once, on Pulumi's default file backend (issue 10, item 2)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, Pulumi, SimCluster, complete
+from tests.integration.conftest import Pulumi, SimCluster
+from tests.integration.two_operators import second_up_is_refused_then_retried
 
 pytestmark = pytest.mark.integration
-
-LOCKED = "the stack is currently locked by 1 lock(s)"
-# Each rank sleeps this long before forming the group: the first operator's `up` stays busy long enough.
-SLOW_START_SECONDS = "20"
 
 
 @pytest.fixture(scope="module")
@@ -36,85 +25,10 @@ def stack_locks(pulumi: Pulumi) -> list[Path]:
     return sorted((backend / ".pulumi" / "locks").glob("**/sim/*.json"))
 
 
-def start_up(pulumi: Pulumi) -> subprocess.Popen[str]:
-    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", pulumi.stack, "--non-interactive"]
-    cmd += ["--config-file", str(pulumi.config_file)]
-    return subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=pulumi.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def engine_env(sim_cluster: SimCluster, node: str) -> str:
-    return sim_cluster.node_exec(node, "cat", "/root/spark-llm/engine.env").stdout
-
-
-def engine_containers(sim_cluster: SimCluster, node: str) -> list[str]:
-    """Every container on the node (any state) with the engine's name."""
-    out = sim_cluster.node_exec(node, "docker", "ps", "--all", "--format", "{{.Names}} {{.State}}").stdout
-    return [line for line in out.splitlines() if line.split()[0] == "spark-llm-engine"]
-
-
 def test_a_second_up_while_one_runs_is_refused_with_the_lock_and_changes_nothing(
     deployed: Pulumi, sim_cluster: SimCluster, tmp_path: Path
 ):
     """As the second of two operators sharing a stack, my `pulumi up` during a colleague's is refused at once with
     Pulumi's lock message and changes nothing; theirs completes and serves; mine succeeds when I retry after."""
-    history = len(json.loads(deployed("stack", "history", "--json").stdout))
-    two = Pulumi(env=deployed.env, config_file=tmp_path / "Pulumi.sim.yaml")
-    two.config_file.write_text(deployed.config_file.read_text())
-    two.set("engine.env.SPARK_LLM_OPERATOR", "two")
-    deployed.set("engine.env.SPARK_LLM_OPERATOR", "one")
-    deployed.set("engine.env.STANDIN_SLOW_START_SECONDS", SLOW_START_SECONDS)
-    try:
-        started = time.monotonic()
-        first = start_up(deployed)
-        while not stack_locks(deployed):
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() - started < 60, "the first `pulumi up` took no lock within 60 s"
-            time.sleep(0.2)
-
-        asked = time.monotonic()
-        second = two.up(check=False)
-        refused_after = time.monotonic() - asked
-        text = second.stdout + second.stderr
-        assert second.returncode != 0, text
-        assert LOCKED in text, text
-        assert f"(pid {first.pid})" in text  # the lock names who holds it: the first operator's pulumi
-        assert "pulumi cancel" in text  # Pulumi's own hint; the README says when (not) to use it
-        assert first.poll() is None, "the first `up` should still be running while the second is refused"
-
-        out, err = first.communicate(timeout=900)
-        first_took = time.monotonic() - started
-        assert first.returncode == 0, out[-4000:] + err[-4000:]
-        assert not stack_locks(deployed)
-
-        # The state: one more update (the first's), valid and with nothing pending.
-        assert len(json.loads(deployed("stack", "history", "--json").stdout)) == history + 1
-        deployment = json.loads(deployed("stack", "export").stdout)["deployment"]
-        assert not deployment.get("pending_operations")
-        assert any(r["type"] == "docker:index/container:Container" for r in deployment["resources"])
-        # The nodes: the first operator's change only, one engine container each, and it serves.
-        for node in ("head", "worker-1"):
-            env = engine_env(sim_cluster, node)
-            assert "SPARK_LLM_OPERATOR=one" in env and "SPARK_LLM_OPERATOR=two" not in env, env
-            assert engine_containers(sim_cluster, node) == ["spark-llm-engine running"]
-        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
-
-        # Recovery: the second operator waits for the first, then retries.
-        retried = time.monotonic()
-        two.up()
-        retry_took = time.monotonic() - retried
-        assert "SPARK_LLM_OPERATOR=two" in engine_env(sim_cluster, "head")
-        assert complete(two.outputs())["usage"]["completion_tokens"] == 4
-        print(
-            f"second up refused after {refused_after:.1f} s; first up took {first_took:.1f} s;"
-            f" the second's retry took {retry_took:.1f} s"
-        )
-    finally:
-        deployed.reset_config()
+    seen = second_up_is_refused_then_retried(deployed, sim_cluster, tmp_path, lambda: bool(stack_locks(deployed)))
+    print(f"file backend: {seen.summary()}")
