@@ -35,6 +35,22 @@ def start_up(pulumi: Pulumi) -> subprocess.Popen[str]:
     )
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below pid (the CLI's language host, program and providers)."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    children = [int(child) for child in found]
+    return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def wait_for_lock(up: subprocess.Popen[str], stack_locked: Callable[[], bool], timeout_s: float = 60) -> None:
+    """Until the running `pulumi up` holds the stack's lock."""
+    deadline = time.monotonic() + timeout_s
+    while not stack_locked():
+        assert up.poll() is None, up.communicate()
+        assert time.monotonic() < deadline, f"the first `pulumi up` took no lock within {timeout_s:.0f} s"
+        time.sleep(0.2)
+
+
 def engine_env(sim_cluster: SimCluster, node: str) -> str:
     return sim_cluster.node_exec(node, "cat", "/root/spark-llm/engine.env").stdout
 
@@ -75,10 +91,7 @@ def second_up_is_refused_then_retried(
     try:
         started = time.monotonic()
         first = start_up(deployed)
-        while not stack_locked():
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() - started < 60, "the first `pulumi up` took no lock within 60 s"
-            time.sleep(0.2)
+        wait_for_lock(first, stack_locked)
 
         asked = time.monotonic()
         second = two.up(check=False)
