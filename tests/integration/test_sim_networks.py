@@ -116,7 +116,9 @@ def test_a_subnet_taken_after_the_pick_is_skipped_for_the_next_free_pair(prefixe
         check=True,
     ).stdout.strip()
     foreign = f"{prefixes[1]}-mgmt"  # removed by the fixture; no sim label: someone else's network
-    subprocess.run(["docker", "network", "create", "--internal", "--subnet", first_free, foreign], check=True)
+    subprocess.run(
+        ["docker", "network", "create", "--internal", "--subnet", first_free, foreign], check=True, capture_output=True
+    )
     # The foreign network appears between this sim's pick and its create: the first pick does not see it.
     hide_once = (
         "import ipaddress\n"
