@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, debootstrap, curl
+system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, debootstrap, curl, postgresql
 	tools/system-deps.sh
 
 $(VENV)/.installed: requirements.txt pyproject.toml

@@ -8,18 +8,17 @@ State (keys, host keys, addresses) lives in <repo>/.sim/; `up` also writes <repo
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import re
 import shutil
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+from host import Progress, SimError, docker, run, wait_until
+from networks import ensure_networks, network_labels, network_subnet, unblock_fabric_route
 
 SIM_DIR = Path(__file__).resolve().parent
 REPO_DIR = SIM_DIR.parent
@@ -29,10 +28,6 @@ REPO_DIR = SIM_DIR.parent
 DEFAULT_PREFIX = "spark-llm-" + hashlib.sha256(str(REPO_DIR).encode()).hexdigest()[:6]
 DEFAULT_WORKERS = 1
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
-
-# Subnets come from these ranges: mgmt 172.28.<n>.0/24, fabric 172.29.<n>.0/24, first free n.
-MGMT_SUBNET_FORMAT = "172.28.{}.0/24"
-FABRIC_SUBNET_FORMAT = "172.29.{}.0/24"
 
 LABEL_CLUSTER = "spark-llm.sim.cluster"
 LABEL_NODE = "spark-llm.sim.node"
@@ -61,21 +56,6 @@ STACK_HEADER = (
     "# Written by `sim up` (sim/sim) for the simulated cluster; do not edit: it is rewritten on\n"
     "# every `sim up` and removed by `sim down`. Shared defaults come from sim/stack-defaults.yaml.\n"
 )
-
-
-class SimError(Exception):
-    """An error the CLI reports as one line, without a traceback."""
-
-
-class Progress:
-    """Progress lines on stderr, each with the seconds since the command started."""
-
-    def __init__(self) -> None:
-        self._started = time.monotonic()
-
-    def step(self, message: str) -> None:
-        elapsed = time.monotonic() - self._started
-        print(f"[sim {elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -200,60 +180,6 @@ class ClusterState:
 
 
 # ---------------------------------------------------------------------------------------------
-# Commands
-
-
-def run(
-    cmd: Sequence[str],
-    *,
-    check: bool = True,
-    stdin_text: str | None = None,
-    stdin_file: Path | None = None,
-    timeout: float | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command and capture its output; raise SimError with its stderr when it fails."""
-    try:
-        if stdin_file is not None:
-            with stdin_file.open("rb") as stdin:
-                done = subprocess.run(cmd, stdin=stdin, capture_output=True, timeout=timeout)
-            result = subprocess.CompletedProcess(
-                done.args,
-                done.returncode,
-                done.stdout.decode(errors="replace"),
-                done.stderr.decode(errors="replace"),
-            )
-        else:
-            result = subprocess.run(
-                cmd,
-                input=stdin_text,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=None if stdin_text is not None else subprocess.DEVNULL,
-            )
-    except subprocess.TimeoutExpired as exc:
-        raise SimError(f"`{' '.join(cmd)}` did not finish within {timeout}s") from exc
-    if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip()
-        raise SimError(f"`{' '.join(cmd)}` failed ({result.returncode}): {detail}")
-    return result
-
-
-def docker(*args: str, check: bool = True, stdin_text: str | None = None) -> str:
-    """Run the docker CLI; return its stdout without the trailing newline."""
-    return run(["docker", *args], check=check, stdin_text=stdin_text).stdout.strip()
-
-
-def wait_until(what: str, ready: Callable[[], bool], timeout_s: float, interval_s: float = 1.0) -> None:
-    """Poll until ready() is true; give up after timeout_s saying what was waited for."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if time.monotonic() >= deadline:
-            raise SimError(f"gave up after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(interval_s)
-
-
-# ---------------------------------------------------------------------------------------------
 # Engine, image, keys
 
 
@@ -275,104 +201,6 @@ def ensure_keypair(path: Path, comment: str) -> None:
     path.with_suffix(".pub").unlink(missing_ok=True)
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
     path.chmod(0o600)
-
-
-# ---------------------------------------------------------------------------------------------
-# Networks
-
-
-def used_subnets() -> list[ipaddress.IPv4Network]:
-    """Subnets already taken on this machine: docker networks and host routes."""
-    taken: list[ipaddress.IPv4Network] = []
-    network_ids = docker("network", "ls", "--quiet").split()
-    if network_ids:
-        configs = docker("network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *network_ids)
-        for subnet in configs.split():
-            try:
-                taken.append(ipaddress.IPv4Network(subnet, strict=False))
-            except ValueError:
-                continue  # an IPv6 subnet
-    for line in run(["ip", "-4", "route", "show"]).stdout.splitlines():
-        words = line.split()
-        destination = (
-            words[1]
-            if words and words[0] in {"unreachable", "blackhole", "prohibit"}
-            else (words[0] if words else "default")
-        )
-        if destination != "default":
-            taken.append(ipaddress.IPv4Network(destination, strict=False))
-    return taken
-
-
-def pick_subnets() -> tuple[str, str]:
-    taken = used_subnets()
-    for index in range(256):
-        mgmt = ipaddress.IPv4Network(MGMT_SUBNET_FORMAT.format(index))
-        fabric = ipaddress.IPv4Network(FABRIC_SUBNET_FORMAT.format(index))
-        if not any(mgmt.overlaps(t) or fabric.overlaps(t) for t in taken):
-            return str(mgmt), str(fabric)
-    raise SimError("no free /24 pair left in 172.28.0.0/16 and 172.29.0.0/16 for the sim networks")
-
-
-def network_subnet(name: str) -> str | None:
-    result = run(
-        ["docker", "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", name],
-        check=False,
-    )
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-def network_labels(name: str) -> dict[str, str] | None:
-    result = run(["docker", "network", "inspect", "--format", "{{json .Labels}}", name], check=False)
-    return json.loads(result.stdout) if result.returncode == 0 else None
-
-
-def ensure_networks(names: ClusterNames, progress: Progress) -> tuple[str, str]:
-    mgmt_subnet = network_subnet(names.mgmt_network)
-    fabric_subnet = network_subnet(names.fabric_network)
-    for network, subnet in ((names.mgmt_network, mgmt_subnet), (names.fabric_network, fabric_subnet)):
-        if subnet:
-            names.check_owned(f"network {network}", network_labels(network))
-    if mgmt_subnet and fabric_subnet:
-        progress.step(
-            f"reusing networks {names.mgmt_network} ({mgmt_subnet}), {names.fabric_network} ({fabric_subnet})"
-        )
-    else:
-        new_mgmt, new_fabric = pick_subnets()
-        if not mgmt_subnet:
-            mgmt_subnet = new_mgmt
-            progress.step(f"creating network {names.mgmt_network} ({mgmt_subnet})")
-            # --internal: the host reaches the head on this bridge, but nothing in the sim can
-            # route past the host (no registry pulls or stray traffic leaving this machine).
-            docker("network", "create", "--internal", "--subnet", mgmt_subnet, *names.labels(), names.mgmt_network)
-        if not fabric_subnet:
-            fabric_subnet = new_fabric
-            progress.step(f"creating network {names.fabric_network} ({fabric_subnet}, internal)")
-            # inhibit_ipv4: the host gets no address on the fabric, so it cannot talk to the workers
-            # directly (an internal bridge still gives the host an address on it).
-            docker(
-                "network",
-                "create",
-                "--internal",
-                "--subnet",
-                fabric_subnet,
-                *names.labels(),
-                "--opt",
-                "com.docker.network.bridge.inhibit_ipv4=true",
-                names.fabric_network,
-            )
-    block_fabric_route(fabric_subnet)
-    return mgmt_subnet, fabric_subnet
-
-
-def block_fabric_route(fabric_subnet: str) -> None:
-    """Make the fabric unreachable from the host: without this route, packets to it would
-    follow the host's default route off this machine."""
-    run(["ip", "route", "replace", "unreachable", fabric_subnet])
-
-
-def unblock_fabric_route(fabric_subnet: str) -> None:
-    run(["ip", "route", "del", "unreachable", fabric_subnet], check=False)
 
 
 # ---------------------------------------------------------------------------------------------

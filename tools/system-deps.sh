@@ -4,7 +4,8 @@
 # Usage:   tools/system-deps.sh
 # Needs:   root (apt-get); the machine reaches Debian's package mirror.
 # Installs: docker.io (node engines and the sim), rsync (weights), openssh-client, shellcheck (lint),
-#           debootstrap (sim images), curl.
+#           debootstrap (sim images), curl, postgresql (the tests' private state server: the DIY postgres:// backend;
+#           its binaries stay off PATH, in /usr/lib/postgresql/<major>/bin).
 set -euo pipefail
 
 declare -A need=(
@@ -17,6 +18,9 @@ for cmd in "${!need[@]}"; do
     missing+=("${need[$cmd]}")
   fi
 done
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  missing+=(postgresql)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

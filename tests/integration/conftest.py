@@ -12,6 +12,7 @@ import os
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,13 +139,12 @@ class Pulumi:
         return json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
 
 
-@pytest.fixture(scope="module")
-def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
-    backend = tmp_path_factory.mktemp("pulumi-state")
-    env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}")
+@contextmanager
+def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
+    """Stack `sim` on the backend env names, with a private copy of the config in config_dir; destroyed after."""
     run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
     # After `stack init`: the copy must carry the secrets salt it wrote into Pulumi.sim.yaml.
-    config_file = backend / "Pulumi.sim.yaml"
+    config_file = config_dir / "Pulumi.sim.yaml"
     config_file.write_text(STACK_FILE.read_text())
     cli = Pulumi(env=env, config_file=config_file)
     yield cli
@@ -156,3 +156,10 @@ def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) ->
         env=env,
         check=False,
     )
+
+
+@pytest.fixture(scope="module")
+def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
+    backend = tmp_path_factory.mktemp("pulumi-state")
+    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}"), backend) as cli:
+        yield cli

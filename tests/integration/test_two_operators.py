@@ -1,0 +1,84 @@
+"""Two operators run `pulumi up` on the same stack at once, on Pulumi's default file backend (issue 10, item 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import Pulumi, SimCluster, complete
+from tests.integration.two_operators import (
+    LOCKED,
+    SLOW_START_SECONDS,
+    descendants,
+    engine_containers,
+    engine_env,
+    second_up_is_refused_then_retried,
+    start_up,
+    wait_for_lock,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
+    pulumi.up()
+    yield pulumi
+
+
+def stack_locks(pulumi: Pulumi) -> list[Path]:
+    """The file backend's lock files of the stack (`.pulumi/locks/<org>/<project>/<stack>/*.json`)."""
+    backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    return sorted((backend / ".pulumi" / "locks").glob("**/sim/*.json"))
+
+
+def test_a_second_up_while_one_runs_is_refused_with_the_lock_and_changes_nothing(
+    deployed: Pulumi, sim_cluster: SimCluster, tmp_path: Path
+):
+    """As the second of two operators sharing a stack, my `pulumi up` during a colleague's is refused at once with
+    Pulumi's lock message and changes nothing; theirs completes and serves; mine succeeds when I retry after."""
+    seen = second_up_is_refused_then_retried(deployed, sim_cluster, tmp_path, lambda: bool(stack_locks(deployed)))
+    print(f"file backend: {seen.summary()}")
+
+
+def test_a_lock_left_by_a_killed_up_is_cleared_by_pulumi_cancel_and_up_converges(
+    deployed: Pulumi, sim_cluster: SimCluster
+):
+    """As an operator whose `pulumi up` died mid-restart (terminal closed), the next `up` is refused by the dead lock;
+    `pulumi cancel` clears it, and `up` brings the group back to one serving engine per node."""
+    orphans: list[int] = []
+    deployed.set("engine.env.SPARK_LLM_OPERATOR", "killed")
+    deployed.set("engine.env.STANDIN_SLOW_START_SECONDS", SLOW_START_SECONDS)
+    try:
+        dead = start_up(deployed)
+        wait_for_lock(dead, lambda: bool(stack_locks(deployed)))
+        time.sleep(8)  # into the group restart
+        orphans = descendants(dead.pid)
+        os.kill(dead.pid, signal.SIGKILL)  # the CLI dies; its plugins live on until their health check (5 min)
+        dead.communicate(timeout=60)
+        assert stack_locks(deployed), "a killed `up` leaves its lock"
+
+        refused = deployed.up(check=False)
+        assert refused.returncode != 0 and LOCKED in refused.stdout + refused.stderr
+        recovering = time.monotonic()
+        deployed("cancel", "--yes")
+        assert not stack_locks(deployed)
+        recovered = deployed.up()
+        recovered_in = time.monotonic() - recovering
+        for node in ("head", "worker-1"):
+            assert "SPARK_LLM_OPERATOR=killed" in engine_env(sim_cluster, node)
+            assert engine_containers(sim_cluster, node) == ["spark-llm-engine running"]
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+        pending = [line for line in (recovered.stdout + recovered.stderr).splitlines() if "pending" in line.lower()]
+        print(f"dead lock: cancel + up took {recovered_in:.1f} s; what up said of pending operations: {pending}")
+    finally:
+        deployed.reset_config()
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
