@@ -1,0 +1,193 @@
+"""`pulumi up` interrupted mid-rollout (Ctrl-C, or killed) on the sim, then recovered, with the real CLI.
+
+User story: an operator presses Ctrl-C during a relaunch, or their laptop dies: the CLI stops at any point of the
+ordered restart (the head stopped, the workers stopped, a worker starting) or of the weights copy. Afterwards the
+README's recovery brings the group back: one engine container per node, all of the new revision, started worker
+first, serving; the weights on every node still match the head's manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, complete, run
+
+pytestmark = pytest.mark.integration
+
+REVISION_LABEL = "spark-llm.group-revision"
+NODES = ("head", "worker-1")
+# Where the rollout is when the signal lands: a line of `pulumi up`'s own output.
+STAGES = {
+    "head-stopped": "spark-engine-stop-head created replacement",
+    "workers-stopped": "spark-engine-stop-worker-1 created replacement",
+    "worker-starting": "spark-engine-worker-1 creating replacement",
+}
+MODEL_PATH = "/srv/models/it-interrupt"
+WRITE_MODEL = (
+    f"set -e; rm -rf {MODEL_PATH}; mkdir -p {MODEL_PATH}; cd {MODEL_PATH}\n"
+    "for i in 1 2 3; do head -c 10M /dev/urandom > model-0000$i.safetensors; done\n"
+    """echo '{"model_type": "standin"}' > config.json\n"""
+)
+
+
+def recover(pulumi: Pulumi, sig: int) -> subprocess.CompletedProcess[str]:
+    """The README's recovery, and nothing else: after Ctrl-C, `pulumi up` again; after a killed CLI, whose lock
+    on the stack is left behind, `pulumi cancel --yes` (no other `pulumi` runs on this stack) and `pulumi up`."""
+    if sig == signal.SIGKILL:
+        locked = pulumi.up(check=False)
+        assert locked.returncode != 0 and "the stack is currently locked" in locked.stdout + locked.stderr
+        pulumi("cancel", "--yes")
+    return pulumi.up(check=False)
+
+
+def engine_containers(sim: SimCluster, node: str) -> list[dict]:
+    out = sim.node_exec(
+        node, "docker", "ps", "-a", "--filter", "name=spark-llm-engine", "--format", "{{json .}}"
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid, now (/proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = open(f"/proc/{entry}/stat").read()
+                children.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def interrupt(pulumi: Pulumi, marker: str, sig: int, timeout: float = 300) -> tuple[str, float]:
+    """Start `pulumi up`; when `marker` shows in its output, send `sig` to the CLI. Its output, and the seconds
+    from the signal to the CLI's exit."""
+    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", pulumi.stack, "--non-interactive"]
+    cmd += ["--config-file", str(pulumi.config_file)]
+    # Its own process group, as a terminal runs it: Ctrl-C reaches the CLI and its plugins alike, and a killed
+    # laptop takes them all (os.killpg), leaving no provider running on.
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=pulumi.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
+    assert proc.stdout
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    sent = None
+    plugins: list[int] = []
+    for line in proc.stdout:
+        lines.append(line)
+        if sent is None and marker in line:
+            plugins = descendants(proc.pid)
+            os.killpg(proc.pid, sig)
+            sent = time.monotonic()
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    proc.wait(timeout=120)
+    # The plugins run in process groups of their own and outlive a dead CLI for minutes (Pulumi's providers
+    # poll the engine's health): end them here, so that no test leaves processes behind.
+    for pid in plugins:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert sent is not None, f"`{marker}` never showed:\n" + "".join(lines)[-3000:]
+    return "".join(lines), time.monotonic() - sent
+
+
+def assert_one_serving_group(pulumi: Pulumi, sim: SimCluster, old_revision: str | None = None) -> None:
+    """One engine container per node, all running the stack's (new) revision, the worker started first, a
+    completion served, and every node's weights manifest the head's."""
+    outputs = pulumi.outputs()
+    if old_revision is not None:
+        assert outputs["group_revision"] != old_revision
+    for node in ("head", "worker-1"):
+        containers = engine_containers(sim, node)
+        assert len(containers) == 1, (node, containers)
+        assert containers[0]["State"] == "running", (node, containers)
+        assert f"{REVISION_LABEL}={outputs['group_revision']}" in containers[0]["Labels"], (node, containers)
+        manifest = sim.node_exec(node, "cat", f"{MODEL_PATH}/.spark-llm-manifest.json").stdout
+        assert json.loads(manifest)["digest"] == outputs["weights_manifest_digest"], node
+    assert sim.started_at("worker-1") < sim.started_at("head")
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
+    sim_cluster.node_exec("head", "bash", "-c", WRITE_MODEL)
+    configure(pulumi)
+    pulumi.up()
+    yield pulumi
+    run([str(SIM), "link", "off"], check=False)
+    for node in ("head", "worker-1"):
+        sim_cluster.node_exec(node, "rm", "-rf", MODEL_PATH, check=False)
+
+
+def configure(pulumi: Pulumi) -> None:
+    pulumi.reset_config()
+    pulumi.set("model.path", MODEL_PATH)
+    pulumi.set("model.source.kind", "head")
+    pulumi.set("model.source.path", MODEL_PATH)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_an_interrupted_rollout_recovers_to_one_serving_group_of_the_new_revision(deployed, sim_cluster, stage, sig):
+    old = deployed.outputs()["group_revision"]
+    deployed.set("engine.env.IT_ROLLOUT", uuid.uuid4().hex[:8])  # a new revision: the whole group restarts
+    out, stopped = interrupt(deployed, STAGES[stage], sig)
+    assert "Traceback" not in out
+    started = time.monotonic()
+    result = recover(deployed, sig)
+    took = time.monotonic() - started
+    print(f"\n{stage} {sig.name}: CLI gone {stopped:.1f} s after the signal; recovered in {took:.1f} s")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert_one_serving_group(deployed, sim_cluster, old)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+def test_an_up_interrupted_during_the_weights_copy_resumes_it_and_serves(deployed, sim_cluster, sig):
+    old_digest = deployed.outputs()["weights_manifest_digest"]
+    head_started = sim_cluster.started_at("head")
+    # New weights on the head (a new file and a changed one): the copy runs, then the group restarts.
+    sim_cluster.node_exec(
+        "head",
+        "bash",
+        "-c",
+        f"cd {MODEL_PATH} && head -c 30M /dev/urandom > model-00009.safetensors"
+        f" && head -c 30M /dev/urandom > model-00001.safetensors",
+    )
+    run([str(SIM), "link", "40"])  # 5 MB/s: the copy takes seconds, the signal lands in it
+    try:
+        out, stopped = interrupt(deployed, "weights worker-1: ", sig)
+    finally:
+        run([str(SIM), "link", "off"])
+    assert "Traceback" not in out
+    started = time.monotonic()
+    result = recover(deployed, sig)
+    took = time.monotonic() - started
+    print(f"\nweights copy {sig.name}: CLI gone {stopped:.1f} s after the signal; recovered in {took:.1f} s")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert deployed.outputs()["weights_manifest_digest"] != old_digest
+    assert sim_cluster.started_at("head") != head_started  # new weights: the group restarted on them
+    assert_one_serving_group(deployed, sim_cluster)
+    sums = {n: sim_cluster.node_exec(n, "bash", "-c", f"cd {MODEL_PATH} && sha256sum -- *").stdout for n in NODES}
+    assert sums["worker-1"] == sums["head"]
