@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -132,6 +133,20 @@ class Pulumi:
         """Back to the config `sim up` wrote."""
         self.config_file.write_text(STACK_FILE.read_text())
 
+    def use_head_weights(self, path: str) -> None:
+        """The sim's config, serving weights that are already on the head at `path` (kind head)."""
+        self.reset_config()
+        self.set("model.path", path)
+        self.set("model.source.kind", "head")
+        self.set("model.source.path", path)
+
+    def start_up(self, **popen: Any) -> subprocess.Popen[str]:
+        """`pulumi up --yes` in the background: its output on a pipe (stderr merged unless `popen` says else)."""
+        cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", self.stack, "--non-interactive"]
+        cmd += ["--config-file", str(self.config_file)]
+        options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+        return subprocess.Popen(cmd, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, **(options | popen))
+
     def up(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self("up", "--yes", "--skip-preview", *args, check=check)
 
@@ -163,3 +178,10 @@ def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) ->
     backend = tmp_path_factory.mktemp("pulumi-state")
     with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}"), backend) as cli:
         yield cli
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid (a CLI's language host, program and providers)."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    children = [int(child) for child in found]
+    return children + [grandchild for child in children for grandchild in descendants(child)]

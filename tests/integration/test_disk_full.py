@@ -9,13 +9,12 @@ the disk fills during the copy (someone else's files), the error says the same; 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, complete, run
+from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +36,7 @@ def mount_disk(sim: SimCluster, mib: int) -> None:
 
 
 def configure(pulumi: Pulumi) -> None:
-    pulumi.reset_config()
-    pulumi.set("model.path", MODEL_PATH)
-    pulumi.set("model.source.kind", "head")
-    pulumi.set("model.source.path", MODEL_PATH)
+    pulumi.use_head_weights(MODEL_PATH)
     pulumi.set("transfer.streams", "1")
 
 
@@ -79,9 +75,7 @@ def test_a_disk_filling_during_the_copy_is_named_and_the_copy_resumes_once_space
     before = head_files(sim_cluster)
     configure(pulumi)
     run([str(SIM), "link", "40"])  # 5 MB/s: the copy takes about 25 s, long enough to fill the disk mid-way
-    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", "sim", "--non-interactive"]
-    cmd += ["--config-file", str(pulumi.config_file)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=pulumi.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = pulumi.start_up()
     try:
         deadline = time.monotonic() + 300
         done = "0"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, complete, run
+from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, descendants, run
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +49,16 @@ def recover(pulumi: Pulumi, sig: int) -> subprocess.CompletedProcess[str]:
     return pulumi.up(check=False)
 
 
+def recover_after(pulumi: Pulumi, sig: int, out: str, stopped: float, stage: str) -> None:
+    """The interrupted run said nothing of ours in a traceback; the recovery succeeds (its time printed)."""
+    assert "Traceback" not in out
+    started = time.monotonic()
+    result = recover(pulumi, sig)
+    took = time.monotonic() - started
+    print(f"\n{stage} {signal.Signals(sig).name}: CLI gone {stopped:.1f} s after the signal; recovered in {took:.1f} s")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
 def engine_containers(sim: SimCluster, node: str) -> list[dict]:
     out = sim.node_exec(
         node, "docker", "ps", "-a", "--filter", "name=spark-llm-engine", "--format", "{{json .}}"
@@ -56,39 +66,12 @@ def engine_containers(sim: SimCluster, node: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below pid, now (/proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                stat = open(f"/proc/{entry}/stat").read()
-                children.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def interrupt(pulumi: Pulumi, marker: str, sig: int, timeout: float = 300) -> tuple[str, float]:
     """Start `pulumi up`; when `marker` shows in its output, send `sig` to the CLI. Its output, and the seconds
     from the signal to the CLI's exit."""
-    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", pulumi.stack, "--non-interactive"]
-    cmd += ["--config-file", str(pulumi.config_file)]
     # Its own process group, as a terminal runs it: Ctrl-C reaches the CLI and its plugins alike, and a killed
-    # laptop takes them all (os.killpg), leaving no provider running on.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=pulumi.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        bufsize=1,
-        start_new_session=True,
-    )
+    # laptop takes them all (os.killpg).
+    proc = pulumi.start_up(bufsize=1, start_new_session=True)
     assert proc.stdout
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -133,19 +116,12 @@ def assert_one_serving_group(pulumi: Pulumi, sim: SimCluster, old_revision: str 
 @pytest.fixture(scope="module")
 def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
     sim_cluster.node_exec("head", "bash", "-c", WRITE_MODEL)
-    configure(pulumi)
+    pulumi.use_head_weights(MODEL_PATH)
     pulumi.up()
     yield pulumi
     run([str(SIM), "link", "off"], check=False)
     for node in ("head", "worker-1"):
         sim_cluster.node_exec(node, "rm", "-rf", MODEL_PATH, check=False)
-
-
-def configure(pulumi: Pulumi) -> None:
-    pulumi.reset_config()
-    pulumi.set("model.path", MODEL_PATH)
-    pulumi.set("model.source.kind", "head")
-    pulumi.set("model.source.path", MODEL_PATH)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
@@ -154,12 +130,7 @@ def test_an_interrupted_rollout_recovers_to_one_serving_group_of_the_new_revisio
     old = deployed.outputs()["group_revision"]
     deployed.set("engine.env.IT_ROLLOUT", uuid.uuid4().hex[:8])  # a new revision: the whole group restarts
     out, stopped = interrupt(deployed, STAGES[stage], sig)
-    assert "Traceback" not in out
-    started = time.monotonic()
-    result = recover(deployed, sig)
-    took = time.monotonic() - started
-    print(f"\n{stage} {sig.name}: CLI gone {stopped:.1f} s after the signal; recovered in {took:.1f} s")
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    recover_after(deployed, sig, out, stopped, stage)
     assert_one_serving_group(deployed, sim_cluster, old)
 
 
@@ -180,12 +151,7 @@ def test_an_up_interrupted_during_the_weights_copy_resumes_it_and_serves(deploye
         out, stopped = interrupt(deployed, "weights worker-1: ", sig)
     finally:
         run([str(SIM), "link", "off"])
-    assert "Traceback" not in out
-    started = time.monotonic()
-    result = recover(deployed, sig)
-    took = time.monotonic() - started
-    print(f"\nweights copy {sig.name}: CLI gone {stopped:.1f} s after the signal; recovered in {took:.1f} s")
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    recover_after(deployed, sig, out, stopped, "weights copy")
     assert deployed.outputs()["weights_manifest_digest"] != old_digest
     assert sim_cluster.started_at("head") != head_started  # new weights: the group restarted on them
     assert_one_serving_group(deployed, sim_cluster)

@@ -5,21 +5,20 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, complete
+from tests.integration.conftest import Pulumi, SimCluster, complete, descendants
 from tests.integration.two_operators import (
     LOCKED,
     SLOW_START_SECONDS,
-    descendants,
     engine_containers,
     engine_env,
     second_up_is_refused_then_retried,
-    start_up,
     wait_for_lock,
 )
 
@@ -56,7 +55,7 @@ def test_a_lock_left_by_a_killed_up_is_cleared_by_pulumi_cancel_and_up_converges
     deployed.set("engine.env.SPARK_LLM_OPERATOR", "killed")
     deployed.set("engine.env.STANDIN_SLOW_START_SECONDS", SLOW_START_SECONDS)
     try:
-        dead = start_up(deployed)
+        dead = deployed.start_up(stderr=subprocess.PIPE)
         wait_for_lock(dead, lambda: bool(stack_locks(deployed)))
         time.sleep(8)  # into the group restart
         orphans = descendants(dead.pid)

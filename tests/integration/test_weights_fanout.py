@@ -10,13 +10,12 @@ recopies that one file. A copy killed half-way is resumed, not restarted.
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, run
+from tests.integration.conftest import SIM, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration
 
@@ -52,11 +51,7 @@ def received(out: str, node: str) -> dict[str, int]:
 
 
 def configure(pulumi: Pulumi) -> None:
-    pulumi.reset_config()
-    pulumi.set("model.path", MODEL_PATH)
-    # The weights are on the head already (kind head): the test is the head -> workers copy.
-    pulumi.set("model.source.kind", "head")
-    pulumi.set("model.source.path", MODEL_PATH)
+    pulumi.use_head_weights(MODEL_PATH)  # the test is the head -> workers copy
     pulumi.set("transfer.streams", "2")
 
 
@@ -113,10 +108,7 @@ def test_a_killed_copy_resumes_from_its_partial_file_and_ends_verified(pulumi, s
         sim_cluster.node_exec(node, "bash", "-c", f"rm -f {MODEL_PATH}/model-*")
     # 40 Mbit/s per sending interface: each 20 MiB file takes seconds, so the kill lands mid-file.
     run([str(SIM), "link", "40"])
-    env = pulumi.env
-    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", "sim", "--non-interactive"]
-    cmd += ["--config-file", str(pulumi.config_file)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = pulumi.start_up()
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:

@@ -14,32 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.conftest import REPO, Pulumi, SimCluster, complete
+from tests.integration.conftest import Pulumi, SimCluster, complete
 
 LOCKED = "the stack is currently locked by 1 lock(s)"
 # Each rank sleeps this long before forming the group: the first operator's `up` stays busy long enough.
 SLOW_START_SECONDS = "20"
-
-
-def start_up(pulumi: Pulumi) -> subprocess.Popen[str]:
-    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", pulumi.stack, "--non-interactive"]
-    cmd += ["--config-file", str(pulumi.config_file)]
-    return subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=pulumi.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below pid (the CLI's language host, program and providers)."""
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    children = [int(child) for child in found]
-    return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
 def wait_for_lock(up: subprocess.Popen[str], stack_locked: Callable[[], bool], timeout_s: float = 60) -> None:
@@ -90,7 +69,7 @@ def second_up_is_refused_then_retried(
     deployed.set("engine.env.STANDIN_SLOW_START_SECONDS", SLOW_START_SECONDS)
     try:
         started = time.monotonic()
-        first = start_up(deployed)
+        first = deployed.start_up(stderr=subprocess.PIPE)
         wait_for_lock(first, stack_locked)
 
         asked = time.monotonic()
