@@ -19,13 +19,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import REPO, Pulumi, SimCluster, complete, run
-from tests.integration.profiles import assert_replaced_in_order
+from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
 
 MANIFEST_TOOL = REPO / "scripts" / "manifest.py"
 NODES = ("head", "worker-1")
 DOCKERD_WAIT_S = 60
+STANDIN_PATH = "/srv/models/standin-model"
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +63,21 @@ def engine_ids(sim: SimCluster) -> dict[str, str]:
     }
 
 
-def assert_recovered(pulumi: Pulumi, sim: SimCluster, before: dict) -> None:
-    """Served, weights unchanged and verified, one container on every node (the engine: no registry, no daemon)."""
+def scan_digest(sim: SimCluster, node: str, path: str) -> str:
+    """The weights' manifest digest on a node, as the manifest tool reads it there (test plumbing)."""
+    tool = MANIFEST_TOOL.read_text()
+    scan = sim.node_exec(node, "bash", "-c", f"python3 - scan {path} --node {node} <<'EOF'\n{tool}\nEOF\n")
+    return scan.stdout.split()[1]
+
+
+def assert_recovered(pulumi: Pulumi, sim: SimCluster, before: dict, path: str = STANDIN_PATH) -> None:
+    """Served, weights verified with the expected digest on every node, one container a node (no registry or
+    daemon left), the worker started before the head, and nothing left to do."""
     outputs = pulumi.outputs()
     assert complete(outputs)["usage"]["completion_tokens"] == 4
     assert outputs["weights_manifest_digest"] == before["weights_manifest_digest"]
-    path = "/srv/models/standin-model"
-    tool = MANIFEST_TOOL.read_text()
     for node in NODES:
-        scan = sim.node_exec(node, "bash", "-c", f"python3 - scan {path} --node {node} <<'EOF'\n{tool}\nEOF\n")
-        assert before["weights_manifest_digest"] in scan.stdout, (node, scan.stdout)
+        assert scan_digest(sim, node, path) == before["weights_manifest_digest"], node
         running = sim.node_exec(node, "docker", "ps", "--format", "{{.Names}}").stdout.split()
         assert running == ["spark-llm-engine"], (node, running)
     assert sim.started_at("worker-1") < sim.started_at("head")
@@ -125,4 +131,73 @@ def test_dockerd_stopped_on_a_worker_is_named_up_touches_nothing_and_one_up_conv
         start_dockerd(sim_cluster, "worker-1")
     out = timed("dockerd/up (recovers)", lambda: deployed.up()).stdout
     assert_replaced_in_order(out, ["worker-1"])
+    assert_recovered(deployed, sim_cluster, before)
+
+
+def wait_for_node(sim: SimCluster, node: str) -> None:
+    """The node's sshd (through the head) and its Docker engine answer again, as `sim up` waits for them."""
+    ssh = ["ssh", "-F", str(REPO / ".sim" / "ssh_config"), "-o", "ConnectTimeout=5", node, "docker", "info"]
+    deadline = time.monotonic() + DOCKERD_WAIT_S
+    while run(ssh, check=False, timeout=30).returncode != 0:
+        assert time.monotonic() < deadline, f"{node} not back on ssh and docker within {DOCKERD_WAIT_S} s"
+        time.sleep(1)
+
+
+def test_a_restarted_worker_is_named_while_down_and_one_up_restarts_the_group_keeping_its_disk(deployed, sim_cluster):
+    before = deployed.outputs()
+    node = sim_cluster.container("worker-1")
+    run(["docker", "stop", "-t", "5", node])  # powered off: its engine, dockerd and sshd with it
+    try:
+        text = text_of(timed("restart/preview (worker down)", lambda: deployed("preview", check=False)))
+        assert "worker-1 cannot be read now: worker-1 (root@" in text and "exit 255: ssh could not connect" in text, (
+            text
+        )
+        assert "that the node and its sshd are up" in text
+        failed = timed("restart/up (worker down, fails)", lambda: deployed.up(check=False))
+        text = text_of(failed)
+        assert failed.returncode != 0 and "worker-1 cannot be read now:" in text, text
+        assert "Nothing was run on any node (no engine was stopped)" in text
+        assert_touched_nothing(text)
+        assert_no_traceback(text)
+    finally:
+        run(["docker", "start", node])  # back: the same disk, its engine container exited
+        wait_for_node(sim_cluster, "worker-1")
+    assert sim_cluster.node_exec("worker-1", "docker", "ps", "-q").stdout.strip() == ""  # no engine runs there
+    result = timed("restart/preview (worker back)", lambda: deployed("preview"))
+    warning = next(line for line in text_of(result).splitlines() if "drift in the engine group:" in line)
+    assert "worker-1's engine container is exited" in warning, warning
+    out = timed("restart/up (recovers)", lambda: deployed.up()).stdout
+    assert_replaced_in_order(out, ["worker-1"])
+    assert_untouched(out, "spark-weights-", "spark-image-")  # its disk kept the weights and the image
+    assert_recovered(deployed, sim_cluster, before)
+
+
+SSHD_REFUSED = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+
+
+def test_the_heads_sshd_down_names_head_and_its_workers_and_up_after_it_restarts_nothing(deployed, sim_cluster):
+    """The sim's sshd is the node's PID 1 (killing it stops the whole node): the head refuses ssh connections
+    instead (a TCP reset on port 22, what a stopped sshd answers), while its engine and dockerd run on."""
+    before = deployed.outputs()
+    ids = engine_ids(sim_cluster)
+    sim_cluster.node_exec("head", "iptables", "-I", *SSHD_REFUSED)
+    try:
+        text = text_of(timed("sshd/preview", lambda: deployed("preview", check=False)))
+        assert "head cannot be read now: head (root@" in text and "Connection refused" in text, text
+        assert "spark-llm:nodes[0].host and .hostKey and that the node and its sshd are up" in text
+        assert "worker-1 cannot be read now: it is reached through head, which cannot be read." in text
+        refreshed = timed("sshd/preview --refresh", lambda: deployed("preview", "--refresh", check=False))
+        assert refreshed.returncode != 0 and "spark-engine-head" in text_of(refreshed), text_of(refreshed)
+        failed = timed("sshd/up (fails)", lambda: deployed.up(check=False))
+        text = text_of(failed)
+        assert failed.returncode != 0 and "head cannot be read now:" in text, text
+        assert "worker-1 cannot be read now: it is reached through head" in text
+        assert "Nothing was run on any node (no engine was stopped)" in text
+        assert_touched_nothing(text)
+        assert_no_traceback(text)
+    finally:
+        sim_cluster.node_exec("head", "iptables", "-D", *SSHD_REFUSED)
+    out = timed("sshd/up (recovers)", lambda: deployed.up()).stdout
+    assert_touched_nothing(out)  # the engines served all along: nothing to restart
+    assert engine_ids(sim_cluster) == ids
     assert_recovered(deployed, sim_cluster, before)
