@@ -13,12 +13,13 @@ Each test prints `fault-timing` lines (seconds from command start to its end) fo
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, Pulumi, SimCluster, complete, run
+from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, complete, run
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
@@ -201,3 +202,72 @@ def test_the_heads_sshd_down_names_head_and_its_workers_and_up_after_it_restarts
     assert_touched_nothing(out)  # the engines served all along: nothing to restart
     assert engine_ids(sim_cluster) == ids
     assert_recovered(deployed, sim_cluster, before)
+
+
+CUT_MODEL = "/srv/models/it-faults"
+CUT_FILES = 4  # of 20 MiB: at 40 Mbit/s the copy takes about 17 s, long enough to cut it half-way
+
+
+def cut_fabric(sim: SimCluster, node: str) -> list[str]:
+    """The node's fabric interface down (cable pulled); returns its default route, which the kernel drops."""
+    default = sim.node_exec(node, "ip", "route", "show", "default").stdout.split()
+    sim.node_exec(node, "ip", "link", "set", "eth0", "down")
+    return default
+
+
+def reconnect_fabric(sim: SimCluster, node: str, default: list[str]) -> None:
+    """The interface up again: its address and subnet route come back with it, the default route by hand."""
+    sim.node_exec(node, "ip", "link", "set", "eth0", "up")
+    if default:
+        sim.node_exec(node, "ip", "route", "replace", *default)
+
+
+def test_the_fabric_cut_during_the_weights_copy_fails_up_naming_the_worker_and_one_up_resumes(deployed, sim_cluster):
+    script = f"set -e; rm -rf {CUT_MODEL}; mkdir -p {CUT_MODEL}; cd {CUT_MODEL}\n"
+    script += f"for i in $(seq 1 {CUT_FILES}); do head -c 20M /dev/urandom > model-0000$i.safetensors; done\n"
+    script += """echo '{"model_type": "standin"}' > config.json\n"""
+    sim_cluster.node_exec("head", "bash", "-c", script)
+    deployed.set("model.path", CUT_MODEL)
+    deployed.set("model.source.kind", "head")
+    deployed.set("model.source.path", CUT_MODEL)
+    expected = {"weights_manifest_digest": scan_digest(sim_cluster, "head", CUT_MODEL)}
+    ids = engine_ids(sim_cluster)
+    default_route: list[str] = []
+    run([str(SIM), "link", "40"])
+    cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", "sim", "--non-interactive"]
+    cmd += ["--config-file", str(deployed.config_file)]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=deployed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        find = f"find {CUT_MODEL} -maxdepth 1 -name '.model-*' -size +1M | wc -l"
+        while int(sim_cluster.node_exec("worker-1", "bash", "-c", find, check=False).stdout.strip() or 0) == 0:
+            assert time.monotonic() < deadline and proc.poll() is None, "no file was being received"
+            time.sleep(0.5)
+        default_route = cut_fabric(sim_cluster, "worker-1")
+        cut = time.monotonic()
+        out = proc.communicate(timeout=600)[0]
+        ended = time.monotonic()
+        print(f"fault-timing fabric/up (fails): {ended - started:.1f} s, {ended - cut:.1f} s after the cut")
+        assert proc.returncode != 0, out[-3000:]
+        assert "worker-1: no data moved from head for 60 s: the fabric between them is cut or worker-1 is down" in out
+        assert "Check the link (`spark-llm preflight`), then run pulumi up again" in out
+        assert_no_traceback(out)
+        assert engine_ids(sim_cluster) == ids  # the old group was not stopped: the copy comes first
+        text = text_of(timed("fabric/preview (cut)", lambda: deployed("preview", check=False)))
+        assert "worker-1 cannot be read now: worker-1 (root@" in text and "exit 255" in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reconnect_fabric(sim_cluster, "worker-1", default_route)
+        run([str(SIM), "link", "off"])
+    wait_for_node(sim_cluster, "worker-1")
+    out = timed("fabric/up (recovers)", lambda: deployed.up()).stdout
+    assert "fanout: worker-1 verified " in out
+    assert_replaced_in_order(out, ["worker-1"])  # new weights: the group restarts after the copy, in order
+    assert_recovered(deployed, sim_cluster, expected, CUT_MODEL)
+    deployed.reset_config()
+    sim_cluster.node_exec("head", "rm", "-rf", CUT_MODEL)
+    sim_cluster.node_exec("worker-1", "rm", "-rf", CUT_MODEL)
