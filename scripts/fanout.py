@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from fanout_transport import (  # beside this file on the head (sys.path[0])
+    IO_TIMEOUT_EXIT,
     STATS,
     CopyError,
     Fabric,
@@ -48,6 +49,7 @@ from fanout_transport import (  # beside this file on the head (sys.path[0])
     Receiver,
     feed_rsync,
     human,
+    link_cut,
     rsync_options,
     say,
 )
@@ -305,6 +307,8 @@ class Copy:
                     if job.proc.returncode != 0:
                         if any("No space left on device" in line for line in job.tail):
                             raise self.disk_full(job.target, todo[job.target.name] - done_bytes[job.target.name])
+                        if job.proc.returncode == IO_TIMEOUT_EXIT:
+                            raise link_cut(job, done_bytes[job.target.name], todo[job.target.name])
                         raise CopyError(
                             f"{job.target.name}: rsync from {job.source.name} failed (exit {job.proc.returncode}):\n"
                             + "\n".join(job.tail)

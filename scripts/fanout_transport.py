@@ -19,6 +19,10 @@ RSYNC_USER = "spark-llm"
 STATS = {"Literal data": "literal", "Matched data": "matched", "Total bytes sent": "wire"}
 STATS_NOISE = ("Number of ", "Total ", "File list ", "sent ", "total size ", "Matched ", "Literal ")
 MODULE = "model"
+# rsync gives up when no data moved for this long: a cut fabric otherwise hangs the copy (a plain TCP stream to a
+# worker's daemon has no keepalive) until spark-llm:timeouts.transferSeconds, 6 hours by default.
+IO_TIMEOUT_SECONDS = 60
+IO_TIMEOUT_EXIT = 30  # rsync's "timeout in data send/receive"
 
 
 def say(message: str) -> None:
@@ -211,9 +215,18 @@ class Hasher:
             say(f"fanout: {self.node.name}: hashing during the copy failed: {err.decode(errors='replace')[-300:]}")
 
 
+def link_cut(job: Job, arrived: int, total: int) -> CopyError:
+    """What a copy that stopped moving says (rsync's --timeout expired)."""
+    return CopyError(
+        f"{job.target.name}: no data moved from {job.source.name} for {IO_TIMEOUT_SECONDS} s: the fabric between"
+        f" them is cut or {job.target.name} is down ({human(arrived)} of {human(total)} had arrived). Check the link"
+        " (`spark-llm preflight`), then run pulumi up again: files already copied are kept, a partial one resumes"
+    )
+
+
 def rsync_options(job: Job) -> list[str]:
     opts = ["-a", "--copy-links", "-I", f"--partial-dir={PARTIAL_DIR}", "--from0", "--files-from=-"]
-    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L"]
+    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L", f"--timeout={IO_TIMEOUT_SECONDS}"]
     if job.whole:
         opts.append("--whole-file")
     return opts

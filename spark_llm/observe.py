@@ -46,6 +46,8 @@ class NodeObservation:
     node: str
     error: str | None = None
     """Why the node could not be read (None: it was)."""
+    docker_down: bool = False
+    """The node answered over ssh but its Docker engine did not (`error` says what docker said)."""
     engine: EngineState = EngineState("absent")
     image: str = ""
     """`ID OS/ARCH` of the configured image ref on the node; empty when absent."""
@@ -69,6 +71,11 @@ def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
     """
     tokens = f"{node.remote_dir}/{TOKENS_DIR}"
     return (
+        # A stopped Docker engine must not read as "no container, no image": that is a fault, named as such.
+        "if ! out=$(docker version -f '{{.Server.Version}}' 2>&1 >/dev/null); then\n"
+        "  printf \"docker\\t%s\\n\" \"$(printf '%s' \"$out\" | tr -s '\\t\\n' '  ')\"\n"
+        "  exit 0\n"
+        "fi\n"
         f"container={shlex.quote(plan.container)}\n"
         f"image={shlex.quote(plan.config.image.ref)}\n"
         f"tokens={shlex.quote(tokens)}\n"
@@ -96,6 +103,9 @@ def parse_probe(node: str, output: str) -> NodeObservation:
     facts: dict[str, str] = {}
     for line in output.splitlines():
         section, _, value = line.partition("\t")
+        if section == "docker":
+            detail = value.strip() or "no answer"
+            return NodeObservation(node=node, error=f"its Docker engine does not answer: {detail}", docker_down=True)
         if section == "engine":
             data = json.loads(value)
             engine = EngineState(

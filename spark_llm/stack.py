@@ -85,6 +85,31 @@ def _under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
 
+def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) -> list[str]:
+    """One line per node that cannot be read now: which node, what is wrong and what to do."""
+    faults = []
+    for node in plan.nodes:
+        seen = observations[node.name]
+        via = node.ssh.via
+        if seen.error is None:
+            continue
+        if via is not None and observations[via.name].error is not None and not observations[via.name].docker_down:
+            faults.append(f"{node.name} cannot be read now: it is reached through {via.name}, which cannot be read.")
+        elif seen.docker_down:
+            faults.append(
+                f"{node.name} cannot be read now: {seen.error}\n"
+                f"Start the Docker engine on {node.name} (`sudo systemctl start docker`; `docker info` there must "
+                "answer): preview shows its steps as to be redone, and `pulumi up` fails until it answers."
+            )
+        else:
+            faults.append(
+                f"{node.name} cannot be read now: {seen.error}\n"
+                f"Check {config_key_of(plan, node.name)}.host and .hostKey and that the node and its sshd are up: "
+                "preview shows its steps as to be redone, and `pulumi up` fails until it answers."
+            )
+    return faults
+
+
 def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dict[str, NodeObservation] | None:
     """What every node runs now (one read-only ssh session each); stops before anything runs if a node already
     runs a container under the engine's name that spark-llm did not start (a deployment made by hand).
@@ -95,18 +120,16 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
     if _under_mocks():
         return None
     observations = observe.observe(plan, extra)
-    for node in plan.nodes:
-        error = observations[node.name].error
-        via = node.ssh.via
-        if error is not None and via is not None and observations[via.name].error is not None:
-            pulumi.log.warn(f"{node.name} cannot be read now: it is reached through {via.name}, which cannot be read.")
-        elif error is not None:
-            # Once per node: every step there shows as to be redone, and `up` fails at the first one.
-            pulumi.log.warn(
-                f"{node.name} cannot be read now: {error}\n"
-                f"Check {config_key_of(plan, node.name)}.host and .hostKey and that the node is up: preview shows"
-                " its steps as to be redone, and `pulumi up` fails until it answers."
-            )
+    faults = node_faults(plan, observations)
+    if faults and not pulumi.runtime.is_dry_run():
+        # Every node has steps to redo while it cannot be read: `up` would fail at one of them, after the steps on
+        # the other nodes had run (an engine stopped). Stop here instead, before anything runs anywhere.
+        raise pulumi.RunError(
+            "\n".join(faults) + "\nNothing was run on any node (no engine was stopped). Once the node answers, "
+            "run `pulumi up` again: it restarts what the fault stopped, in order."
+        )
+    for fault in faults:
+        pulumi.log.warn(fault)
     foreign = drift.foreign_containers(observations)
     if foreign:
         lines = [

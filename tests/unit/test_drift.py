@@ -107,9 +107,59 @@ def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_th
     }
     warnings: list[str] = []
     monkeypatch.setattr(stack, "_under_mocks", lambda: False)
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
     monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
     monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
     assert stack.observe_nodes(p, lambda _: "") == seen
     assert len(warnings) == 2
     assert "No route to host" in warnings[0] and "spark-llm:nodes[0].host and .hostKey" in warnings[0]
     assert warnings[1] == "spark-2 cannot be read now: it is reached through spark-1, which cannot be read."
+
+
+def test_a_stopped_docker_engine_is_a_fault_of_that_node_not_a_missing_container():
+    seen = parse_probe("w1", "docker\tCannot connect to the Docker daemon. Is the docker daemon running?\n")
+    assert seen.docker_down and seen.error == (
+        "its Docker engine does not answer: Cannot connect to the Docker daemon. Is the docker daemon running?"
+    )
+
+
+def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, raw_config):
+    import subprocess
+
+    from spark_llm import plan
+    from spark_llm.config import parse
+    from spark_llm.observe import probe_script
+
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    out = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    assert out == "docker\tCannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"
+
+
+def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, raw_config):
+    import pulumi
+
+    from spark_llm import observe, plan, stack
+    from spark_llm.config import parse
+
+    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    docker_down = NodeObservation(node="spark-2", error="its Docker engine does not answer: ...", docker_down=True)
+    seen = {"spark-1": NodeObservation(node="spark-1"), "spark-2": docker_down}
+    monkeypatch.setattr(stack, "_under_mocks", lambda: False)
+    monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
+    monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
+    with pytest.raises(pulumi.RunError) as raised:
+        stack.observe_nodes(p, lambda _: "")
+    message = str(raised.value)
+    assert message.startswith("spark-2 cannot be read now: its Docker engine does not answer")
+    assert "sudo systemctl start docker" in message and "Nothing was run on any node" in message
