@@ -133,6 +133,10 @@ class Pulumi:
         """Back to the config `sim up` wrote."""
         self.config_file.write_text(STACK_FILE.read_text())
 
+    def model_path(self) -> str:
+        """spark-llm:model.path in this stack's config."""
+        return yaml.safe_load(self.config_file.read_text())["config"]["spark-llm:model"]["path"]
+
     def use_head_weights(self, path: str) -> None:
         """The sim's config, serving weights that are already on the head at `path` (kind head)."""
         self.reset_config()
@@ -185,3 +189,21 @@ def descendants(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     children = [int(child) for child in found]
     return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def assert_group_serves(pulumi: Pulumi, sim: SimCluster) -> dict:
+    """What every fault test asserts after recovery: each node runs exactly one engine container, each node's
+    weights manifest is the stack's digest, every worker started before the head, and a completion is served.
+    Returns the stack's outputs."""
+    outputs = pulumi.outputs()
+    manifest = f"{pulumi.model_path()}/.spark-llm-manifest.json"
+    nodes = [n["name"] for n in sim.nodes()]
+    for node in nodes:
+        ps = sim.node_exec(node, "docker", "ps", "-a", "--filter", "name=^spark-llm-engine$", "--format", "{{.State}}")
+        assert ps.stdout.split() == ["running"], (node, ps.stdout)
+        digest = json.loads(sim.node_exec(node, "cat", manifest).stdout)["digest"]
+        assert digest == outputs["weights_manifest_digest"], node
+    head_started = sim.started_at("head")
+    assert all(sim.started_at(n) < head_started for n in nodes if n != "head")
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+    return outputs

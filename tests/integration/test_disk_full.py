@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
+from tests.integration.conftest import SIM, Pulumi, SimCluster, assert_group_serves, run
 
 pytestmark = pytest.mark.integration
 
@@ -111,4 +111,4 @@ def test_a_disk_filling_during_the_copy_is_named_and_the_copy_resumes_once_space
     assert "fanout: worker-1 verified " in out
     worker = sim_cluster.node_exec("worker-1", "bash", "-c", f"cd {MODEL_PATH} && sha256sum -- *").stdout
     assert sorted(worker.splitlines()) == sorted(line for line in before.splitlines() if len(line.split()) == 2)
-    assert complete(pulumi.outputs())["choices"]
+    assert_group_serves(pulumi, sim_cluster)

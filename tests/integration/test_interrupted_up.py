@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, descendants, run
+from tests.integration.conftest import SIM, Pulumi, SimCluster, assert_group_serves, descendants, run
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +59,6 @@ def recover_after(pulumi: Pulumi, sig: int, out: str, stopped: float, stage: str
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
 
 
-def engine_containers(sim: SimCluster, node: str) -> list[dict]:
-    out = sim.node_exec(
-        node, "docker", "ps", "-a", "--filter", "name=spark-llm-engine", "--format", "{{json .}}"
-    ).stdout
-    return [json.loads(line) for line in out.splitlines()]
-
-
 def interrupt(pulumi: Pulumi, marker: str, sig: int, timeout: float = 300) -> tuple[str, float]:
     """Start `pulumi up`; when `marker` shows in its output, send `sig` to the CLI. Its output, and the seconds
     from the signal to the CLI's exit."""
@@ -97,20 +90,14 @@ def interrupt(pulumi: Pulumi, marker: str, sig: int, timeout: float = 300) -> tu
 
 
 def assert_one_serving_group(pulumi: Pulumi, sim: SimCluster, old_revision: str | None = None) -> None:
-    """One engine container per node, all running the stack's (new) revision, the worker started first, a
-    completion served, and every node's weights manifest the head's."""
-    outputs = pulumi.outputs()
+    """The group serves (conftest.assert_group_serves), every engine container of the stack's revision, which
+    is new when old_revision is given."""
+    outputs = assert_group_serves(pulumi, sim)
     if old_revision is not None:
         assert outputs["group_revision"] != old_revision
-    for node in ("head", "worker-1"):
-        containers = engine_containers(sim, node)
-        assert len(containers) == 1, (node, containers)
-        assert containers[0]["State"] == "running", (node, containers)
-        assert f"{REVISION_LABEL}={outputs['group_revision']}" in containers[0]["Labels"], (node, containers)
-        manifest = sim.node_exec(node, "cat", f"{MODEL_PATH}/.spark-llm-manifest.json").stdout
-        assert json.loads(manifest)["digest"] == outputs["weights_manifest_digest"], node
-    assert sim.started_at("worker-1") < sim.started_at("head")
-    assert complete(outputs)["usage"]["completion_tokens"] == 4
+    for node in NODES:
+        labels = sim.node_exec(node, "docker", "inspect", "-f", "{{json .Config.Labels}}", "spark-llm-engine").stdout
+        assert json.loads(labels)[REVISION_LABEL] == outputs["group_revision"], node
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.conftest import Pulumi, SimCluster, complete
+from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves
 
 LOCKED = "the stack is currently locked by 1 lock(s)"
 # Each rank sleeps this long before forming the group: the first operator's `up` stays busy long enough.
@@ -96,15 +96,14 @@ def second_up_is_refused_then_retried(
         for node in ("head", "worker-1"):
             env = engine_env(sim_cluster, node)
             assert "SPARK_LLM_OPERATOR=one" in env and "SPARK_LLM_OPERATOR=two" not in env, env
-            assert engine_containers(sim_cluster, node) == ["spark-llm-engine running"]
-        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+        assert_group_serves(deployed, sim_cluster)
 
         # Recovery: the second operator waits for the first, then retries.
         retried = time.monotonic()
         two.up()
         retry_took = time.monotonic() - retried
         assert "SPARK_LLM_OPERATOR=two" in engine_env(sim_cluster, "head")
-        assert complete(two.outputs())["usage"]["completion_tokens"] == 4
+        assert_group_serves(two, sim_cluster)
         return TwoOperators(refused_after, first_took, retry_took, refused_output=text)
     finally:
         deployed.reset_config()
