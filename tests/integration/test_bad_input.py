@@ -63,7 +63,7 @@ def test_broken_config_fails_preview_naming_the_key(pulumi, sim_cluster, deploye
     if "error: validating stack config:" in output:
         # Pulumi.yaml declares each top-level key's type: Pulumi itself refuses a wrong shape before the
         # program runs, naming that top-level key (`spark-llm:nodes must be of type 'array<object>'`).
-        assert f"configuration key '{key.split('.')[0].split('[')[0]}'" in output, output
+        assert f"'{key.split('.')[0].split('[')[0]}'" in output, output
     else:
         assert key in output, output
     assert "[head]" not in output and "[worker-1]" not in output  # no script ran on a node
