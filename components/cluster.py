@@ -11,9 +11,11 @@ from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
+from components.state_identity import state_identity
 from spark_llm import drift, node_files
 from spark_llm import weights as weights_plan
 from spark_llm.connection import command_connection, docker_provider
+from spark_llm.engine_spec import LABEL_REVISION
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
 
@@ -25,6 +27,32 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     return lambda node: (
         node_files.probe(node_files.launch_files(plan, node)) + weights_plan.render_probe(plan.config, node, tool)
     )
+
+
+def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object) -> str:
+    """The group's generation label (spark_llm.drift), and what preview says of the group.
+
+    `state_id`: this state's id, or pulumi's UNKNOWN in the preview of a state that never deployed.
+    """
+    own = state_id if isinstance(state_id, str) and state_id else None
+    others = drift.engines_of_other_states(observations, own)
+    for node in others:
+        engine = (observations or {})[node].engine
+        pulumi.log.warn(
+            f"{node} runs a spark-llm engine that this state did not start (container {engine.container_id[:12]},"
+            f" {plan.container}, started {engine.started_at[:19]}, revision"
+            f" {engine.labels.get(LABEL_REVISION, '?')}): another checkout's or a lost state's deployment of this"
+            " stack. `pulumi up` stops it and starts this state's group in its place."
+        )
+    generation, why = drift.group_generation(observations, [(n.name, n.role) for n in plan.nodes], others)
+    seen = list((observations or {}).values())
+    if any(o.error for o in seen):
+        pass  # spark_llm.stack already named each node it could not read
+    elif why and seen and all(o.engine.status == "absent" for o in seen):
+        pulumi.log.info("engine group: no engine container on any node; `pulumi up` starts the group, workers first")
+    elif why and not others:  # (the engines of other states were named above)
+        pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")
+    return generation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,14 +84,11 @@ class SparkCluster(pulumi.ComponentResource):
             n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, pulumi.ResourceOptions(parent=self))
             for n in plan.nodes
         }
-        generation, why = drift.group_generation(args.observations, [(n.name, n.role) for n in plan.nodes])
-        seen = list((args.observations or {}).values())
-        if any(o.error for o in seen):
-            pass  # spark_llm.stack already named each node it could not read
-        elif why and seen and all(o.engine.status == "absent" for o in seen):
-            pulumi.log.info("engine group: not running on any node yet; `pulumi up` starts it, workers first")
-        elif why:
-            pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")
+        # Which engines this state started: its own id, and each node's owner record (spark_llm.drift).
+        identity = state_identity(f"{name}-state", pulumi.ResourceOptions(parent=self))
+        generation = identity.stdout.apply(
+            lambda state_id: _group_generation(plan, args.observations, state_id), run_with_unknowns=True
+        )
         observed = args.observations
         scripts = LaunchScripts(
             f"{name}-scripts",
@@ -97,6 +122,7 @@ class SparkCluster(pulumi.ComponentResource):
                 # (its own RemoteImage's ID is unknown until it is read again).
                 image_ids={n.name: image.image_id for n in plan.nodes},
                 generation=generation,
+                state_id=identity.stdout,
                 # Prerequisites of every container.
                 after=[scripts, image, weights],
                 restart_on=restart_on,

@@ -32,6 +32,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from spark_llm.commands import NodeCommand, discarding_stdin
+from spark_llm.drift import OWNER_STEP, record_token_script
 from spark_llm.engine_spec import ContainerSpec, container_spec
 from spark_llm.plan import DeploymentPlan, NodePlan
 
@@ -46,8 +47,10 @@ class EngineGroupArgs:
     """Each node's pulumi-command connection."""
     image_ids: dict[str, pulumi.Input[str]]
     """The image ID each node's container runs."""
-    generation: str
+    generation: pulumi.Input[str]
     """The group's generation (spark_llm.drift.group_generation): new when a member must be restarted."""
+    state_id: pulumi.Input[str] = ""
+    """This state's identity (components.state_identity), recorded on each node as its engine's owner."""
     after: list[pulumi.Resource] = field(default_factory=list)
     """Resources every container waits for (scripts, image, weights)."""
     restart_on: dict[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -106,14 +109,23 @@ def _container(
     )
 
 
-def _watch(name: str, node: NodePlan, connection: command.remote.ConnectionArgs, container: docker.Container, opts):
-    return NodeCommand(
-        name,
-        connection=connection,
-        script=f"{node.script_path} watch {shlex.quote(node.name)}\n",
-        triggers=[container.id],
-        opts=opts,
+def _watch(
+    name: str,
+    node: NodePlan,
+    connection: command.remote.ConnectionArgs,
+    container: docker.Container,
+    state_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> NodeCommand:
+    """Records which state started the container (before watching: it did, whether or not it survives its start),
+    then fails with its log lines if it stops within the startup grace."""
+    script = pulumi.Output.all(pulumi.Output.from_input(state_id), container.id).apply(
+        lambda ids: (
+            record_token_script(node.remote_dir, OWNER_STEP, ids[0] or "unknown", ids[1])
+            + f"{node.script_path} watch {shlex.quote(node.name)}\n"
+        )
     )
+    return NodeCommand(name, connection=connection, script=script, triggers=[container.id], opts=opts)
 
 
 class EngineGroup(pulumi.ComponentResource):
@@ -168,6 +180,7 @@ class EngineGroup(pulumi.ComponentResource):
                 node,
                 args.connections[node.name],
                 container,
+                args.state_id,
                 pulumi.ResourceOptions(parent=self, depends_on=[container]),
             )
             return container, watch

@@ -46,14 +46,13 @@ class LaunchScripts(pulumi.ComponentResource):
             observation = (args.observations or {}).get(node.name)
             live = node_files.live_value(observation.facts, path) if observation else None
             value, why = step_token(observation, node_files.drift_step(path), live)
-            if why and not first_run(observation, node_files.drift_step(path)):
-                state = (
-                    "removed"
-                    if live is None
-                    else "replaced by a directory"
-                    if live == node_files.DIRECTORY
-                    else "edited"
-                )
+            if live in (node_files.DIRECTORY, node_files.NONEMPTY_DIRECTORY):
+                # Named whatever the records say: docker made it when a container started before the file was
+                # there (the other state's `destroy` removed file and records alike), and every later container
+                # mounts it.
+                pulumi.log.warn(node_files.directory_warning(node.name, path, live))
+            elif why and not first_run(observation, node_files.drift_step(path)):
+                state = "removed" if live is None else "edited"
                 pulumi.log.warn(f"drift: {path} on {node.name} was {state} since `pulumi up`; `up` writes it again")
             return value
 

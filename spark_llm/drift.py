@@ -5,9 +5,13 @@ pulumi-command re-runs a step only when its triggers change, and reads nothing b
 engine containers, in their labels), and records it on the node when it succeeds, with the value it established
 (`TOKEN VALUE`: an image ID, a manifest digest). At the next program run:
 - the node still has that value: the token is the recorded one, unchanged, so nothing runs;
-- it does not (removed, changed, never recorded): the token is `repair-<digest of what was seen>`, new, so
-  Pulumi replaces the step (preview shows it), and the step records that token once it has repaired the node.
-The node remembers the token, so a repair is followed by a no-op, not by another run.
+- it does not (removed, changed, never recorded): the token is `repair-<digest of what was seen and of this
+  program run>`, new, so Pulumi replaces the step (preview shows it), and the step records that token once it has
+  repaired the node.
+The node remembers the token, so a repair is followed by a no-op, not by another run. A repair token is new at
+every program run (NodeObservation.run): a node that lost its records (another state's `pulumi destroy` on the
+same nodes, a state restored from a backup) must never compute the very token this state saved when it first
+deployed there, or `up` would call a node that has nothing "unchanged".
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ REPAIR_PREFIX = "repair-"
 UNOBSERVED = "unobserved"
 
 
-def _repair(why: str) -> str:
-    return REPAIR_PREFIX + hashlib.sha256(why.encode()).hexdigest()[:12]
+# The step that records which state started a node's engine container: `STATE_ID CONTAINER_ID` (the watch step
+# writes it once the container is created; spark_llm.stack names engines another state started).
+OWNER_STEP = "engine-owner"
+
+
+def _repair(why: str, run: str) -> str:
+    return REPAIR_PREFIX + hashlib.sha256(f"{why}\0{run}".encode()).hexdigest()[:12]
 
 
 def step_token(observation: NodeObservation | None, step: str, live: str | None) -> tuple[str, str | None]:
@@ -36,7 +45,7 @@ def step_token(observation: NodeObservation | None, step: str, live: str | None)
     if observation is None:
         return UNOBSERVED, None
     if observation.error is not None:
-        return _repair(f"{observation.node} could not be read: {observation.error}"), None
+        return _repair(f"{observation.node} could not be read: {observation.error}", observation.run), None
     recorded = observation.tokens.get(step, "")
     token, _, value = recorded.partition(" ")
     if not token:
@@ -47,7 +56,7 @@ def step_token(observation: NodeObservation | None, step: str, live: str | None)
         why = f"{step} on {observation.node}: now {live}, was {value}"
     else:
         return token, None
-    return _repair(f"{why} [{recorded}]"), why
+    return _repair(f"{why} [{recorded}]", observation.run), why
 
 
 def record_token_script(remote_dir: str, step: str, token: str, value_expr: str) -> str:
@@ -62,18 +71,21 @@ def record_token_script(remote_dir: str, step: str, token: str, value_expr: str)
 
 
 def group_generation(
-    observations: dict[str, NodeObservation] | None, members: list[tuple[str, str]]
+    observations: dict[str, NodeObservation] | None,
+    members: list[tuple[str, str]],
+    others: list[str] | tuple[str, ...] = (),
 ) -> tuple[str, str | None]:
     """The engine group's generation label, and why it is new (None: every member runs as `pulumi up` left it).
 
     `members`: (node, role) in rank order. The group is whole when every member's container runs, all carry the
     same generation label, and no worker started after the head (a worker restarted by hand rejoins nothing: the
     engines' process group died with it). Otherwise the generation is new and every container is replaced, in
-    order: head stopped, workers stopped, workers started, head started.
+    order: head stopped, workers stopped, workers started, head started. `others`: nodes whose running engine
+    another state of this stack started (`engines_of_other_states`): this state's containers are gone there.
     """
     if observations is None:
         return UNOBSERVED, None
-    problems = []
+    problems = [f"{node}'s engine was started by another state of this stack" for node in others]
     generations = set()
     head_started = next((observations[n].engine.started_at for n, r in members if r == "head"), "")
     for node, role in members:
@@ -93,7 +105,8 @@ def group_generation(
     if not problems:
         problems.append("the members' containers belong to different rollouts")
     why = "; ".join(problems)
-    return _repair(why + repr(sorted(generations))), why
+    run = next((o.run for o in observations.values()), "")
+    return _repair(why + repr(sorted(generations)), run), why
 
 
 def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[str]:
@@ -106,6 +119,26 @@ def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[
         for o in observations.values()
         if o.engine.status != "absent" and LABEL_GENERATION not in o.engine.labels and o.error is None
     ]
+
+
+def engines_of_other_states(observations: dict[str, NodeObservation] | None, state_id: str | None) -> list[str]:
+    """Nodes running a spark-llm engine (generation label) that this state did not start.
+
+    `state_id`: this state's identity (components.state_identity), None while it has none yet (a state that never
+    deployed: every engine running there is another state's). A known state claims an engine unless the node's
+    owner record (OWNER_STEP) names that very container and another state; an engine with no record (started by a
+    spark-llm before owners were recorded) is left to the generation check.
+    """
+    if observations is None:
+        return []
+    others = []
+    for o in observations.values():
+        if o.error is not None or not o.engine.running or LABEL_GENERATION not in o.engine.labels:
+            continue
+        owner, _, container = o.tokens.get(OWNER_STEP, "").partition(" ")
+        if state_id is None or (container.strip() == o.engine.container_id and owner not in ("", state_id)):
+            others.append(o.node)
+    return others
 
 
 def first_run(observation: NodeObservation | None, step: str) -> bool:

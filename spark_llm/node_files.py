@@ -15,9 +15,12 @@ import shlex
 from spark_llm.observe import TOKENS_DIR
 from spark_llm.plan import DeploymentPlan, NodePlan
 
-# Probe section prefix: `file:PATH<TAB>SHA256` (or `directory` when a directory stands at PATH).
+# Probe section prefix: `file:PATH<TAB>SHA256` (or `directory` when an empty directory stands at PATH, as docker
+# leaves one when a container starts before its bind-mounted file exists; `directory-not-empty` for one that holds
+# anything, which spark-llm never removes).
 PROBE_PREFIX = "file:"
 DIRECTORY = "directory"
+NONEMPTY_DIRECTORY = "directory-not-empty"
 
 
 def sha256_text(text: str) -> str:
@@ -65,18 +68,32 @@ def file_script(path: str, content: str, mode: str, record: str = "") -> str:
 
 def remove_file_command(path: str, remote_dir: str | None = None) -> str:
     """The delete of a file step: short, so the file goes with its resource (replace, destroy), and with it the
-    token its step recorded under `remote_dir` (when given)."""
-    paths = [path] + ([f"{remote_dir}/{TOKENS_DIR}/{drift_step(path)}"] if remote_dir else [])
-    return "rm -f " + " ".join(shlex.quote(p) for p in paths)
+    token its step recorded under `remote_dir` (when given).
+
+    A directory at `path` (docker made it; see `file_script`) never fails the delete: an empty one goes, one that
+    holds anything stays and is named on stderr (`pulumi destroy` must finish whatever stands there).
+    """
+    quoted = shlex.quote(path)
+    token = [shlex.quote(f"{remote_dir}/{TOKENS_DIR}/{drift_step(path)}")] if remote_dir else []
+    kept = shlex.quote(f"spark-llm: left {path} in place: it is a directory that is not empty")
+    return f"if [ -d {quoted} ]; then rmdir {quoted} 2>/dev/null || echo {kept} >&2; else rm -f {quoted}; fi" + (
+        f"; rm -f {' '.join(token)}" if token else ""
+    )
 
 
 def probe(paths: list[str]) -> str:
-    """Read-only probe sections: `file:PATH<TAB>SHA256` for each file present (`directory` for a directory)."""
+    """Read-only probe sections: `file:PATH<TAB>SHA256` for each file present (`directory`, `directory-not-empty`
+    for a directory)."""
     out = ""
     for path in paths:
         quoted = shlex.quote(path)
+        section = shlex.quote(PROBE_PREFIX + path)
         out += (
-            f"if [ -d {quoted} ]; then printf '%s\\t%s\\n' {shlex.quote(PROBE_PREFIX + path)} {DIRECTORY}\n"
+            # (Our own temp files, from an older spark-llm's `mv` into such a directory, do not count: file_script
+            # removes them.)
+            f'if [ -d {quoted} ] && [ -n "$(ls -A {quoted} 2>/dev/null | grep -v "^\\.spark-llm\\.")" ]; then'
+            f" printf '%s\\t%s\\n' {section} {NONEMPTY_DIRECTORY}\n"
+            f"elif [ -d {quoted} ]; then printf '%s\\t%s\\n' {section} {DIRECTORY}\n"
             f"elif [ -f {quoted} ]; then printf '%s\\t%s\\n' {shlex.quote(PROBE_PREFIX + path)}"
             f' "$(sha256sum < {quoted} | cut -d" " -f1)"; fi\n'
         )
@@ -94,3 +111,17 @@ def launch_files(plan: DeploymentPlan, node: NodePlan) -> list[str]:
 def live_value(facts: dict[str, str], path: str) -> str | None:
     """The sha256 of the file at `path` as the probe saw it (`directory`, or None when absent)."""
     return facts.get(PROBE_PREFIX + path)
+
+
+def directory_warning(node: str, path: str, live: str) -> str:
+    """What preview says of a directory standing where spark-llm writes a file on `node`."""
+    if live == NONEMPTY_DIRECTORY:
+        return (
+            f"{path} on {node} is a directory holding files, where spark-llm writes a file: `pulumi up` fails"
+            " there until it is moved away (spark-llm never deletes what it did not write); move it, then run"
+            " `pulumi up`."
+        )
+    return (
+        f"{path} on {node} is an empty directory, where spark-llm writes a file (docker makes one when a"
+        " container starts before its bind-mounted file exists): `pulumi up` removes it and writes the file."
+    )

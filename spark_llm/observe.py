@@ -13,6 +13,7 @@ each node gets one ssh connection (workers through the head's multiplexed connec
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +56,9 @@ class NodeObservation:
     """Step name -> `TOKEN VALUE`, what the step recorded when it last ran on this node (spark_llm.drift)."""
     facts: dict[str, str] = field(default_factory=dict)
     """Other sections a probe printed (`name<TAB>value`), e.g. the weights' live manifest digest."""
+    run: str = ""
+    """The program run that read the node (one random id a run): a repair's token is new at every run, so a node
+    that lost what a step left there can never read as the state's old token (spark_llm.drift)."""
 
     @property
     def reachable(self) -> bool:
@@ -95,8 +99,8 @@ def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
     )
 
 
-def parse_probe(node: str, output: str) -> NodeObservation:
-    """Pure: a node's probe output -> its observation."""
+def parse_probe(node: str, output: str, run: str = "") -> NodeObservation:
+    """Pure: a node's probe output -> its observation (`run`: the id of the program run that read it)."""
     engine = EngineState("absent")
     image = ""
     tokens: dict[str, str] = {}
@@ -105,7 +109,9 @@ def parse_probe(node: str, output: str) -> NodeObservation:
         section, _, value = line.partition("\t")
         if section == "docker":
             detail = value.strip() or "no answer"
-            return NodeObservation(node=node, error=f"its Docker engine does not answer: {detail}", docker_down=True)
+            return NodeObservation(
+                node=node, error=f"its Docker engine does not answer: {detail}", docker_down=True, run=run
+            )
         if section == "engine":
             data = json.loads(value)
             engine = EngineState(
@@ -122,18 +128,18 @@ def parse_probe(node: str, output: str) -> NodeObservation:
             tokens[name] = content.strip()
         elif section and value:
             facts[section] = value.strip()
-    return NodeObservation(node=node, engine=engine, image=image, tokens=tokens, facts=facts)
+    return NodeObservation(node=node, engine=engine, image=image, tokens=tokens, facts=facts, run=run)
 
 
-def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str) -> NodeObservation:
+def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) -> NodeObservation:
     try:
         out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
     except RemoteError as err:
         # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").
         lines = [line for line in str(err).splitlines() if line.strip()]
         detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
-        return NodeObservation(node=node.name, error=lines[0].removesuffix(" Last output:") + detail)
-    return parse_probe(node.name, out)
+        return NodeObservation(node=node.name, error=lines[0].removesuffix(" Last output:") + detail, run=run)
+    return parse_probe(node.name, out, run)
 
 
 def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
@@ -141,9 +147,10 @@ def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "
 
     `extra(node)`: more read-only probe bash for that node (see `probe_script`).
     """
-    head = _observe_node(plan, plan.head, extra(plan.head))
+    run = secrets.token_hex(8)
+    head = _observe_node(plan, plan.head, extra(plan.head), run)
     if not plan.workers:
         return {head.node: head}
     with ThreadPoolExecutor(max_workers=len(plan.workers)) as pool:
-        workers = list(pool.map(lambda n: _observe_node(plan, n, extra(n)), plan.workers))
+        workers = list(pool.map(lambda n: _observe_node(plan, n, extra(n), run), plan.workers))
     return {o.node: o for o in [head, *workers]}

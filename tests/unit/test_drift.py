@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm.drift import REPAIR_PREFIX, UNOBSERVED, foreign_containers, group_generation, step_token
+from spark_llm.drift import (
+    OWNER_STEP,
+    REPAIR_PREFIX,
+    UNOBSERVED,
+    engines_of_other_states,
+    foreign_containers,
+    group_generation,
+    step_token,
+)
 from spark_llm.observe import EngineState, NodeObservation, parse_probe
 
 GEN = "repair-0123456789ab"
@@ -41,7 +49,7 @@ def test_a_broken_group_gets_a_new_generation_and_says_why(change, why):
     generation, reason = group_generation(group(**change), MEMBERS)
     assert generation.startswith(REPAIR_PREFIX) and generation != GEN
     assert reason is not None and why in reason
-    # The same facts give the same generation: preview and up agree.
+    # The same facts in one program run give the same generation (one run declares it once per container).
     assert group_generation(group(**change), MEMBERS)[0] == generation
 
 
@@ -163,3 +171,65 @@ def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, r
     message = str(raised.value)
     assert message.startswith("spark-2 cannot be read now: its Docker engine does not answer")
     assert "sudo systemctl start docker" in message and "Nothing was run on any node" in message
+
+
+def absent_everywhere(run: str) -> dict[str, NodeObservation]:
+    return {n: NodeObservation(node=n, run=run) for n, _ in MEMBERS}
+
+
+def test_a_group_gone_again_gets_a_generation_its_first_deployment_never_had():
+    # Regression: state B deployed to empty nodes; state A took the nodes over, then destroyed everything. B's
+    # preview saw the very facts of its first deployment ("no engine container anywhere"), computed the very same
+    # generation, and called a cluster that runs nothing "unchanged".
+    first, again = (
+        group_generation(absent_everywhere("run-1"), MEMBERS),
+        group_generation(absent_everywhere("run-2"), MEMBERS),
+    )
+    assert first[0] != again[0] and again[1] is not None
+
+
+def test_a_step_whose_record_is_gone_again_gets_a_new_token():
+    # The same regression for a step: its record (and the file) deleted by another state's destroy.
+    first = step_token(NodeObservation(node="w1", run="run-1"), "image", None)
+    again = step_token(NodeObservation(node="w1", run="run-2"), "image", None)
+    assert first[0] != again[0] and again[0].startswith(REPAIR_PREFIX)
+
+
+def owned(state: str, container: str = "id") -> NodeObservation:
+    return NodeObservation(node="w1", engine=running("01"), tokens={OWNER_STEP: f"{state} {container}"})
+
+
+@pytest.mark.parametrize(
+    ("observation", "state_id", "other"),
+    [
+        (owned("mine"), "mine", False),
+        (owned("theirs"), "mine", True),
+        (owned("theirs", container="an-older-container"), "mine", False),  # the record is of another container
+        (NodeObservation(node="w1", engine=running("01")), "mine", False),  # no record: before owners were kept
+        (NodeObservation(node="w1", engine=running("01")), None, True),  # this state never deployed
+        (owned("theirs"), None, True),
+        (
+            NodeObservation(node="w1", engine=EngineState("exited", 1, "id", labels={"spark-llm.generation": GEN})),
+            None,
+            False,
+        ),
+        (NodeObservation(node="w1", engine=EngineState("running", labels={"maintainer": "x"})), None, False),
+    ],
+    ids=[
+        "mine",
+        "another-state",
+        "stale-record",
+        "no-record",
+        "fresh-state",
+        "fresh-state-recorded",
+        "exited",
+        "by-hand",
+    ],
+)
+def test_engines_another_state_started_are_told_from_this_states(observation, state_id, other):
+    assert engines_of_other_states({"w1": observation}, state_id) == (["w1"] if other else [])
+
+
+def test_an_engine_of_another_state_makes_a_new_generation_and_says_so():
+    generation, why = group_generation(group(), MEMBERS, others=["w1"])
+    assert generation != GEN and "w1's engine was started by another state of this stack" in (why or "")

@@ -84,3 +84,23 @@ def test_delete_removes_the_file_and_its_token(tmp_path):
     assert token.exists()
     assert bash(node_files.remove_file_command(str(path), str(tmp_path))).returncode == 0
     assert not path.exists() and not token.exists()
+
+
+def test_a_directory_holding_files_is_probed_as_such(tmp_path):
+    path = tmp_path / "launch.sh"
+    path.mkdir()
+    (path / "notes.txt").write_text("keep me\n")
+    assert node_files.live_value(observed(tmp_path, path).facts, str(path)) == node_files.NONEMPTY_DIRECTORY
+
+
+def test_delete_never_fails_on_a_directory_and_keeps_one_that_holds_files(tmp_path):
+    empty, full = tmp_path / "launch.sh", tmp_path / "engine.env"
+    empty.mkdir()
+    full.mkdir()
+    (full / "notes.txt").write_text("keep me\n")
+    for path in (empty, full):
+        result = bash(node_files.remove_file_command(str(path), str(tmp_path)))
+        assert result.returncode == 0, result.stderr
+    assert not empty.exists()
+    assert (full / "notes.txt").read_text() == "keep me\n"
+    assert f"left {full} in place" in bash(node_files.remove_file_command(str(full))).stderr

@@ -123,12 +123,13 @@ def test_script_is_byte_identical_on_every_node_and_env_file_is_secret(registere
     s2 = _inputs(registered["spark-scripts-spark-2-script"])
     assert s1["stdin"] == s2["stdin"] and "chmod 0755" in s1["stdin"]
     assert s1["create"] == run_stdin_script() and s1["delete"].endswith(
-        "; rm -f /home/aurora/spark-llm/launch.sh /home/aurora/spark-llm/state/file-home_aurora_spark-llm_launch.sh"
+        "else rm -f /home/aurora/spark-llm/launch.sh; fi;"
+        " rm -f /home/aurora/spark-llm/state/file-home_aurora_spark-llm_launch.sh"
     )
     env = registered["spark-scripts-spark-2-env"]
     assert _is_secret(_inputs(env)["stdin"]), "env file content must be a secret"
     assert _is_secret(_inputs(env)["triggers"][0])  # its digest too
-    assert "; rm -f /home/aurora/spark-llm/engine.env " in _inputs(env)["delete"]  # and its drift token
+    assert "else rm -f /home/aurora/spark-llm/engine.env; fi; rm -f " in _inputs(env)["delete"]  # and its drift token
     # Same path: the old file is removed before the new one is written, never after.
     assert env.deleteBeforeReplace and registered["spark-scripts-spark-1-script"].deleteBeforeReplace
 
@@ -356,7 +357,7 @@ def test_hf_token_reaches_the_head_as_a_secret_0600_file(monkeypatch):
     raw["hfToken"] = "hf_secretsecret"
     registered = _register(monkeypatch, raw, secrets=("hfToken",))
     token = _inputs(registered["spark-weights-spark-1-hf-token"])
-    assert _is_secret(token["stdin"]) and token["delete"].endswith("; rm -f /home/aurora/spark-llm/hf.env")
+    assert _is_secret(token["stdin"]) and token["delete"].endswith("else rm -f /home/aurora/spark-llm/hf.env; fi")
     obtain = registered["spark-weights-spark-1"]
     assert "hf_secretsecret" not in json.dumps(_inputs(obtain))
     assert any(d.endswith("::spark-weights-spark-1-hf-token") for d in obtain.dependencies)
@@ -369,7 +370,7 @@ def test_api_key_reaches_only_the_head_as_a_secret_0600_file_and_never_a_command
     raw["apiKey"] = "sk-spark-0123456789abcdef"
     registered = _register(monkeypatch, raw, secrets=("apiKey",))
     key_file = _inputs(registered["spark-scripts-spark-1-api-key"])
-    assert "; rm -f /home/aurora/spark-llm/api-key.yaml " in key_file["delete"]  # and its drift token
+    assert "else rm -f /home/aurora/spark-llm/api-key.yaml; fi; rm -f " in key_file["delete"]  # and its drift token
     assert _is_secret(key_file["stdin"]) and _is_secret(key_file["triggers"][0])
     assert "spark-scripts-spark-2-api-key" not in registered  # the worker serves no API
     # The head's command line carries the file's path, never the key.
