@@ -36,6 +36,11 @@ def main() -> int:
         help="an earlier result file: its medians are written beside this run's, with the ratio",
     )
     args = ap.parse_args()
+    # Resolved and checked before anything is measured: a bad path must not cost the run (a relative path used to
+    # crash in `relative_to` after every measurement was taken).
+    args.compare = args.compare.resolve() if args.compare else None
+    if args.compare and not args.compare.is_file():
+        ap.error(f"--compare {args.compare}: no such result file")
 
     sim_up(args.workers)
 
@@ -81,10 +86,10 @@ def main() -> int:
         "worker_crash_to_up_failure": summary(crash_s),
     }
     keys = ("preview", "noop_up", "script_edit_rollout", "worker_crash_to_up_failure")
-    if args.compare and args.compare.exists():
+    if args.compare:
         earlier = json.loads(args.compare.read_text())
         result["compared_with"] = {
-            "file": str(args.compare.relative_to(REPO)),
+            "file": str(args.compare.relative_to(REPO) if args.compare.is_relative_to(REPO) else args.compare),
             **{
                 k: {
                     "earlier_median_s": earlier[k]["median_s"],
