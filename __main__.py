@@ -28,3 +28,6 @@ pulumi.export("script_sha256", cluster.script_sha256)
 pulumi.export("container_ids", cluster.container_ids)
 pulumi.export("image_id", cluster.image_id)
 pulumi.export("weights_manifest_digest", cluster.weights_manifest_digest)
+# Which state started the engines on the nodes (components.state_identity): `spark-llm status` compares it with
+# each node's owner record.
+pulumi.export("state_id", cluster.state_id)

@@ -74,6 +74,7 @@ class SparkCluster(pulumi.ComponentResource):
     container_ids: pulumi.Output[dict]
     image_id: pulumi.Output[str]
     weights_manifest_digest: pulumi.Output[str]
+    state_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
@@ -135,6 +136,7 @@ class SparkCluster(pulumi.ComponentResource):
         self.container_ids = group.container_ids
         self.image_id = image.image_id
         self.weights_manifest_digest = weights.manifest_digest
+        self.state_id = identity.stdout
         self.register_outputs(
             {
                 "endpoint": self.endpoint,
@@ -143,5 +145,6 @@ class SparkCluster(pulumi.ComponentResource):
                 "container_ids": self.container_ids,
                 "image_id": self.image_id,
                 "weights_manifest_digest": self.weights_manifest_digest,
+                "state_id": self.state_id,
             }
         )

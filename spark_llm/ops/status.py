@@ -22,9 +22,11 @@ from datetime import datetime
 from rich.table import Table
 from rich.text import Text
 
+from spark_llm.drift import OWNER_STEP
+from spark_llm.observe import TOKENS_DIR
 from spark_llm.ops import render
 from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
-from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.plan import DeploymentPlan, NodePlan
 
 # docker inspect fields, `|`-separated (none of them can hold a `|`).
@@ -54,6 +56,9 @@ class NodeStatus:
     oom_killed: bool = False
     uptime_s: float | None = None
     error: str = ""
+    owner: str = ""
+    """The state that started this container, from the node's owner record (spark_llm.drift.OWNER_STEP); empty
+    when the record names another container or is missing."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         SECTION_FUNCTION,
         f"capture inspect docker inspect --format {quote(INSPECT_FORMAT)} {quote(plan.container)}",
         "capture now date -u +%s.%N",
+        f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
     ]
     if node.role == "head":
         # The API key goes to curl through a file descriptor, never onto a command line.
@@ -117,6 +123,9 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     fields = inspect.first_line.split("|")
     fields += [""] * (7 - len(fields))
     state, code, started, finished, revision, container_id, oom = fields[:7]
+    owner_section = sections.get("owner")
+    owner_line = owner_section.first_line if owner_section and owner_section.ok else ""
+    owner_state, _, owner_container = owner_line.partition(" ")
     now_section = sections.get("now")
     now = float(now_section.first_line) if now_section and now_section.ok else None
     started_s = parse_time(started)
@@ -133,6 +142,7 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
         container_id=container_id[:12],
         oom_killed=oom == "true",
         uptime_s=uptime,
+        owner=owner_state if owner_container.strip() == container_id and container_id else "",
     )
 
 
@@ -194,8 +204,12 @@ def restart_order(plan: DeploymentPlan) -> str:
     )
 
 
-def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus]) -> list[str]:
-    """Pure: every way the group differs from what the config gives now, one phrase each."""
+def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[str]:
+    """Pure: every way the group differs from what the config gives now, one phrase each.
+
+    `state_id`: this stack's state (its `state_id` output); an engine whose owner record names another state is
+    another checkout's (or a lost state's) deployment, which `pulumi up` replaces.
+    """
     out = []
     head = next(s for s in statuses if s.node == plan.head.name)
     for s in statuses:
@@ -210,6 +224,8 @@ def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus]) -> list[st
             out.append(f"{s.node} runs revision {s.revision or '(none)'}, the config gives {plan.group_revision}")
         elif s.node != head.node and head.state == "running" and _later(s.started_at, head.started_at):
             out.append(f"{s.node} restarted after the head, outside the group")
+        elif state_id and s.owner and s.owner != state_id:
+            out.append(f"{s.node}'s engine was started by another state of this stack")
     return out
 
 
@@ -218,9 +234,11 @@ def _later(a: str, b: str) -> bool:
     return ta is not None and tb is not None and ta > tb
 
 
-def verdict(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None) -> tuple[str, str]:
+def verdict(
+    plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None, state_id: str | None = None
+) -> tuple[str, str]:
     """Pure: ("in sync" | "drift" | "unhealthy" | "not deployed", one sentence on what `pulumi up` will do)."""
-    diffs = differences(plan, statuses)
+    diffs = differences(plan, statuses, state_id)
     problem = judge_group({s.node: launch_status_line(s) for s in statuses}, plan.head.name, plan.group_revision)
     if all(s.state == "absent" for s in statuses):
         order = ", ".join(f"{n} started" for n in plan.start_order)
@@ -289,6 +307,15 @@ def collect(plan: DeploymentPlan, timeout: float = 60) -> tuple[list[NodeStatus]
     return statuses, head_health(runs[0])
 
 
+def own_state_id(pulumi: PulumiCli) -> str | None:
+    """This stack's state id (its `state_id` output), None before its first `up` (or from an older spark-llm)."""
+    try:
+        value = json.loads(pulumi.capture("stack", "output", "--json")).get("state_id")
+    except (PulumiError, ValueError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per node (60)")
 
@@ -296,7 +323,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
     with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
         statuses, health = collect(plan, args.timeout)
-    state, sentence = verdict(plan, statuses, health)
+    state, sentence = verdict(plan, statuses, health, own_state_id(pulumi))
     if args.json:
         render.emit_json(
             {

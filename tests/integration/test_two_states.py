@@ -10,13 +10,16 @@ docker made directories in their place, and `up` and `destroy` both failed on th
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
-from conftest import Pulumi, SimCluster, assert_group_serves, sim_stack
+
+from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, run, sim_stack
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +42,11 @@ def engine_ids(sim: SimCluster) -> dict[str, str]:
         n["name"]: sim.node_exec(n["name"], "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout.strip()
         for n in sim.nodes()
     }
+
+
+def spark_llm_status(cli: Pulumi) -> dict:
+    argv = [sys.executable, "-m", "spark_llm.cli", "status", "--stack", "sim", "--config-file", str(cli.config_file)]
+    return json.loads(run([*argv, "--json"], env=cli.env, check=False).stdout)
 
 
 def changes(preview: str) -> dict[str, int]:
@@ -67,6 +75,9 @@ def test_a_state_sees_the_engines_another_state_started_and_a_full_start_after_t
     preview = b("preview").stdout
     assert "runs a spark-llm engine that this state did not start" in preview, preview
     assert changes(preview).get("to replace", 0) > 0, preview
+    # And `spark-llm status` agrees with that preview.
+    status = spark_llm_status(b)
+    assert status["state"] == "drift" and "started by another state of this stack" in status["summary"], status
 
     # A destroys everything on the nodes, the files and the records B's drift checks were judged from included.
     a("destroy", "--yes", "--skip-preview")

@@ -410,6 +410,28 @@ def test_status_in_sync_when_every_member_runs_the_revision_and_the_head_started
     assert status.verdict(p, s, status.Health(200, (p.model_name,)))[0] == "in sync"
 
 
+@pytest.mark.parametrize(
+    ("owner", "verdict"),
+    [
+        ("ours abcdef0123456789", "in sync"),
+        ("theirs abcdef0123456789", "drift"),
+        ("theirs an-older-container", "in sync"),  # the record is of a container that is gone
+    ],
+    ids=["ours", "another-state", "stale-record"],
+)
+def test_status_names_an_engine_another_state_of_the_stack_started(spark_plan, owner, verdict):
+    p = with_revision(spark_plan)
+    runs = [
+        node_run("spark-1", running("2026-11-30T10:00:05.5Z"), owner=(0, "ours abcdef0123456789")),
+        node_run("spark-2", running("2026-11-30T10:00:01Z"), owner=(0, owner)),
+    ]
+    s = [status.node_status(n, "spark-llm-engine", r) for n, r in zip(p.nodes, runs, strict=True)]
+    state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)), state_id="ours")
+    assert state == verdict
+    if verdict == "drift":
+        assert sentence.startswith("spark-2's engine was started by another state of this stack: `pulumi up` restarts")
+
+
 def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_plan):
     p = with_revision(spark_plan)
     exited = (0, f"exited|137|2026-11-30T10:00:01Z|2026-11-30T10:30:00Z|{REV}|abcdef012345|false")
