@@ -100,8 +100,12 @@ ensure_docker() {
   die "the docker engine did not answer 'docker info' within ${DOCKER_WAIT_SECONDS} s (see $DOCKERD_LOG)"
 }
 
-# Every Python package folder beside this script goes into the image (standin_engine, sglang, vllm), with the
-# flag catalogs (*.json) of standin_engine/catalogs.
+# The flag catalogs are the program's own (spark_llm/engine_catalogs, the one copy): the image gets them at
+# standin_engine/catalogs, where the stand-in's parsers read them.
+CATALOG_SOURCE="$REPO_DIR/spark_llm/engine_catalogs"
+CATALOG_TARGET="standin_engine/catalogs"
+
+# Every Python package folder beside this script goes into the image (standin_engine, sglang, vllm).
 image_files() {
   (cd "$ENGINE_DIR" && find . -mindepth 2 -path '*/__pycache__' -prune -o -type f \( -name '*.py' -o -name '*.json' \) \
     -print | sed 's|^\./||' | LC_ALL=C sort)
@@ -150,6 +154,8 @@ ROOTFS_TAR="$ROOTFS_DIR/$SUITE-$VARIANT-$ROOTFS_KEY.tar"
 
 mapfile -t IMAGE_FILES < <(image_files)
 [[ ${#IMAGE_FILES[@]} -gt 0 ]] || die "no Python packages found under $ENGINE_DIR"
+mapfile -t CATALOG_FILES < <(cd "$CATALOG_SOURCE" && find . -maxdepth 1 -name '*.json' -printf '%f\n' | LC_ALL=C sort)
+[[ ${#CATALOG_FILES[@]} -gt 0 ]] || die "no flag catalogs (*.json) in $CATALOG_SOURCE"
 RECIPE_HASH="$(
   {
     printf 'rootfs %s\n' "$ROOTFS_KEY"
@@ -158,6 +164,9 @@ RECIPE_HASH="$(
     printf 'ray-requirements '; sha256sum <"$RAY_REQUIREMENTS"
     for file in "${IMAGE_FILES[@]}"; do
       printf 'file %s ' "$file"; sha256sum <"$ENGINE_DIR/$file"
+    done
+    for file in "${CATALOG_FILES[@]}"; do
+      printf 'catalog %s ' "$file"; sha256sum <"$CATALOG_SOURCE/$file"
     done
   } | sha256sum | cut -c1-16
 )"
@@ -202,6 +211,9 @@ build_image() {
   find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
   for file in "${IMAGE_FILES[@]}"; do
     install -D -m 0644 "$ENGINE_DIR/$file" "$rootfs/opt/standin/$file"
+  done
+  for file in "${CATALOG_FILES[@]}"; do
+    install -D -m 0644 "$CATALOG_SOURCE/$file" "$rootfs/opt/standin/$CATALOG_TARGET/$file"
   done
   if [[ "$STANDIN_RAY" == 1 ]]; then
     ensure_ray_site

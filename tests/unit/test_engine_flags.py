@@ -6,6 +6,10 @@ The table of refused flags is tests/unit/test_engine_flag_verdicts.py; here, fla
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -62,11 +66,32 @@ def test_catalogs_are_packaged_with_the_module():
     assert len(list(CATALOGS.glob("*.json"))) == 6
 
 
-@pytest.mark.skipif(not SHARED_CATALOGS.is_dir(), reason="shared/engine-flags is not beside the checkout")
-def test_catalogs_are_byte_identical_to_the_shared_ones():
-    for shared in sorted(SHARED_CATALOGS.glob("*.json")):
-        ours = CATALOGS / shared.name
-        assert hashlib.sha256(ours.read_bytes()).digest() == hashlib.sha256(shared.read_bytes()).digest(), shared.name
+def test_each_catalog_is_the_shared_file_its_readme_row_records():
+    # The README's digests were taken from shared/engine-flags when the files were copied; this check needs no
+    # ../shared beside the checkout, so it runs in every clone.
+    rows = dict(re.findall(r"^\| `([^`]+\.json)` \| `([0-9a-f]{64})` \|$", (CATALOGS / "README.md").read_text(), re.M))
+    assert set(rows) == {p.name for p in CATALOGS.glob("*.json")}
+    for name, digest in rows.items():
+        assert hashlib.sha256((CATALOGS / name).read_bytes()).hexdigest() == digest, name
+    if SHARED_CATALOGS.is_dir():  # beside the shared tree (a developer's machine), the source itself too
+        for shared in SHARED_CATALOGS.glob("*.json"):
+            assert (CATALOGS / shared.name).read_bytes() == shared.read_bytes(), shared.name
+
+
+def test_the_standin_engine_reads_the_programs_own_catalogs():
+    # One copy: run from a checkout the stand-in reads the package's files, and its image gets the same ones.
+    engine_dir = ROOT / "sim" / "engine"
+    read = subprocess.run(
+        [sys.executable, "-c", "from standin_engine import catalog; print(catalog.CATALOG_DIR.resolve())"],
+        env={**os.environ, "PYTHONPATH": str(engine_dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert read.stdout.strip() == str(CATALOGS.resolve())
+    build = (ROOT / "sim" / "engine" / "build-image.sh").read_text()
+    assert 'CATALOG_SOURCE="$REPO_DIR/spark_llm/engine_catalogs"' in build
+    assert not (ROOT / "sim" / "engine" / "standin_engine" / "catalogs").exists()
 
 
 @pytest.mark.parametrize("target", [S5, S17, S23, V11, V16, V33], ids="-".join)

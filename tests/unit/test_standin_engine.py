@@ -502,17 +502,8 @@ print(json.dumps({{"registered": sorted(set(parser._option_string_actions) - {{"
     assert result.returncode == 0, result.stderr
     options = json.loads(result.stdout)
     assert options["registered"] == options["catalog"]
-    raw = json.loads((ENGINE_DIR / "standin_engine" / "catalogs" / f"{catalog}.json").read_text())
+    raw = json.loads((ENGINE_DIR.parents[1] / "spark_llm" / "engine_catalogs" / f"{catalog}.json").read_text())
     assert len(options["catalog"]) == raw["option_string_count"]
-
-
-def test_catalogs_are_byte_identical_copies_of_the_shared_ones() -> None:
-    shared = ENGINE_DIR.parents[2] / "shared" / "engine-flags"  # shared/ lies beside the work tree
-    if not shared.is_dir():
-        pytest.skip(f"{shared} is not on this machine")
-    for catalog in CATALOGS:
-        copy = ENGINE_DIR / "standin_engine" / "catalogs" / f"{catalog}.json"
-        assert copy.read_bytes() == (shared / f"{catalog}.json").read_bytes(), catalog
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The real engines' flag catalogs (catalogs/*.json, see catalogs/PROVENANCE.md), one per engine version."""
+"""The real engines' flag catalogs, one per engine version: the program's own copy (spark_llm/engine_catalogs, see
+its README.md), which build-image.sh puts beside this module in the image (catalogs/)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"
+# In the image: catalogs/ beside this module. From a checkout (unit tests run this code in place): the package's.
+_IN_IMAGE = Path(__file__).resolve().parent / "catalogs"
+CATALOG_DIR = _IN_IMAGE if _IN_IMAGE.is_dir() else Path(__file__).resolve().parents[3] / "spark_llm" / "engine_catalogs"
 ENGINE_VERSION_ENV = "SPARK_LLM_ENGINE_VERSION"
 ENGINES = ("sglang", "vllm")
 
