@@ -6,7 +6,7 @@ ENV := . tools/env.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help tools venv pulumi system-deps lint unit integration test demo sim-up sim-down docs clean
+.PHONY: help deploy-tools deploy-deps tools venv pulumi system-deps lint unit integration test demo sim-up sim-down docs clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,7 +26,15 @@ pulumi: ## the pinned Pulumi CLI, its Python language host and the command/docke
 	tools/build-pulumi.sh >/dev/null
 	$(ENV); tools/build-plugins.sh >/dev/null
 
-tools: system-deps venv pulumi ## everything the other targets need
+deploy-deps: ## check ssh, rsync and python3-venv are there (installs nothing: names the apt-get command)
+	tools/deploy-deps.sh
+
+# Deploying needs no root: the venv in this checkout, the CLI and plugins in your home. Order matters (make runs
+# prerequisites left to right): the check first, so a missing ssh stops before anything is installed.
+deploy-tools: deploy-deps venv pulumi ## what deploying needs, without root: venv, Pulumi CLI and plugins in your home
+	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
+
+tools: system-deps venv pulumi ## everything developing needs (as root: Debian packages for the sim and tests)
 	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
 
 lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
