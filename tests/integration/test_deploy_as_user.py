@@ -220,7 +220,7 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(dep
     assert f"at {user.home}/.pulumi/bin/pulumi" in out, out
     assert "system-deps" not in out and "apt-get" not in out, out
     assert not re.search(r"\bbuil(t|ding)\b", out), out
-    assert (user.clone / ".venv" / "bin" / "python").stat().st_uid == user.uid
+    assert (user.clone / ".venv" / ".installed").stat().st_uid == user.uid  # the venv is the clone's, the user's
 
     user.pulumi("stack", "init")
     try:
