@@ -99,31 +99,13 @@ class DeployUser:
         return self.run("bash", "-c", '. tools/env.sh && exec "$@"', "pulumi", *argv, timeout=timeout, check=check)
 
     def files_outside_home(self) -> list[str]:
-        """Every file on this machine's own filesystems that the user owns, outside its home: a process without
-        root creates files owned by itself, so this is everything it wrote elsewhere. (The sim nodes' disks under
-        /var/lib/docker are the deploy target, another mount, and written as the nodes' users.)"""
-        found = run(
-            [
-                "find",
-                "/",
-                "/dev/shm",
-                "-xdev",
-                "(",
-                "-path",
-                "/proc",
-                "-o",
-                "-path",
-                "/sys",
-                ")",
-                "-prune",
-                "-o",
-                "-user",
-                str(self.uid),
-                "-print",
-            ],
-            check=False,
-            timeout=300,
-        ).stdout.split("\n")
+        """Every file on this machine that the user owns, outside its home: a process without root creates files
+        owned by itself, so this is everything it wrote elsewhere. Not searched: /proc, /sys, and the sim nodes'
+        disks under /var/lib/docker (root's only, so the user cannot write there; they are the deploy target, and
+        rsync run by a node's root keeps the uploader's uid on the weights it receives)."""
+        pruned = ["-path", "/proc", "-o", "-path", "/sys", "-o", "-path", "/var/lib/docker"]
+        find = ["find", "/", "/dev/shm", "-xdev", "(", *pruned, ")", "-prune", "-o", "-user", str(self.uid), "-print"]
+        found = run(find, check=False, timeout=300).stdout.split("\n")
         return sorted(p for p in found if p and p != str(self.home) and not p.startswith(f"{self.home}/"))
 
     def processes(self) -> list[int]:
