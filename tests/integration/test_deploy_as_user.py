@@ -143,7 +143,9 @@ def _give_key_and_stack(user: DeployUser) -> None:
 
 
 def _remove(user: DeployUser) -> None:
-    """End what the user left running (ssh masters linger for ControlPersist), then the account and its files."""
+    """End what the user left running (ssh masters linger for ControlPersist), then the account, its home and its
+    entries in the temp dirs. Anything else it owns is left for the test's assertion to name: never deleted
+    blindly (deleting from under a running container's overlay once broke a sim node)."""
     deadline = time.monotonic() + 30
     while (pids := user.processes()) and time.monotonic() < deadline:
         for pid in pids:
@@ -153,14 +155,13 @@ def _remove(user: DeployUser) -> None:
                 pass
         time.sleep(0.2)  # poll interval of the bounded wait above, not a wait on a condition
     assert not user.processes(), f"{user.name}'s processes outlived SIGTERM for 30 s"
-    leftovers = user.files_outside_home()
+    temp = [Path(p) for p in user.files_outside_home() if p.startswith(TEMP_DIRS)]
     run(["userdel", "--remove", user.name], check=False)
-    for path in sorted(leftovers, key=len, reverse=True):  # deepest first
-        p = Path(path)
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
+    for path in sorted(temp, key=lambda p: len(p.parts), reverse=True):  # deepest first
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
         else:
-            p.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
 
 @pytest.fixture
