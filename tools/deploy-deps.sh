@@ -18,7 +18,8 @@ command -v rsync >/dev/null 2>&1 || missing+=(rsync)
 if ! command -v python3 >/dev/null 2>&1; then
   missing+=(python3 python3-venv)
 elif ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "deploy-deps: python3 is $(python3 -V 2>&1 | cut -d' ' -f2); the project needs Python >= 3.11 on PATH as python3" >&2
+  echo "deploy-deps: python3 is $(python3 -c 'import platform; print(platform.python_version())'); the project needs" \
+    "Python >= 3.11 on PATH as python3 (e.g. sudo apt-get install python3.11 python3.11-venv)" >&2
   exit 1
 elif ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   # Debian splits the venv module's pip bootstrap into its own package.

@@ -108,6 +108,11 @@ class DeployUser:
         found = run(find, check=False, timeout=300).stdout.split("\n")
         return sorted(p for p in found if p and p != str(self.home) and not p.startswith(f"{self.home}/"))
 
+    def temp_files(self) -> list[Path]:
+        """The user's entries in the temp dirs (a quick look, for the clean-up)."""
+        find = ["find", *TEMP_DIRS, "-xdev", "-user", str(self.uid), "-print"]
+        return [Path(p) for p in run(find, check=False, timeout=60).stdout.splitlines()]
+
     def processes(self) -> list[int]:
         found = run(["pgrep", "-u", str(self.uid)], check=False).stdout.split()
         return [int(pid) for pid in found]
@@ -155,7 +160,7 @@ def _remove(user: DeployUser) -> None:
                 pass
         time.sleep(0.2)  # poll interval of the bounded wait above, not a wait on a condition
     assert not user.processes(), f"{user.name}'s processes outlived SIGTERM for 30 s"
-    temp = [Path(p) for p in user.files_outside_home() if p.startswith(TEMP_DIRS)]
+    temp = user.temp_files()
     run(["userdel", "--remove", user.name], check=False)
     for path in sorted(temp, key=lambda p: len(p.parts), reverse=True):  # deepest first
         if path.is_dir() and not path.is_symlink():
@@ -184,7 +189,9 @@ def deploy_user(sim_cluster: SimCluster) -> Iterator[DeployUser]:
         _remove(user)
 
 
-def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(deploy_user: DeployUser):
+def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
+    deploy_user: DeployUser, sim_cluster: SimCluster
+):
     user = deploy_user
     # The user cannot have used root: its own uid and group only (no sudo, no docker group), no sudo that lets
     # it in, no access to the Docker engine's socket (root's equal) nor to root's home (root's toolchain).
@@ -217,9 +224,15 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(dep
         states = list((user.clone / ".pulumi-state").glob(".pulumi/stacks/**/sim.json"))
         assert states and all(s.stat().st_uid == user.uid for s in states), states
     finally:
+        started = time.monotonic()
         destroy = user.pulumi("destroy", "--yes", "--skip-preview", check=False)
+        destroy_seconds = time.monotonic() - started
     assert destroy.returncode == 0, destroy.stdout + destroy.stderr
-    print(f"make deploy-tools {tools_seconds:.1f} s, pulumi up {up_seconds:.1f} s")
+    # The session's sim is left as the other deploy tests leave it: no engine on any node.
+    for node in (n["name"] for n in sim_cluster.nodes()):
+        ps = sim_cluster.node_exec(node, "docker", "ps", "-aq", "--filter", "name=^spark-llm-engine$")
+        assert ps.stdout.strip() == "", node
+    print(f"make deploy-tools {tools_seconds:.1f} s, pulumi up {up_seconds:.1f} s, destroy {destroy_seconds:.1f} s")
 
     # Nothing the deploy path ran wrote outside the user's home (the clone is in it), except temp files.
     outside = user.files_outside_home()
