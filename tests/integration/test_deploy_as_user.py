@@ -123,7 +123,11 @@ def _give_official_tools(user: DeployUser) -> None:
     user's home as Pulumi's installer and `pulumi plugin install` do: ~/.pulumi/bin and ~/.pulumi/plugins."""
     cli = shutil.which("pulumi")
     assert cli, "no pulumi on PATH: run . tools/env.sh (make tools builds it)"
-    shutil.copytree(Path(cli).parent, user.home / ".pulumi" / "bin")
+    # Only Pulumi's files: an official CLI may sit in a directory shared with other programs (/usr/local/bin).
+    bin_dir = user.home / ".pulumi" / "bin"
+    bin_dir.mkdir(parents=True)
+    for program in Path(cli).parent.glob("pulumi*"):
+        shutil.copy2(program, bin_dir / program.name)
     pins = _pins()
     plugins = Path(os.environ.get("PULUMI_HOME", Path.home() / ".pulumi")) / "plugins"
     for name, version in (("command", pins["COMMAND_VERSION"]), ("docker", pins["DOCKER_VERSION"])):
