@@ -6,7 +6,8 @@ ENV := . tools/env.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deploy-tools deploy-deps tools venv pulumi system-deps lint unit integration test demo sim-up sim-down docs clean
+.PHONY: help deploy-tools deploy-deps tools venv pulumi system-deps lint unit integration test demo sim-up sim-down \
+  docs clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
