@@ -75,3 +75,18 @@ def test_make_deploy_tools_stops_at_the_missing_rsync_before_creating_the_venv(t
     assert result.returncode != 0
     assert "sudo apt-get install rsync" in result.stderr, result.stderr
     assert not venv.exists()
+
+
+def test_without_a_pulumi_cli_or_go_the_error_points_to_the_official_cli(tmp_path):
+    """tools/build-pulumi.sh (make deploy-tools' CLI step) on a workstation with neither: what to install."""
+    result = subprocess.run(
+        ["/bin/bash", str(REPO / "tools" / "build-pulumi.sh")],
+        env={"PATH": _path_with(tmp_path, "dirname"), "SPARK_LLM_CACHE": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "no pulumi >= v" in result.stderr and "Install the official Pulumi CLI" in result.stderr, result.stderr
+    assert "no root, into ~/.pulumi/bin" in result.stderr, result.stderr
+    assert not (tmp_path / "cache").exists()  # nothing was built or staged
