@@ -183,7 +183,8 @@ def deploy_user(sim_cluster: SimCluster) -> Iterator[DeployUser]:
     entry = pwd.getpwnam(name)
     user = DeployUser(name=name, uid=entry.pw_uid, gid=entry.pw_gid, home=Path(entry.pw_dir))
     try:
-        # Cloned by root and handed over: the checkout under test may sit where the user cannot read it.
+        # Cloned by root and handed over: the checkout under test may sit where the user cannot read it. No
+        # hardlinks: the chown below would otherwise reach the checkout's own object files.
         run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(user.clone)])
         run(["chown", "-R", f"{user.uid}:{user.gid}", str(user.clone)])
         _give_official_tools(user)
