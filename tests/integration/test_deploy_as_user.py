@@ -5,7 +5,7 @@ Pulumi CLI and its two plugins in their home (`~/.pulumi`, where Pulumi's instal
 put them) and their own ssh key (`~/.ssh/id_ed25519`, the default `sshKeyPath`) clones the repository, runs
 `make deploy-tools`, then `pulumi stack init sim` and `pulumi up --stack sim` on the checkout's own state backend.
 The endpoint serves a completion, `pulumi destroy` stops the engines, and nothing the user ran wrote outside their
-home and the clone except temporary files in /tmp.
+home and the clone except ssh's connection-sharing sockets in /tmp.
 
 The CLI and plugins are the ones this machine already has (built once by `make tools`; CI builds nothing twice):
 copied into the user's home as the official installer would lay them out. The clone is of this checkout's HEAD
@@ -35,8 +35,10 @@ from tests.integration.conftest import REPO, STACK_FILE, SimCluster, complete, r
 
 pytestmark = pytest.mark.integration
 
-# Where a process of an unprivileged user may leave files that are not theirs to keep: the temp dirs.
+# Where a process of an unprivileged user may leave files outside its home: the temp dirs (cleaned up after).
 TEMP_DIRS = ("/tmp/", "/var/tmp/", "/dev/shm/")
+# ssh's ControlPath directory and its sockets (spark_llm/ssh.py), in the temp dir.
+SSH_CONTROL = re.compile(r"/tmp/spark-llm-ssh-ctl-[^/]+(/[^/]+)?")
 # What the user's environment keeps from this one: how this machine reaches PyPI (a mirror, a proxy, a CA).
 PASSED_ENV = re.compile(r"PIP_\w+|(?i:https?_proxy|no_proxy)|REQUESTS_CA_BUNDLE|SSL_CERT_FILE")
 
@@ -239,7 +241,8 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
         assert ps.stdout.strip() == "", node
     print(f"make deploy-tools {tools_seconds:.1f} s, pulumi up {up_seconds:.1f} s, destroy {destroy_seconds:.1f} s")
 
-    # Nothing the deploy path ran wrote outside the user's home (the clone is in it), except temp files.
+    # Nothing the deploy path ran wrote outside the user's home (the clone is in it), except ssh's
+    # connection-sharing sockets in the temp dir (spark_llm/ssh.py).
     outside = user.files_outside_home()
     print("written outside the user's home:", outside)
-    assert [p for p in outside if not p.startswith(TEMP_DIRS)] == [], outside
+    assert [p for p in outside if not SSH_CONTROL.match(p)] == [], outside
