@@ -116,6 +116,7 @@ class DeployUser:
         return [Path(p) for p in run(find, check=False, timeout=60).stdout.splitlines()]
 
     def processes(self) -> list[int]:
+        """The user's running processes (ssh masters outlive a run by ControlPersist)."""
         found = run(["pgrep", "-u", str(self.uid)], check=False).stdout.split()
         return [int(pid) for pid in found]
 
