@@ -218,7 +218,9 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
     assert f"at {user.home}/.pulumi/bin/pulumi" in out, out
     assert "system-deps" not in out and "apt-get" not in out, out
     assert not re.search(r"\bbuil(t|ding)\b", out), out
-    assert (user.clone / ".venv" / ".installed").stat().st_uid == user.uid  # the venv is the clone's, the user's
+    # The clone's venv, the user's, with what the program needs only: no test or lint tools.
+    assert (user.clone / ".venv" / ".deploy-installed").stat().st_uid == user.uid
+    assert not any((user.clone / ".venv" / "bin" / tool).exists() for tool in ("pytest", "mypy", "ruff"))
 
     user.pulumi("stack", "init")
     try:
