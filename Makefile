@@ -6,7 +6,8 @@ ENV := . tools/env.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help tools venv pulumi system-deps lint unit integration test demo sim-up sim-down docs clean
+.PHONY: help deploy-tools deploy-deps deploy-venv tools venv pulumi system-deps lint unit integration test demo \
+  sim-up sim-down docs clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -14,19 +15,35 @@ help: ## list targets
 system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, debootstrap, curl, postgresql
 	tools/system-deps.sh
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+# Two stamps: deploying needs the first (the program's packages), developing both (plus pytest, ruff, mypy, ...).
+$(VENV)/.deploy-installed: requirements-deploy.txt pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-deploy.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-venv: $(VENV)/.installed ## the project venv with pinned Python packages
+$(VENV)/.installed: requirements.txt $(VENV)/.deploy-installed
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed ## the project venv with pinned Python packages (the developers' tools included)
+
+deploy-venv: $(VENV)/.deploy-installed ## the project venv with what deploying needs only (requirements-deploy.txt)
 
 pulumi: ## the pinned Pulumi CLI, its Python language host and the command/docker providers
 	tools/build-pulumi.sh >/dev/null
 	$(ENV); tools/build-plugins.sh >/dev/null
 
-tools: system-deps venv pulumi ## everything the other targets need
+deploy-deps: ## check ssh, rsync and python3-venv are there (installs nothing: names the apt-get command)
+	tools/deploy-deps.sh
+
+# Deploying needs no root: the venv in this checkout (the program's packages only: requirements-deploy.txt), the CLI
+# and plugins in your home. Order matters (make runs prerequisites left to right): the check first, so a missing
+# ssh stops before anything is installed.
+deploy-tools: deploy-deps deploy-venv pulumi ## what deploying needs, no root: venv, Pulumi CLI, plugins in your home
+	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
+
+tools: system-deps venv pulumi ## everything developing needs (as root: Debian packages for the sim and tests)
 	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
 
 lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date

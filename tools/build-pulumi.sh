@@ -41,7 +41,7 @@ if [ -x "$bin/pulumi" ] && [ -x "$bin/pulumi-language-python-exec" ] && [ -x "$b
   exit 0
 fi
 
-command -v go >/dev/null || die "Go is not installed; it is needed to build github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION"
+command -v go >/dev/null || die "no pulumi >= v$PULUMI_VERSION on PATH, and no Go to build one. Install the official Pulumi CLI (https://www.pulumi.com/docs/install/: no root, into ~/.pulumi/bin) and put it on PATH, or install Go >= 1.26 to build github.com/pulumi/pulumi/pkg/v3@v$PULUMI_VERSION here"
 export GOFLAGS=-mod=mod
 stage=$(mktemp -d "$cache/.stage.XXXXXX" 2>/dev/null || { mkdir -p "$cache" && mktemp -d "$cache/.stage.XXXXXX"; })
 trap 'rm -rf "$stage"' EXIT
