@@ -225,7 +225,17 @@ def link_cut(job: Job, arrived: int, total: int) -> CopyError:
 
 
 def rsync_options(job: Job) -> list[str]:
-    opts = ["-a", "--copy-links", "-I", f"--partial-dir={PARTIAL_DIR}", "--from0", "--files-from=-"]
+    # --no-owner/--no-group: the receiving node's user owns the files, whatever uid they had on the sender.
+    opts = [
+        "-a",
+        "--no-owner",
+        "--no-group",
+        "--copy-links",
+        "-I",
+        f"--partial-dir={PARTIAL_DIR}",
+        "--from0",
+        "--files-from=-",
+    ]
     opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L", f"--timeout={IO_TIMEOUT_SECONDS}"]
     if job.whole:
         opts.append("--whole-file")

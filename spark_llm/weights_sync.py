@@ -26,8 +26,12 @@ PROGRESS_SECONDS = 5
 BULK_CIPHER = "aes128-gcm@openssh.com"
 # -I: the manifest already decided these files differ, so rsync must not skip one on size+mtime. With
 # --partial-dir an interrupted file is kept aside and is the basis of the next attempt: only the rest is sent.
+# --no-owner/--no-group: the node's login user owns what lands (-a run as root there would keep the sender's
+# uid, and any account of the node with that uid could rewrite the weights).
 RSYNC_OPTIONS = (
     "-a",
+    "--no-owner",
+    "--no-group",
     "--copy-links",
     "-I",
     f"--partial-dir={PARTIAL_DIR}",

@@ -222,6 +222,10 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
     assert (user.clone / ".venv" / ".deploy-installed").stat().st_uid == user.uid
     assert not any((user.clone / ".venv" / "bin" / tool).exists() for tool in ("pytest", "mypy", "ruff"))
 
+    # The weights go up from this user's machine (the sim's stack uploads them): none on the nodes before.
+    model_path = yaml.safe_load(STACK_FILE.read_text())["config"]["spark-llm:model"]["path"]
+    for node in (n["name"] for n in sim_cluster.nodes()):
+        sim_cluster.node_exec(node, "rm", "-rf", model_path)
     user.pulumi("stack", "init")
     try:
         started = time.monotonic()
@@ -230,6 +234,13 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
         assert re.search(r"\d+ created", up.stdout), up.stdout
         outputs = json.loads(user.pulumi("stack", "output", "--json", "--show-secrets").stdout)
         assert complete(outputs)["usage"]["completion_tokens"] == 4
+        # The weights it uploaded belong to each node's login user (root here), not to the workstation's uid:
+        # another account of the node with that uid must not be able to rewrite them.
+        for node in (n["name"] for n in sim_cluster.nodes()):
+            foreign = sim_cluster.node_exec(
+                node, "find", model_path, "(", "!", "-uid", "0", "-o", "!", "-gid", "0", ")"
+            )
+            assert foreign.stdout == "", (node, foreign.stdout[:500])
         # Its own state backend: the checkout's, written by the user.
         states = list((user.clone / ".pulumi-state").glob(".pulumi/stacks/**/sim.json"))
         assert states and all(s.stat().st_uid == user.uid for s in states), states
