@@ -26,8 +26,8 @@ from spark_llm.config_base import (
     ConfigModel,
     Int,
     KeyedError,
-    KeyedErrors,
     Port,
+    SeveralKeyedError,
     closest,
 )
 from spark_llm.config_base import format_errors as _format_errors
@@ -328,7 +328,7 @@ class Engine(ConfigModel):
             elif "\n" in value or "\0" in value:
                 mistakes.append(KeyedError("must be one line: the env file holds one variable a line", (key,), "INFO"))
         if mistakes:
-            raise KeyedErrors(mistakes)
+            raise SeveralKeyedError(mistakes)
         return v
 
     @model_validator(mode="after")

@@ -39,7 +39,7 @@ class KeyedError(ValueError):
         self.show_example = show_example
 
 
-class KeyedErrors(ValueError):
+class SeveralKeyedError(ValueError):
     """Every mistake one check found (each bad entry of a map), reported together rather than the first alone."""
 
     def __init__(self, errors: list[KeyedError]) -> None:
@@ -177,7 +177,7 @@ def format_errors(root: type[BaseModel], err: ValidationError) -> str:
     for error in err.errors():
         loc = tuple(error["loc"])
         found = (error.get("ctx") or {}).get("error")
-        if isinstance(found, KeyedErrors):
+        if isinstance(found, SeveralKeyedError):
             lines += [_keyed_line(root, loc, keyed, str(keyed)) for keyed in found.errors]
             continue
         keyed = found if isinstance(found, KeyedError) else None
