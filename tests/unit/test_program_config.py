@@ -48,6 +48,8 @@ def test_a_bad_value_stops_the_program_naming_the_key_and_what_to_do(monkeypatch
     raw["nodes"][1]["via"] = raw["nodes"][1]["name"]
     with pytest.raises(stack.Refusal) as err:
         _register(monkeypatch, raw)
+    # The exit code Pulumi's language host reads as "message already shown": no "unhandled error" under it.
+    assert err.value.code == 32
     message = str(err.value)
     assert "spark-llm:nodes[1].via: spark-2 cannot be reached through itself" in message
     assert "Nothing was run on any node. Fix the key in Pulumi.dual-spark.yaml" in message
