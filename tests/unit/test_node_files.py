@@ -89,7 +89,7 @@ def test_delete_removes_the_file_and_its_token(tmp_path):
 TRICKY = [
     "#!/bin/bash\necho launch\n",
     "SPARK_LLM_EOF\nSPARK_LLM_EOF_\nthe heredoc's own delimiters, as lines\n",
-    'echo "$HOME" `id` $(touch /tmp/spark-llm-never) \\\n\'quoted\' \\\\ \t tab\n',
+    "echo \"$HOME\" `id` $(touch /tmp/spark-llm-never) \\\n'quoted' \\\\ \t tab\n",
     "no final newline",
     "trailing newlines\n\n\n",
     "",
