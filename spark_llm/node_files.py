@@ -64,6 +64,7 @@ def file_script(path: str, content: str, mode: str, record: str = "") -> str:
     """
     quoted = shlex.quote(path)
     digest = sha256_text(content)
+    payload = _write_payload(content)
     not_empty = (
         f"{path} is a directory that is not empty; spark-llm writes a file there. Move it away, then run"
         " `pulumi up` again."
@@ -77,7 +78,9 @@ def file_script(path: str, content: str, mode: str, record: str = "") -> str:
         f'dir=$(dirname {quoted}); mkdir -p "$dir"\n'
         'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
         "trap 'rm -f \"$tmp\"' EXIT\n"
-        f'chmod {mode} "$tmp"\n' + _write_payload(content) + f'mv -fT "$tmp" {quoted}\ntrap - EXIT\n'
+        f'chmod {mode} "$tmp"\n'
+        f"{payload}"
+        f'mv -fT "$tmp" {quoted}\ntrap - EXIT\n'
         f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
         f'[ "$got" = {digest} ] || {{ echo "{path}: wrote sha256 $got, expected'
         f' {digest}; is the disk full?" >&2; exit 1; }}\n'
