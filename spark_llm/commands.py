@@ -31,8 +31,12 @@ def run_stdin_script(env: str = "") -> str:
     Not `bash -s`: pulumi-command feeds stdin to every command (create, update, delete), and its ssh session
     fails with `EOF` when the remote command exits before all of stdin was sent (a short delete, a script that
     exits early). Reading stdin to the end first removes that race.
+
+    pulumi-command opens every failure with this line (`Process exited with status 1: running "..."`), before the
+    script's own lines: so it is short, says what it is, and has no `"` (which %q would print as `\\"`). `$f` needs
+    no quotes: mktemp's path (under $TMPDIR, else /tmp; sshd sets no TMPDIR) has no spaces.
     """
-    return f'f=$(mktemp) || exit 1; cat > "$f"; {env}bash "$f"; rc=$?; rm -f "$f"; exit $rc'
+    return f": spark-llm step, its script on stdin; f=$(mktemp) && cat >$f && {env}bash $f; r=$?; rm -f $f; exit $r"
 
 
 def discarding_stdin(command_line: str) -> str:

@@ -27,6 +27,7 @@ from spark_llm.config_base import (
     Int,
     KeyedError,
     Port,
+    SeveralKeyedError,
     closest,
 )
 from spark_llm.config_base import format_errors as _format_errors
@@ -317,11 +318,17 @@ class Engine(ConfigModel):
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        # Every bad entry at once: fixing one only to meet the next in another preview wastes a round.
+        mistakes = []
         for key, value in v.items():
             if not _ENV_NAME.match(key):
-                raise ValueError(f"{key!r} is not a valid environment variable name (letters, digits, '_')")
-            if "\n" in value or "\0" in value:
-                raise KeyedError("must be one line: the env file holds one variable a line", (key,), "INFO")
+                mistakes.append(
+                    KeyedError(f"{key!r} is not a valid environment variable name (letters, digits, '_')", ())
+                )
+            elif "\n" in value or "\0" in value:
+                mistakes.append(KeyedError("must be one line: the env file holds one variable a line", (key,), "INFO"))
+        if mistakes:
+            raise SeveralKeyedError(mistakes)
         return v
 
     @model_validator(mode="after")

@@ -39,6 +39,14 @@ class KeyedError(ValueError):
         self.show_example = show_example
 
 
+class SeveralKeyedError(ValueError):
+    """Every mistake one check found (each bad entry of a map), reported together rather than the first alone."""
+
+    def __init__(self, errors: list[KeyedError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
 class ConfigModel(BaseModel):
     """A section of the stack config: camelCase keys as in Pulumi.<stack>.yaml, no unknown keys, immutable."""
 
@@ -149,19 +157,29 @@ def _message(root: type[BaseModel], error: Any, loc: tuple[Any, ...]) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 
+def _keyed_line(root: type[BaseModel], loc: tuple[Any, ...], keyed: KeyedError | None, message: str | None) -> str:
+    """`spark-llm:<key>: what is wrong (e.g. a valid value)` for one error at `loc` (continued by `keyed.loc`)."""
+    example, show = None, True
+    if keyed is not None:
+        loc, example, show = loc + keyed.loc, keyed.example, keyed.show_example
+        message = message or str(keyed)
+    if example is None and show:
+        example = _example_for(root, loc)
+    line = f"{key_path(loc)}: {message}"
+    if example is not None:
+        line += f" (e.g. {yaml_spelling(example)})"
+    return line
+
+
 def format_errors(root: type[BaseModel], err: ValidationError) -> str:
     """Every error of `err` (validating `root`) as `spark-llm:<key>: what is wrong (e.g. a valid value)`."""
     lines = []
     for error in err.errors():
         loc = tuple(error["loc"])
-        keyed = (error.get("ctx") or {}).get("error")
-        example, show = None, True
-        if isinstance(keyed, KeyedError):
-            loc, example, show = loc + keyed.loc, keyed.example, keyed.show_example
-        if example is None and show:
-            example = _example_for(root, loc)
-        line = f"{key_path(loc)}: {_message(root, error, loc)}"
-        if example is not None:
-            line += f" (e.g. {yaml_spelling(example)})"
-        lines.append(line)
+        found = (error.get("ctx") or {}).get("error")
+        if isinstance(found, SeveralKeyedError):
+            lines += [_keyed_line(root, loc, keyed, str(keyed)) for keyed in found.errors]
+            continue
+        keyed = found if isinstance(found, KeyedError) else None
+        lines.append(_keyed_line(root, loc, keyed, None if keyed else _message(root, error, loc)))
     return "invalid stack configuration:\n  " + "\n  ".join(lines)

@@ -9,7 +9,12 @@ the engine would refuse, and for a few it would take but the program refuses on 
   it: a unique prefix in one release can be ambiguous in the next (`--cuda-graph-max-bs` in SGLang 0.5.23);
 - a flag the program sets itself (`owned`: topology, ports, model, secrets) is refused, naming the config key
   to use instead; its aliases and abbreviations too;
-- vLLM turns `_` into `-` in flag names and SGLang does not: `--max_model_len` passes for vLLM only.
+- vLLM turns `_` into `-` in flag names and SGLang does not: `--max_model_len` passes for vLLM only (SGLang's
+  `--tensor_parallel_size` is refused for its spelling first, then named as the flag spark-llm sets);
+- a number outside the range the engine enforces when it builds its config (`NUMERIC_RANGES`: the memory
+  fractions) is refused, although the parser takes any float;
+- where a catalog keeps a flag's values only in its metavar (vLLM 0.33's `--kv-cache-dtype`), those values are
+  its choices, except for the flags whose values plugins extend (`_OPEN_METAVARS`).
 
 `flag_warnings` lists the flags the release takes but its catalog marks deprecated (`pulumi preview` shows them).
 
@@ -74,6 +79,68 @@ _COUNTERPARTS = {
 }
 _COUNTERPARTS |= {vllm: sglang for sglang, vllm in _COUNTERPARTS.items()}
 
+
+@dataclass(frozen=True)
+class NumericRange:
+    """The values an engine takes for a numeric flag: `low`..`high`, each end open or closed; `what` the value is
+    and `refusal`, what the engine does with any other value (both shown in the refusal)."""
+
+    low: float
+    low_closed: bool
+    high: float
+    high_closed: bool
+    what: str
+    refusal: str
+
+    def holds(self, value: float) -> bool:
+        # Written so that NaN (which float() takes) is outside every range.
+        above = value >= self.low if self.low_closed else value > self.low
+        below = value <= self.high if self.high_closed else value < self.high
+        return above and below
+
+    def words(self) -> str:
+        low = f"at least {self.low:g}" if self.low_closed else f"greater than {self.low:g}"
+        high = f"at most {self.high:g}" if self.high_closed else f"less than {self.high:g}"
+        return f"{low} and {high}"
+
+
+# vLLM's config dataclasses bound these with pydantic Field(gt/ge/lt/le): the parser takes any float, and vLLM
+# refuses the value only when it builds its config, after the containers started on every node.
+_VLLM_REFUSES = "vLLM refuses any other value when it builds its config, after every container started"
+
+# (engine, canonical flag) -> the range the engine enforces, in every catalogued release that has the flag.
+NUMERIC_RANGES: dict[tuple[str, str], NumericRange] = {
+    # vllm/config/cache.py CacheConfig.gpu_memory_utilization: Field(gt=0, le=1)
+    ("vllm", "--gpu-memory-utilization"): NumericRange(
+        0, False, 1, True, "the fraction of the GPU's memory vLLM may use", _VLLM_REFUSES
+    ),
+    # vllm/config/observability.py ObservabilityConfig.kv_cache_metrics_sample: Field(gt=0, le=1)
+    ("vllm", "--kv-cache-metrics-sample"): NumericRange(
+        0, False, 1, True, "the fraction of KV cache blocks sampled for metrics", _VLLM_REFUSES
+    ),
+    # vllm/config/multimodal.py MultiModalConfig.video_pruning_rate: Field(ge=0.0, lt=1.0)
+    ("vllm", "--video-pruning-rate"): NumericRange(
+        0, True, 1, False, "the fraction of video tokens pruned", _VLLM_REFUSES
+    ),
+    # SGLang's parser and ServerArgs check no range: mem_fraction_static is the share of the GPU's memory for the
+    # weights and the KV cache pool (sglang/srt/arg_groups/memory_hook.py), so above 1 the pool asks for more
+    # memory than the GPU has, and at 0 or below there is no room for the KV cache.
+    ("sglang", "--mem-fraction-static"): NumericRange(
+        0,
+        False,
+        1,
+        True,
+        "the fraction of the GPU's memory SGLang takes for the weights and the KV cache",
+        "any other value asks for more memory than the GPU has, or leaves none for the KV cache: "
+        "the launch fails after loading the weights",
+    ),
+}
+
+# Flags whose catalog metavar lists values a plugin can add to (vLLM: `TokenizerMode | str`, "other custom values
+# can be supported via plugins"; config formats come from a registry of config parsers): their metavar suggests,
+# it does not refuse.
+_OPEN_METAVARS = {("vllm", "--tokenizer-mode"), ("vllm", "--config-format")}
+
 # Dashes a word processor or a web page puts where `--` was typed: en dash, em dash, minus sign.
 _TYPOGRAPHIC_DASHES = "\u2013\u2014\u2212"
 # argparse's own test: a token like this is a value (a negative number), not an option.
@@ -117,7 +184,7 @@ class FlagProblem:
     """One flag the engine (or the program) would refuse: the flag as written (no value), why, and a fix.
 
     kind: unknown, other-engine, other-version, underscore, prefix, ambiguous-prefix, negation, missing-value,
-    switch-value, stray-value, empty, dash, joined, type, choice, owned, deprecated (refused, or, among
+    switch-value, stray-value, empty, dash, joined, type, range, choice, owned, deprecated (refused, or, among
     `flag_warnings`, taken with a warning).
     """
 
@@ -142,8 +209,13 @@ class FlagSpec:
     deprecated: bool
 
     @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> FlagSpec:
+    def from_entry(cls, entry: Mapping[str, Any], engine: str = "") -> FlagSpec:
         choices = entry.get("choices")
+        metavar = entry.get("metavar")
+        if not choices and isinstance(metavar, list) and (engine, entry["flag"]) not in _OPEN_METAVARS:
+            # The catalog keeps a Literal's values in the metavar when the parser itself does not check them
+            # (vLLM 0.33's --kv-cache-dtype): the engine's config still refuses any other value at start.
+            choices = metavar
         return cls(
             flag=entry["flag"],
             aliases=tuple(entry.get("aliases", ())),
@@ -172,7 +244,7 @@ class Catalog:
         self.version = version
         self.name = f"{ENGINE_NAMES[engine]} {version}"
         self.path = f"spark_llm/{CATALOG_DIR}/{engine}-{version}.json"
-        self.flags = tuple(FlagSpec.from_entry(e) for e in data["flags"])
+        self.flags = tuple(FlagSpec.from_entry(e, engine) for e in data["flags"])
         self._options: dict[str, tuple[FlagSpec, bool]] = {}  # option string -> (spec, negates)
         for spec in self.flags:
             for option in (spec.flag, *spec.aliases):
@@ -456,6 +528,16 @@ class _FlagReader:
             key = self.owned_flags.get(meaning.spec.flag)
         if key is None:
             return None
+        if meaning.problem is not None and meaning.problem.kind == "underscore":
+            # SGLang refuses `--tensor_parallel_size` for its spelling ("unrecognized arguments"): say that first,
+            # then that the flag it was meant to be is spark-llm's.
+            dashed = "--" + name[2:].replace("_", "-")
+            why = (
+                f"{_code(name)}: {self.cat.name} does not turn `_` into `-` in flag names (vLLM does), so it has no "
+                f"such flag; its spelling is {_code(dashed)}, and spark-llm sets that one itself: use {key} instead "
+                "(remove it from spark-llm:engine.flags)"
+            )
+            return FlagProblem(name, "underscore", why)
         return FlagProblem(
             name,
             "owned",
@@ -483,8 +565,8 @@ class _FlagReader:
             found = cat.lookup(dashed)
             if found is not None:
                 why = (
-                    f"{_code(name)}: {cat.name} does not turn `_` into `-` in flag names (vLLM does); "
-                    f"write {_code(dashed)}"
+                    f"{_code(name)}: {cat.name} does not turn `_` into `-` in flag names (vLLM does), so it has "
+                    f"no such flag; write {_code(dashed)}"
                 )
                 return _Meaning(*found, problem=FlagProblem(name, "underscore", why))
         expanded = cat.expand(option)
@@ -671,6 +753,16 @@ class _FlagReader:
                 f"{_usage(name, value)}: {cat.name} wants {_TYPE_WORDS.get(spec.type, spec.type)}{why}, "
                 f"e.g. {_usage(spec.flag, _example(spec))}",
             )
+        bounds = NUMERIC_RANGES.get((cat.engine, spec.flag))
+        if bounds is not None and not bounds.holds(float(value)):
+            example = _example(spec)
+            if not bounds.holds(float(example)):
+                example = "0.8"
+            why = (
+                f"{_usage(name, value)}: out of range for {cat.name}: {bounds.what} is {bounds.words()} "
+                f"({bounds.refusal}); e.g. {_usage(spec.flag, example)}"
+            )
+            return FlagProblem(name, "range", why)
         if spec.choices:
             given = str(int(value)) if spec.type == "int" else value
             if given not in spec.choices:

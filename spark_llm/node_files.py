@@ -32,16 +32,42 @@ def drift_step(path: str) -> str:
     return "file-" + path.strip("/").replace("/", "_")
 
 
+def heredoc_delimiter(content: str, base: str = "SPARK_LLM_EOF") -> str:
+    """A heredoc delimiter that is no line of `content` (bash ends the heredoc at the first line equal to it)."""
+    lines = set(content.split("\n"))
+    delimiter = base
+    while delimiter in lines:
+        delimiter += "_"
+    return delimiter
+
+
+def _write_payload(content: str) -> str:
+    """Bash that writes `content` to "$tmp" byte for byte.
+
+    Text that ends with a newline travels as itself, in a heredoc with a quoted delimiter (nothing in it is
+    expanded): `pulumi preview --diff` then shows an edited line of the launch script as that line (Pulumi diffs a
+    multi-line input line by line). Anything else (a NUL, no final newline, which a heredoc would add) as base64.
+    A secret file's script is a secret input either way: encrypted in state, shown as [secret].
+    """
+    if content.endswith("\n") and "\0" not in content:
+        delimiter = heredoc_delimiter(content)
+        return f"cat > \"$tmp\" <<'{delimiter}'\n{content}{delimiter}\n"
+    payload = base64.b64encode(content.encode()).decode()
+    delimiter = heredoc_delimiter(payload)
+    return f"base64 -d > \"$tmp\" <<'{delimiter}'\n{payload}\n{delimiter}\n"
+
+
 def file_script(path: str, content: str, mode: str, record: str = "") -> str:
     """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
-    checks what landed: the content travels inside the script (base64), so it is on no command line.
+    checks what landed: the content travels inside the script (as text, see `_write_payload`), so it is on no
+    command line.
 
     An empty directory at `path` is what docker leaves when it starts a container whose bind-mounted file was
     missing: it is removed. `record`: bash run once the file is in place (the drift token).
     """
     quoted = shlex.quote(path)
-    payload = base64.b64encode(content.encode()).decode()
     digest = sha256_text(content)
+    payload = _write_payload(content)
     not_empty = (
         f"{path} is a directory that is not empty; spark-llm writes a file there. Move it away, then run"
         " `pulumi up` again."
@@ -56,7 +82,7 @@ def file_script(path: str, content: str, mode: str, record: str = "") -> str:
         'tmp=$(mktemp "$dir/.spark-llm.XXXXXX")\n'
         "trap 'rm -f \"$tmp\"' EXIT\n"
         f'chmod {mode} "$tmp"\n'
-        f"base64 -d > \"$tmp\" <<'SPARK_LLM_EOF'\n{payload}\nSPARK_LLM_EOF\n"
+        f"{payload}"
         f'mv -fT "$tmp" {quoted}\ntrap - EXIT\n'
         f"got=$(sha256sum {quoted} | cut -d' ' -f1)\n"
         f'[ "$got" = {digest} ] || {{ echo "{path}: wrote sha256 $got, expected'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pulumi
 import pulumi.runtime
@@ -14,6 +14,31 @@ from spark_llm import drift, key_files, observe
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
+
+# Pulumi's Python exec shim answers a RunError with an error line and exit code 1, to which the language host adds
+# "an unhandled error occurred: program exited with non-zero exit code: 1": a refusal of bad input then reads like
+# a crash. Exit code 32 is the host's "the program already showed the user an actionable message"
+# (pulumi-language-python main.go, pythonProcessExitedAfterShowingUserActionableMessage; Node's SDK has the same
+# code): the host adds nothing, and preview/up still fail.
+SHOWN_TO_USER_EXIT_CODE = 32
+
+
+class Refusal(SystemExit):
+    """The program stops on the user's input, its message already shown as Pulumi's error (no traceback)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(SHOWN_TO_USER_EXIT_CODE)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def refuse(message: str) -> NoReturn:
+    """Show `message` as the run's one error and end the program before any resource is declared."""
+    # Unbound to a resource, pulumi.log.error is one synchronous call to the engine: it is shown before the exit.
+    pulumi.log.error(message)
+    raise Refusal(message)
 
 
 def raw_stack_config() -> dict[str, Any]:
@@ -36,11 +61,11 @@ def load() -> StackConfig:
     try:
         cfg = parse(raw_stack_config(), secret_keys())
     except ConfigError as err:
-        # RunError prints the message alone (no traceback): it is the user's input, not our bug.
-        raise pulumi.RunError(
+        # The message alone (no traceback, no "unhandled error"): it is the user's input, not our bug.
+        refuse(
             f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
             "(or `pulumi config set --path ...`), then run `pulumi preview` again."
-        ) from None
+        )
     for warning in cfg.engine.flag_warnings():
         pulumi.log.warn(warning)
     if cfg.api_key is None:
@@ -66,7 +91,7 @@ def load_keys(cfg: StackConfig) -> dict[str, str]:
     try:
         return key_files.read_keys(cfg)
     except key_files.KeyFileError as err:
-        raise pulumi.RunError(str(err)) from None
+        refuse(str(err))
 
 
 def _remove_command(node: NodePlan, container: str) -> str:

@@ -68,3 +68,39 @@ def test_broken_config_fails_preview_naming_the_key(pulumi, sim_cluster, deploye
         assert key in output, output
     assert "[head]" not in output and "[worker-1]" not in output  # no script ran on a node
     assert _node_state(sim_cluster) == deployed_state
+
+
+def _flag_out_of_range(raw: dict) -> None:
+    raw["engine"] = dict(raw["engine"], flags=["--mem-fraction-static", "1.5"])
+
+
+def _missing_key_file(raw: dict) -> None:
+    raw["sshKeyPath"] = "/nonexistent/id_ed25519"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (_flag_out_of_range, "`--mem-fraction-static 1.5`: out of range for SGLang"),
+        (_missing_key_file, "spark-llm:sshKeyPath: cannot read the ssh private key /nonexistent/id_ed25519"),
+    ],
+    ids=["config-refusal", "key-file-refusal"],
+)
+def test_a_refusal_reads_as_our_message_not_as_a_crash(pulumi, mutate: Mutation, expected: str):
+    """Pulumi printed "an unhandled error occurred: program exited with non-zero exit code: 1" under every
+    refusal of bad input: it now shows the refusal alone, and preview still fails."""
+    pulumi.reset_config()
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    raw = {k.removeprefix(NAMESPACE): v for k, v in document["config"].items()}
+    mutate(raw)
+    document["config"] = {NAMESPACE + k: v for k, v in raw.items()}
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    try:
+        result = pulumi("preview", check=False)
+    finally:
+        pulumi.reset_config()
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert expected in output, output
+    assert "unhandled" not in output and "non-zero exit code" not in output, output
+    assert "Traceback" not in output, output

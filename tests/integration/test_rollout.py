@@ -55,6 +55,34 @@ def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deplo
     deployed.up()  # back to the committed template
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_preview_diff_shows_an_edited_line_of_the_launch_script_as_text(deployed):
+    """`pulumi preview --diff` showed the launch script as one truncated base64 line, with its sha256 and size:
+    reading the diff before a relaunch is what preview is for. The edited line now shows as itself, old and new;
+    what the env file (a secret) holds stays out of the output."""
+    original = TEMPLATE.read_text()
+    old_line = 'die() { echo "launch.sh: $*" >&2; exit 1; }'
+    new_line = 'die() { echo "launch.sh (diff test): $*" >&2; exit 1; }'
+    assert original.count(old_line) == 1
+    marker = uuid.uuid4().hex
+    try:
+        TEMPLATE.write_text(original.replace(old_line, new_line))
+        deployed.set("engine.env.SPARK_LLM_DIFF_TEST", marker)
+        result = deployed("preview", "--diff")
+    finally:
+        TEMPLATE.write_text(original)
+        deployed.reset_config()
+    out = ANSI.sub("", result.stdout)
+    for node in ("head", "worker-1"):
+        assert f"spark-scripts-{node}-script" in out, out
+    changed = [line.strip() for line in out.splitlines() if "launch.sh (diff test)" in line or old_line in line]
+    assert f"+ {new_line}" in changed, changed
+    assert f"- {old_line}" in changed, changed
+    assert marker not in out and marker not in result.stderr
+
+
 def test_worker_crash_at_start_fails_up_with_the_workers_log_then_converges(deployed):
     deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
     try:

@@ -55,3 +55,26 @@ def test_update_only_says_so_and_drains_stdin():
 def test_a_failing_script_fails_the_command_with_its_exit_code():
     out = run(run_stdin_script(), bash_stdin("echo partial\nfalse\necho never\n"))
     assert out.returncode == 1 and out.stdout == "partial\n"
+
+
+def test_a_failure_opens_with_a_short_line_that_says_what_ran():
+    """pulumi-command prints `running "<command>"` before a failed step's lines: the wrapper was 75 characters of
+    `f=$(mktemp) || exit 1; cat > \\"$f\\"; ...` that said nothing to a person."""
+    for command_line in (run_stdin_script(), _delete_command(None, "delete")):
+        assert command_line is not None
+        assert command_line.startswith(": spark-llm step, its script on stdin; ")
+        assert '"' not in command_line and "\n" not in command_line
+        assert len(command_line) <= 120
+
+
+def test_nothing_of_the_script_runs_when_its_temp_file_cannot_be_made():
+    """No temp file (or, the same `&&`, a `cat` that fails on a full /tmp): no part of the script runs."""
+    out = subprocess.run(
+        ["sh", "-c", run_stdin_script()],
+        input=bash_stdin("echo ran\n"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "TMPDIR": "/nonexistent-dir"},
+    )
+    assert out.returncode != 0 and "ran" not in out.stdout

@@ -310,3 +310,20 @@ def test_broken_config_is_refused_naming_the_key(mutate: Mutation, key: str, tex
     # A line starts with the key, then says what is wrong; no value is spelled the Python way.
     assert re.search(rf"^\s*spark-llm:\S*{re.escape(key.removeprefix('spark-llm:'))}: ", message, re.M), message
     assert not re.search(r"\b(True|False|None)\b", message), message
+
+
+def test_every_mistake_in_one_engine_env_map_is_reported_at_once():
+    """Two bad entries in engine.env were refused one preview at a time: fix one, meet the next."""
+    raw = dual_spark_raw()
+    raw["engine"] = {**raw.get("engine", {}), "env": {"NCCL DEBUG": "1", "OK": "x", "A": "1\nB=2", "9X": "y"}}
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    lines = str(err.value).splitlines()[1:]
+    assert [line.split(": ", 1)[0].strip() for line in lines] == [
+        "spark-llm:engine.env",
+        "spark-llm:engine.env.A",
+        "spark-llm:engine.env",
+    ], lines
+    assert "'NCCL DEBUG' is not a valid environment variable name" in lines[0]
+    assert "must be one line" in lines[1]
+    assert "'9X' is not a valid environment variable name" in lines[2]

@@ -219,7 +219,13 @@ CASES = [
     ("sglang-owned-port", S17, ["--port", "8000"], ["owned"], ["SGLang 0.5.17", "use spark-llm:engine.port instead"]),
     ("sglang-owned-alias", S23, ["--tensor-parallel-size", "2"], ["owned"], ["spark-llm:nodes"]),
     ("sglang-owned-abbreviation", S17, ["--tp", "2"], ["owned"], ["`--tp` is set by spark-llm", "spark-llm:nodes"]),
-    ("sglang-owned-underscore", S17, ["--node_rank", "1"], ["owned"], ["spark-llm:nodes"]),
+    (
+        "sglang-underscore-spelling-of-an-owned-flag",
+        S17,
+        ["--node_rank", "1"],
+        ["underscore"],
+        ["no such flag", "its spelling is `--node-rank`", "spark-llm sets that one itself: use spark-llm:nodes"],
+    ),
     ("sglang-owned-old-alias", S5, ["--nccl-init-addr", "10.0.0.1:20000"], ["owned"], ["spark-llm:engine.distPort"]),
     ("sglang-owned-secret", S17, ["--api-key=sk-1"], ["owned"], ["spark-llm:apiKey (a secret)"]),
     ("sglang-owned-config-file", S23, ["--config", "/x.yaml"], ["owned"], ["spark-llm:engine.flags"]),
@@ -294,6 +300,40 @@ CASES = [
     ("vllm-owned-node-rank-short", V33, ["-r", "1"], ["owned"], ["spark-llm:nodes (ranks follow the list"]),
     ("sglang-owned-served-model-name", S23, ["--served-model-name", "x"], ["owned"], ["spark-llm:model.name"]),
     ("sglang-owned-host", S17, ["--host", "0.0.0.0"], ["owned"], ["spark-llm:engine.host"]),
+    # ranges the engine enforces where its parser takes any float
+    (
+        "vllm-memory-fraction-above-one",
+        V33,
+        ["--gpu-memory-utilization", "1.5"],
+        ["range"],
+        [
+            "`--gpu-memory-utilization 1.5`: out of range for vLLM 0.33.0",
+            "greater than 0 and at most 1",
+            "e.g. `--gpu-memory-utilization 0.92`",
+        ],
+    ),
+    ("vllm-memory-fraction-zero", V11, ["--gpu-memory-utilization=0"], ["range"], ["greater than 0 and at most 1"]),
+    ("vllm-memory-fraction-whole-gpu", V16, ["--gpu-memory-utilization", "1"], [], []),
+    (
+        "sglang-memory-fraction-above-one",
+        S23,
+        ["--mem-fraction-static", "1.2"],
+        ["range"],
+        ["out of range for SGLang 0.5.23", "more memory than the GPU has", "e.g. `--mem-fraction-static 0.8`"],
+    ),
+    ("sglang-memory-fraction-not-a-number", S5, ["--mem-fraction-static", "nan"], ["range"], ["at most 1"]),
+    ("vllm-pruning-rate-open-at-one", V33, ["--video-pruning-rate", "1.0"], ["range"], ["less than 1"]),
+    # values a catalog keeps only in the metavar
+    (
+        "vllm-kv-cache-dtype-from-metavar",
+        V33,
+        ["--kv-cache-dtype", "fp9"],
+        ["choice"],
+        ["`--kv-cache-dtype fp9`: not a choice of vLLM 0.33.0", "`fp8_e4m3`", "did you mean `fp8`?"],
+    ),
+    ("vllm-kv-cache-dtype-metavar-value", V33, ["--kv-cache-dtype", "nvfp4"], [], []),
+    ("vllm-model-impl-from-metavar", V16, ["--model-impl", "hf"], ["choice"], ["not a choice of vLLM 0.16.0"]),
+    ("vllm-plugin-tokenizer-mode", V33, ["--tokenizer-mode", "my_plugin_mode"], [], []),
     # several at once: each reported, in order, values consumed so nothing is reported twice
     (
         "several-problems-in-order",
@@ -324,6 +364,21 @@ def test_every_refusal_is_one_line_naming_flag_engine_and_version(target: tuple[
         assert f"`{problem.flag}" in problem.message
         assert f"{engine_flags.ENGINE_NAMES[engine]} {version}" in problem.message
         assert "\n" not in problem.message
+
+
+def test_sglang_tensor_parallel_size_with_underscores_is_refused_for_its_spelling():
+    """`--tensor_parallel_size` was refused as "set by spark-llm": SGLang has no such spelling at all."""
+    for version in ("0.5.5", "0.5.23"):
+        [problem] = check_flags("sglang", version, ["--tensor_parallel_size", "2"], OWNED_FLAGS["sglang"])
+        assert problem.kind == "underscore"
+        assert problem.message.startswith(
+            f"`--tensor_parallel_size`: SGLang {version} does not turn `_` into `-` in flag names (vLLM does), "
+            "so it has no such flag; its spelling is `--tensor-parallel-size`"
+        ), problem.message
+        assert "use spark-llm:nodes" in problem.message
+    # vLLM does turn `_` into `-`: there the flag is spark-llm's, for that reason alone.
+    [problem] = check_flags("vllm", "0.33.0", ["--tensor_parallel_size", "2"], OWNED_FLAGS["vllm"])
+    assert problem.kind == "owned" and "is set by spark-llm" in problem.message
 
 
 def test_an_owned_secret_is_never_echoed():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pulumi
 import pytest
 
+from spark_llm import stack
 from tests.unit.graph_mocks import (
     FAKE_PRIVATE_KEY,
     SECRET_SIG,
@@ -116,7 +116,7 @@ def test_the_readiness_gate_follows_the_head_and_reads_every_member(registered):
 def test_a_missing_key_file_stops_the_program_naming_the_key(monkeypatch):
     raw = pinned(dual_spark_stack_file())
     raw["sshKeyPath"] = "/nonexistent/id_ed25519"
-    with pytest.raises(pulumi.RunError, match=r"spark-llm:sshKeyPath: cannot read the ssh private key /nonexistent"):
+    with pytest.raises(stack.Refusal, match=r"spark-llm:sshKeyPath: cannot read the ssh private key /nonexistent"):
         register(monkeypatch, raw)
 
 
@@ -126,7 +126,7 @@ def test_a_key_file_others_can_read_stops_the_program_with_the_chmod_fix(monkeyp
     key.chmod(0o644)
     raw = pinned(dual_spark_stack_file())
     raw["sshKeyPath"] = str(key)
-    with pytest.raises(pulumi.RunError) as err:
+    with pytest.raises(stack.Refusal) as err:
         register(monkeypatch, raw)
     assert (
         f"spark-llm:sshKeyPath: the ssh private key {key} is open to group or others (mode 0644); ssh refuses it"

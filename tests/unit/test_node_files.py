@@ -104,3 +104,32 @@ def test_delete_never_fails_on_a_directory_and_keeps_one_that_holds_files(tmp_pa
     assert not empty.exists()
     assert (full / "notes.txt").read_text() == "keep me\n"
     assert f"left {full} in place" in bash(node_files.remove_file_command(str(full))).stderr
+
+
+TRICKY = [
+    "#!/bin/bash\necho launch\n",
+    "SPARK_LLM_EOF\nSPARK_LLM_EOF_\nthe heredoc's own delimiters, as lines\n",
+    "echo \"$HOME\" `id` $(touch /tmp/spark-llm-never) \\\n'quoted' \\\\ \t tab\n",
+    "no final newline",
+    "trailing newlines\n\n\n",
+    "",
+    "caf\u00e9 \u2014 non-ASCII\r\nCRLF line\r\n",
+]
+
+
+def test_any_content_lands_byte_for_byte_and_nothing_in_it_is_expanded(tmp_path):
+    for i, content in enumerate(TRICKY):
+        path = tmp_path / f"file-{i}"
+        result = write(tmp_path, path, content)
+        assert result.returncode == 0, (content, result.stderr)
+        assert path.read_bytes() == content.encode(), content
+    assert not Path("/tmp/spark-llm-never").exists()
+
+
+def test_a_text_file_travels_as_its_own_lines():
+    """`pulumi preview --diff` shows a changed line of the launch script as that line: the step's script holds
+    the file's text, line for line (it was one base64 line, shown truncated)."""
+    content = "#!/usr/bin/env bash\nset -euo pipefail\nexec python3 -m sglang.launch_server --port 30000\n"
+    script = node_files.file_script("/root/spark-llm/launch.sh", content, "0755")
+    assert "\n" + content + "SPARK_LLM_EOF\n" in script
+    assert node_files.heredoc_delimiter("a\nSPARK_LLM_EOF\nSPARK_LLM_EOF_\n") == "SPARK_LLM_EOF__"

@@ -1,7 +1,8 @@
 """The program's one config read (spark_llm.stack.load, run by __main__.py) under Pulumi mocks: what preview shows.
 
 A deprecated engine flag is a warning and the deployment goes on; a bad value stops the program with the
-key named and what to do, as a RunError (Pulumi prints its message alone, no traceback), before any resource.
+key named and what to do, as stack.Refusal (Pulumi prints its message alone: no traceback, no "unhandled
+error"), before any resource.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
+from spark_llm import stack
 from tests.unit.graph_mocks import dual_spark_stack_file, pinned
 from tests.unit.graph_mocks import register as _register
 
@@ -44,8 +46,10 @@ def test_flags_in_good_standing_warn_nothing(monkeypatch, warnings):
 def test_a_bad_value_stops_the_program_naming_the_key_and_what_to_do(monkeypatch, warnings):
     raw = pinned(dual_spark_stack_file())
     raw["nodes"][1]["via"] = raw["nodes"][1]["name"]
-    with pytest.raises(pulumi.RunError) as err:
+    with pytest.raises(stack.Refusal) as err:
         _register(monkeypatch, raw)
+    # The exit code Pulumi's language host reads as "message already shown": no "unhandled error" under it.
+    assert err.value.code == 32
     message = str(err.value)
     assert "spark-llm:nodes[1].via: spark-2 cannot be reached through itself" in message
     assert "Nothing was run on any node. Fix the key in Pulumi.dual-spark.yaml" in message
