@@ -56,8 +56,11 @@ lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
 unit: venv ## tests without network or cluster
 	$(ENV); $(PY) -m pytest -q -m "not integration" tests/unit
 
-integration: tools ## tests against the simulated cluster with the real pulumi CLI
-	$(ENV); $(PY) -m pytest -q -m integration tests/integration
+# Test files spread over INTEGRATION_WORKERS pytest-xdist workers, each with a sim of its own (a file's tests share
+# its module-scoped deployment, so whole files go to one worker).
+INTEGRATION_WORKERS ?= 2
+integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
+	$(ENV); $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
 
 test: tools lint unit integration ## everything CI runs (installs what is missing first)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -23,9 +24,17 @@ from networks import ensure_networks, network_labels, network_subnet, unblock_fa
 SIM_DIR = Path(__file__).resolve().parent
 REPO_DIR = SIM_DIR.parent
 
-# One cluster per work tree by default: a clone (CI's, say) never collides with a cluster another checkout
-# left behind. Node host names (head, worker-N) do not depend on it.
-DEFAULT_PREFIX = "spark-llm-" + hashlib.sha256(str(REPO_DIR).encode()).hexdigest()[:6]
+# Where a sim keeps its state (.sim/) and writes its stack file (Pulumi.sim.yaml): the work tree, unless this
+# variable names another directory. The test bed runs one sim per pytest-xdist worker, each in a home of its own.
+SIM_HOME_ENV = "SPARK_LLM_SIM_HOME"
+
+
+def default_prefix(home: Path) -> str:
+    """One cluster per sim home by default: a clone (CI's, say) never collides with a cluster another checkout, or
+    another test worker, left behind. Node host names (head, worker-N) do not depend on it."""
+    return "spark-llm-" + hashlib.sha256(str(home).encode()).hexdigest()[:6]
+
+
 DEFAULT_WORKERS = 1
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -60,13 +69,15 @@ STACK_HEADER = (
 
 @dataclass(frozen=True)
 class SimPaths:
-    """Where the sim keeps its state and writes its outputs for one repository."""
+    """Where the sim keeps its state and writes its outputs for one repository (in `home`: the work tree unless
+    $SPARK_LLM_SIM_HOME says otherwise)."""
 
     repo: Path
+    home: Path
 
     @property
     def state_dir(self) -> Path:
-        return self.repo / ".sim"
+        return self.home / ".sim"
 
     @property
     def operator_key(self) -> Path:
@@ -90,7 +101,7 @@ class SimPaths:
 
     @property
     def stack_file(self) -> Path:
-        return self.repo / "Pulumi.sim.yaml"
+        return self.home / "Pulumi.sim.yaml"
 
     @property
     def stack_defaults(self) -> Path:
@@ -534,9 +545,9 @@ def up(
             f"a sim cluster named {previous.prefix!r} is recorded in {paths.state_dir}; "
             "run `sim down` before `sim up --name` with another name"
         )
-    prefix = prefix or (previous.prefix if previous else DEFAULT_PREFIX)
+    prefix = prefix or (previous.prefix if previous else default_prefix(paths.home))
     _check_prefix(prefix)
-    names = ClusterNames(prefix, owner=str(paths.repo))
+    names = ClusterNames(prefix, owner=str(paths.home))
 
     ensure_engine(progress)
     image = ensure_node_image(progress)
@@ -611,9 +622,9 @@ def up(
 def down(paths: SimPaths, *, prefix: str | None) -> None:
     progress = Progress()
     state = ClusterState.load(paths.state_file)
-    prefix = prefix or (state.prefix if state else DEFAULT_PREFIX)
+    prefix = prefix or (state.prefix if state else default_prefix(paths.home))
     _check_prefix(prefix)
-    names = ClusterNames(prefix, owner=str(paths.repo))
+    names = ClusterNames(prefix, owner=str(paths.home))
     if shutil.which("docker") and shutil.which("dockerd"):
         ensure_engine(progress)
         containers = cluster_containers(names)
@@ -669,7 +680,8 @@ def status(paths: SimPaths) -> int:
 
 
 def repo_paths() -> SimPaths:
-    return SimPaths(repo=REPO_DIR)
+    home = os.environ.get(SIM_HOME_ENV)
+    return SimPaths(repo=REPO_DIR, home=Path(home).resolve() if home else REPO_DIR)
 
 
 def fabric_interface(container: str, address: str) -> str:

@@ -7,6 +7,7 @@ temp dir, so tests never touch the developer's .pulumi-state.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -22,8 +23,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "sim" / "sim"
-SIM_STATE = REPO / ".sim" / "state.json"
-STACK_FILE = REPO / "Pulumi.sim.yaml"
+# Under pytest-xdist (`make integration`: -n N --dist loadfile) every worker has a sim of its own, in a home of its
+# own (sim/sim reads $SPARK_LLM_SIM_HOME; every command a test runs inherits it). Alone, the work tree's sim.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+SIM_HOME = REPO / ".sim-workers" / WORKER if WORKER else REPO
+if WORKER:
+    SIM_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ["SPARK_LLM_SIM_HOME"] = str(SIM_HOME)
+SIM_DIR = SIM_HOME / ".sim"
+SIM_STATE = SIM_DIR / "state.json"
+STACK_FILE = SIM_HOME / "Pulumi.sim.yaml"
 SIM_IMAGE_TAG = "spark-llm/standin-engine:sim"
 
 
@@ -130,8 +139,8 @@ class Pulumi:
         self("config", "set", "--path", path, value)
 
     def reset_config(self) -> None:
-        """Back to the config `sim up` wrote."""
-        self.config_file.write_text(STACK_FILE.read_text())
+        """Back to the config `sim up` wrote (with this stack's secrets salt)."""
+        private_config(self.config_file)
 
     def model_path(self) -> str:
         """spark-llm:model.path in this stack's config."""
@@ -158,13 +167,29 @@ class Pulumi:
         return json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
 
 
+def private_config(config_file: Path) -> None:
+    """The sim's stack file, with this stack's secrets settings (its salt): those the private copy has already,
+    else those `pulumi stack init` just kept in the work tree's own Pulumi.sim.yaml (where init writes them,
+    whatever the sim's home)."""
+    document = yaml.safe_load(STACK_FILE.read_text()) or {}
+    source = config_file if config_file.exists() else REPO / "Pulumi.sim.yaml"
+    if source != STACK_FILE and source.exists():
+        kept = yaml.safe_load(source.read_text()) or {}
+        document.update({k: v for k, v in kept.items() if k != "config"})
+    config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
 @contextmanager
 def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
     """Stack `sim` on the backend env names, with a private copy of the config in config_dir; destroyed after."""
-    run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
-    # After `stack init`: the copy must carry the secrets salt it wrote into Pulumi.sim.yaml.
     config_file = config_dir / "Pulumi.sim.yaml"
-    config_file.write_text(STACK_FILE.read_text())
+    # One init at a time across the test workers: each writes its salt into the work tree's Pulumi.sim.yaml, and the
+    # copy must carry the salt its own init wrote (or kept).
+    with open(SIM_HOME.parent / "stack-init.lock" if WORKER else os.devnull, "w") as lock:
+        if WORKER:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
+        private_config(config_file)
     cli = Pulumi(env=env, config_file=config_file)
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, complete, run
+from tests.integration.conftest import REPO, SIM, SIM_DIR, Pulumi, SimCluster, complete, run
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
@@ -137,7 +137,7 @@ def test_dockerd_stopped_on_a_worker_is_named_up_touches_nothing_and_one_up_conv
 
 def wait_for_node(sim: SimCluster, node: str) -> None:
     """The node's sshd (through the head) and its Docker engine answer again, as `sim up` waits for them."""
-    ssh = ["ssh", "-F", str(REPO / ".sim" / "ssh_config"), "-o", "ConnectTimeout=5", node, "docker", "info"]
+    ssh = ["ssh", "-F", str(SIM_DIR / "ssh_config"), "-o", "ConnectTimeout=5", node, "docker", "info"]
     deadline = time.monotonic() + DOCKERD_WAIT_S
     while run(ssh, check=False, timeout=30).returncode != 0:
         assert time.monotonic() < deadline, f"{node} not back on ssh and docker within {DOCKERD_WAIT_S} s"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import REPO, SIM_IMAGE_TAG, Pulumi, SimCluster, run
+from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration
 
@@ -264,7 +264,7 @@ def reconnect_fabric(sim_cluster: SimCluster, node: str, address: str) -> None:
     addrs = sim_cluster.node_exec(node, "ip", "-o", "-4", "addr").stdout
     if not any(line.split()[1] == "eth0" and f" {address}/" in line for line in addrs.splitlines()):
         run(["docker", "restart", sim_cluster.container(node)])
-    ssh = ["ssh", "-F", str(REPO / ".sim" / "ssh_config"), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node]
+    ssh = ["ssh", "-F", str(SIM_DIR / "ssh_config"), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node]
     deadline = time.monotonic() + 90
     while run([*ssh, "docker", "info"], check=False, timeout=30).returncode != 0:
         assert time.monotonic() < deadline, f"{node} not back on ssh and docker within 90 s"

@@ -25,11 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, complete, run
+from tests.integration.conftest import REPO, SIM_DIR, complete, run
 
 pytestmark = pytest.mark.integration
 
-SIM_DIR = REPO / ".sim"
 NODES = ("head", "worker-1")
 # On a node: the homes (the remote dir is ~/spark-llm), the weights (/srv/models) and temp files.
 NODE_ROOTS = ("/root", "/home", "/srv", "/tmp")

@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.conftest import SIM, SIM_DIR, STACK_FILE
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-SIM = REPO / "sim" / "sim"
-STATE_DIR = REPO / ".sim"
-STACK_FILE = REPO / "Pulumi.sim.yaml"
+STATE_DIR = SIM_DIR
 SSH_CONFIG = STATE_DIR / "ssh_config"
 KNOWN_HOSTS = STATE_DIR / "known_hosts"
 OPERATOR_KEY = STATE_DIR / "id_ed25519"
