@@ -25,7 +25,7 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from spark_llm import weights, weights_fanout, weights_sync
+from spark_llm import stack, weights, weights_fanout, weights_sync
 from spark_llm.commands import NodeCommand, OperatorCommand
 from spark_llm.connection import ssh_command, ssh_destination
 from spark_llm.drift import first_run, step_token
@@ -59,7 +59,12 @@ def local_manifest_digest(directory: str) -> str:
             pulumi.log.info(line.rstrip())
     stdout = proc.stdout.read()
     if proc.wait() != 0:
-        raise pulumi.RunError(f"could not read the local weights in {directory}:\n" + "\n".join(messages[-5:]))
+        stack.refuse(
+            f"could not read the local weights in {directory}:\n"
+            + "\n".join(messages[-5:])
+            + "\nNothing was run on any node. Fix the files (or spark-llm:model.source.path), then run"
+            " `pulumi up` again."
+        )
     if messages and " hashed 0 " not in messages[-1]:  # something was hashed: say what it cost
         pulumi.log.info(messages[-1])
     return weights.parse_digest(stdout)
