@@ -15,6 +15,7 @@ from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology
 
 RAY_PORT = 6379
 RAY_JOIN_SECONDS = 600
+RAY_DASHBOARD_HOST = "127.0.0.1"
 
 
 def _common(topo: Topology) -> list[str]:
@@ -55,9 +56,24 @@ def _native(topo: Topology, member: Member) -> NodeLaunch:
     return NodeLaunch(tuple(argv), _env(topo, member))
 
 
+def _ray_auth_env(topo: Topology) -> dict[str, str]:
+    """Ray's token authentication (Ray >= 2.52), the same on every node of the cluster.
+
+    Ray's gRPC servers (GCS on 6379, each raylet's node and object manager, each worker process) listen on every
+    address of a node whatever `--node-ip-address` says, and without a token anyone who reaches one can run code
+    there. With RAY_AUTH_MODE=token every Ray RPC and HTTP entry point refuses a caller without the token. Ray
+    reads it from the file RAY_AUTH_TOKEN_PATH names (a missing or empty file is fatal, never a silent fallback
+    to no auth): the token is on no command line and in no container's configuration.
+    """
+    if topo.ray_token_file is None:
+        raise ValueError("the Ray executor needs the group's Ray token file (Topology.ray_token_file)")
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": topo.ray_token_file}
+
+
 def _ray(topo: Topology, member: Member) -> NodeLaunch:
     env = {
         **_env(topo, member),
+        **_ray_auth_env(topo),
         # Ray's memory monitor kills workers under unified-memory pressure on a Spark (GPU memory is host memory).
         "RAY_memory_monitor_refresh_ms": "0",
         # The head relays every worker's output into its own log, which is read in files and `pulumi up` errors,
@@ -90,7 +106,10 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         *topo.user_flags,
     ]
     script = (
-        f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1\n"
+        f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1"
+        # vLLM needs no dashboard: without it the head keeps only Ray's job/state API, on loopback (named here so a
+        # change of Ray's default cannot open it on every address).
+        f" --include-dashboard=false --dashboard-host={RAY_DASHBOARD_HOST}\n"
         f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
         # Every node's GPU must be in the cluster before vLLM places its workers. The check prints the nodes it
         # counted from the cluster's own state: `ray status` below reads the autoscaler's report, which can lag

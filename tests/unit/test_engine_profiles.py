@@ -21,6 +21,7 @@ def topo(**overrides) -> Topology:
         user_flags=("--mem-fraction-static", "0.8"),
         fabric_interfaces=("enp1s0f0np0",),
         roce_devices=("rocep1s0f0", "roceP2p1s0f0"),
+        ray_token_file="/spark-llm/ray-token",
     )
     base.update(overrides)
     return Topology(**base)
@@ -66,6 +67,29 @@ def test_vllm_ray_workers_join_the_head_and_the_head_waits_for_every_gpu():
     assert script.index("ray start --head") < script.index("ok = gpus >= 2") < script.index("Ray cluster ready")
     assert script.index("ray status") < script.index("exec vllm serve /models/qwen")
     assert "--distributed-executor-backend ray" in script
+
+
+def test_every_ray_node_runs_with_token_auth_read_from_the_token_file():
+    for member in (HEAD, WORKER):
+        launch = PROFILES[("vllm", "ray")].launch(topo(), member)
+        assert launch.env["RAY_AUTH_MODE"] == "token"
+        assert launch.env["RAY_AUTH_TOKEN_PATH"] == "/spark-llm/ray-token"
+        # The token itself travels in the file only: no RAY_AUTH_TOKEN in the container's environment.
+        assert "RAY_AUTH_TOKEN" not in launch.env
+    assert "RAY_AUTH_MODE" not in PROFILES[("vllm", "native")].launch(topo(), WORKER).env
+
+
+def test_the_ray_head_starts_no_dashboard_and_keeps_rays_job_api_on_loopback():
+    script = argv("vllm/ray", HEAD)[2]
+    head_start = next(line for line in script.splitlines() if line.startswith("ray start --head"))
+    assert "--node-ip-address=192.168.200.12" in head_start
+    assert "--include-dashboard=false" in head_start and "--dashboard-host=127.0.0.1" in head_start
+    assert "0.0.0.0" not in head_start
+
+
+def test_the_ray_profile_refuses_to_run_without_a_token_file():
+    with pytest.raises(ValueError, match="Ray token file"):
+        PROFILES[("vllm", "ray")].launch(topo(ray_token_file=None), HEAD)
 
 
 def test_vllm_env_pins_the_fabric_and_disables_rays_memory_monitor():
