@@ -30,7 +30,7 @@ import pytest
 
 from tests.integration.conftest import SimCluster, complete, run
 from tests.integration.profiles import use_profile
-from tests.integration.test_security import NODES, ArgvSampler, files_others_read
+from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read
 
 pytestmark = pytest.mark.integration
 
