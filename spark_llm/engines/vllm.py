@@ -16,6 +16,8 @@ from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology
 RAY_PORT = 6379
 RAY_JOIN_SECONDS = 600
 RAY_DASHBOARD_HOST = "127.0.0.1"
+# Ray's token authentication settings: spark-llm's alone (spark-llm:engine.env may not set them).
+RAY_AUTH_ENV = frozenset({"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"})
 
 
 def _common(topo: Topology) -> list[str]:
