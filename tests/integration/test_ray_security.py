@@ -8,7 +8,9 @@ made once per stack and kept as a secret in state, delivered to every node as a 
 On the sim, after `pulumi up` serves:
 - from the management network (the operator's side: a container on the sim's mgmt network with the stand-in image,
   which has Ray 2.60), `ray start --address=HEAD:6379` cannot join the cluster and `ray.init(address=...)` cannot
-  connect a driver to submit work: the head's Ray refuses both for want of the token;
+  connect a driver to submit work: the head's Ray refuses both for want of the token; and every Ray server that
+  listens on every address of the head (GCS, both raylet servers, each worker process), called from this machine
+  without the token, answers UNAUTHENTICATED;
 - on the fabric, where Ray is meant to be reached, a process without the token is refused the same way, and with
   the token it is answered (so the token is what refuses, not the network); the cluster still has its two nodes;
 - the group still serves a completion; a second `up` keeps the token (nothing to change, nothing restarts);
@@ -73,6 +75,36 @@ def refused(result: subprocess.CompletedProcess[str]) -> bool:
     return result.returncode != 0 and REFUSED in result.stdout + result.stderr
 
 
+# One gRPC method of each kind of Ray server: a call without the token is answered UNAUTHENTICATED (16) by the
+# server that has the service, UNIMPLEMENTED (12) by the others; OK (0) would be a server answering anyone.
+RAY_METHODS = (
+    "ray.rpc.NodeInfoGcsService/GetAllNodeInfo",
+    "ray.rpc.NodeManagerService/GetNodeStats",
+    "ray.rpc.ObjectManagerService/Pull",
+    "ray.rpc.CoreWorkerService/GetCoreWorkerStats",
+)
+
+
+def ray_wildcard_listeners(sim: SimCluster, node: str) -> dict[int, str]:
+    """The ports a Ray process (GCS, raylet, `ray::` worker) listens on at every address of the node, by process."""
+    found = {}
+    for line in sim.node_exec(node, "ss", "-Hltnp").stdout.splitlines():
+        fields = line.split()
+        process = re.search(r'\(\("([^"]+)"', fields[-1])
+        if fields[3].startswith("0.0.0.0:") and process and re.match(r"gcs_server$|raylet$|ray::", process[1]):
+            found[int(fields[3].rsplit(":", 1)[1])] = process[1]
+    return found
+
+
+def grpc_status(address: str, port: int, method: str, empty_message: Path) -> str:
+    """The grpc-status of one unauthenticated call from here (curl speaks gRPC's HTTP/2 framing)."""
+    cmd = ["curl", "-sS", "-m", "5", "--http2-prior-knowledge", "-o", "/dev/null", "-D", "-", "-X", "POST"]
+    cmd += ["-H", "content-type: application/grpc", "-H", "te: trailers", "--data-binary", f"@{empty_message}"]
+    headers = run([*cmd, f"http://{address}:{port}/{method}"], check=False, timeout=30).stdout
+    found = re.search(r"^grpc-status: (\d+)", headers, re.M | re.I)
+    return found[1] if found else f"no gRPC answer: {headers.strip()[:80]!r}"
+
+
 def test_only_the_stacks_token_gets_into_the_ray_cluster_and_the_group_still_serves(
     pulumi, sim_cluster, probe_image, tmp_path
 ):
@@ -99,6 +131,17 @@ def test_only_the_stacks_token_gets_into_the_ray_cluster_and_the_group_still_ser
     driver = f'import ray; ray.init(address="{head_mgmt}:6379"); print(ray.get(ray.remote(lambda: 42).remote()))'
     submit = ray_probe(sim_cluster, probe_image, "mgmt", f"python3 -c '{driver}'")
     assert refused(submit) and "42" not in submit.stdout, submit
+
+    # Every Ray server on every address of the head, called from this machine (on the management network) without
+    # the token: each refuses (the GCS, both raylet servers, each worker process), none answers.
+    listeners = ray_wildcard_listeners(sim_cluster, "head")
+    assert listeners.get(6379) == "gcs_server" and "raylet" in listeners.values(), listeners
+    assert any(name.startswith("ray::") for name in listeners.values()), listeners
+    empty_message = tmp_path / "grpc-empty-message"
+    empty_message.write_bytes(b"\0" * 5)  # gRPC framing: not compressed, length 0
+    for port, process in listeners.items():
+        statuses = {m: grpc_status(head_mgmt, port, m, empty_message) for m in RAY_METHODS}
+        assert "16" in statuses.values() and "0" not in statuses.values(), (port, process, statuses)
 
     # The fabric side reaches Ray's ports: without the token it is refused, with it it is answered.
     status = f"ray status --address={head_fabric}:6379"
