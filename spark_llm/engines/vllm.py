@@ -18,6 +18,8 @@ RAY_JOIN_SECONDS = 600
 RAY_DASHBOARD_HOST = "127.0.0.1"
 # Ray's token authentication settings: spark-llm's alone (spark-llm:engine.env may not set them).
 RAY_AUTH_ENV = frozenset({"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"})
+# The first Ray with token authentication; an older one ignores RAY_AUTH_MODE and would run open to anyone.
+RAY_AUTH_SINCE = (2, 52)
 
 
 def _common(topo: Topology) -> list[str]:
@@ -72,6 +74,26 @@ def _ray_auth_env(topo: Topology) -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": topo.ray_token_file}
 
 
+def ray_auth_check() -> str:
+    """Bash that stops the node before `ray start` when the image's Ray predates token authentication.
+
+    Such a Ray ignores RAY_AUTH_MODE without a word: the cluster would listen on every address, open to anyone.
+    """
+    since = ".".join(map(str, RAY_AUTH_SINCE))
+    probe = (
+        "import ray, sys; v = ray.__version__; print(v); "
+        f"sys.exit(0 if tuple(int(p) for p in v.split('.')[:2]) >= {RAY_AUTH_SINCE!r} else 1)"
+    )
+    return (
+        f"if ! ray_version=$(python3 -c {shlex.quote(probe)}); then\n"
+        f'  echo "spark-llm: Ray ${{ray_version:-(not importable)}} in this image has no token authentication'
+        f" (Ray >= {since}): spark-llm does not start a Ray cluster open to anyone. Use an image with Ray"
+        f' {since} or newer (spark-llm:image.ref)" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+    )
+
+
 def _ray(topo: Topology, member: Member) -> NodeLaunch:
     env = {
         **_env(topo, member),
@@ -87,7 +109,7 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
     head = f"{topo.head.fabric_address}:{RAY_PORT}"
     if member.rank > 0:
         script = (
-            f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
+            ray_auth_check() + f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
             f"until ray start --address={shlex.quote(head)} --node-ip-address={shlex.quote(member.fabric_address)}"
             " --num-gpus=1 --block; do\n"
             f'  [ "$SECONDS" -lt "$deadline" ] || {{ echo "Ray head at {head} not reachable after'
@@ -108,7 +130,8 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         *topo.user_flags,
     ]
     script = (
-        f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1"
+        ray_auth_check()
+        + f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1"
         # vLLM needs no dashboard: without it the head keeps only Ray's job/state API, on loopback (named here so a
         # change of Ray's default cannot open it on every address).
         f" --include-dashboard=false --dashboard-host={RAY_DASHBOARD_HOST}\n"
