@@ -112,6 +112,8 @@ class SparkCluster(pulumi.ComponentResource):
         }
         if scripts.api_config_digest is not None:
             restart_on["spark-llm.api-key"] = scripts.api_config_digest
+        if scripts.ray_token_digest is not None:
+            restart_on["spark-llm.ray-token"] = scripts.ray_token_digest
         group = EngineGroup(
             f"{name}-engine",
             EngineGroupArgs(

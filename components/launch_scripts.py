@@ -1,9 +1,17 @@
-"""LaunchScripts: the one launch script and the engine env file, identical on every node; the head's API key file.
+"""LaunchScripts: the one launch script and the engine env file, identical on every node; the head's API key file;
+with Ray, the group's Ray token on every node.
 
 Each file is a NodeCommand whose script writes it (content inside the script, on stdin: never on a command line)
 and whose delete removes it. The content is in the script's digest, so a file is rewritten only when its content
 (or mode) changes, as a replace; a new key, user or port is an update that writes nothing. A file removed or
 edited on the node is drift (spark_llm.node_files): its step's token changes and `pulumi up` writes it again.
+
+The Ray token is made here, once per stack: 32 random bytes from this machine's kernel, as hex (the form of `ray
+get-auth-token --generate`), printed by a `command:local:Command` whose stdout is a secret output. It runs on the
+stack's first `up` with Ray and never again (no triggers: nothing replaces it), so the token is kept in state,
+encrypted with the stack's secrets, and the same on every `up`; `pulumi destroy` forgets it and the next stack gets
+a new one. It is not derived from anything (an API key, the ssh key, the passphrase): no other secret's rotation
+moves it, and nothing else leaks it. It never passes through config, a command line or the console.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from spark_llm.drift import first_run, record_token_script, step_token
 from spark_llm.node_files import file_script, remove_file_command, sha256_text
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
+
+# Prints the new Ray token (64 hex digits) and nothing else, or fails: an empty token file would stop Ray.
+RAY_TOKEN_COMMAND = "t=$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \\n') && [ ${#t} -eq 64 ] && printf %s \"$t\""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +47,7 @@ class LaunchScripts(pulumi.ComponentResource):
 
     script_sha256: pulumi.Output[str]
     api_config_digest: pulumi.Output[str] | None
+    ray_token_digest: pulumi.Output[str] | None
     files: dict[str, list[NodeCommand]]
 
     def __init__(self, name: str, args: LaunchScriptsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -56,7 +68,9 @@ class LaunchScripts(pulumi.ComponentResource):
                 pulumi.log.warn(f"drift: {path} on {node.name} was {state} since `pulumi up`; `up` writes it again")
             return value
 
-        def node_file(resource: str, node: NodePlan, path: str, content: str, mode: str, secret: bool) -> NodeCommand:
+        def node_file(
+            resource: str, node: NodePlan, path: str, content: pulumi.Input[str], mode: str, secret: bool
+        ) -> NodeCommand:
             text = pulumi.Output.secret(content) if secret else pulumi.Output.from_input(content)
             step = node_files.drift_step(path)
             drift_token = token(node, path)
@@ -94,5 +108,23 @@ class LaunchScripts(pulumi.ComponentResource):
             )
             # A new key must restart the group (the engine reads the file at start): its digest, kept secret.
             self.api_config_digest = pulumi.Output.secret(sha256_text(plan.api_config))
+        self.ray_token_digest = None
+        if plan.ray_auth:
+            made = command.local.Command(
+                f"{name}-ray-token",
+                create=RAY_TOKEN_COMMAND,
+                # The token goes to state (encrypted), never to the console.
+                logging=command.local.Logging.NONE,
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["stdout"]),
+            )
+            printed: pulumi.Input[str] = made.stdout
+            ray_token = pulumi.Output.secret(printed)
+            for node in plan.nodes:
+                # Every Ray node needs it: the head's Ray checks it, the workers' Ray and vLLM's driver send it.
+                self.files[node.name].append(
+                    node_file(f"{name}-{node.name}-ray-token", node, node.ray_token_path, ray_token, "0600", True)
+                )
+            # A new token (a new stack on the same nodes) must restart the group: its digest, kept secret.
+            self.ray_token_digest = pulumi.Output.secret(ray_token.apply(sha256_text))
         self.script_sha256 = pulumi.Output.from_input(sha256_text(plan.launch_script))
         self.register_outputs({"script_sha256": self.script_sha256})

@@ -32,7 +32,7 @@ from spark_llm.config_base import (
 )
 from spark_llm.config_base import format_errors as _format_errors
 from spark_llm.config_nodes import ListenIp, Node, NodeName, check_topology
-from spark_llm.engines.vllm import RAY_PORT
+from spark_llm.engines.vllm import RAY_AUTH_ENV, RAY_PORT
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -336,6 +336,19 @@ class Engine(ConfigModel):
         if self.kind == "sglang" and self.executor != "native":
             why = "executor ray is for kind vllm; SGLang runs its own multi-node launch (executor: native)"
             raise KeyedError(why, ("executor",), "native")
+        return self
+
+    @model_validator(mode="after")
+    def _ray_auth_is_spark_llms(self) -> Engine:
+        # An env file line is loaded after the container's environment: it would switch Ray's token authentication
+        # off or swap the stack's token for another, on every node at once.
+        if self.executor == "ray":
+            for name in sorted(set(self.env) & RAY_AUTH_ENV):
+                why = (
+                    "set by spark-llm with executor ray: every Ray process runs with Ray's token authentication and"
+                    " reads the stack's own token from its 0600 file (README, Security: Ray); remove this key"
+                )
+                raise KeyedError(why, ("env", name), show_example=False)
         return self
 
     @model_validator(mode="after")

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import CONTAINER_ENV_FILE, CONTAINER_SCRIPT, DeploymentPlan, NodePlan, node_launches
+from spark_llm.plan import (
+    CONTAINER_ENV_FILE,
+    CONTAINER_RAY_TOKEN,
+    CONTAINER_SCRIPT,
+    DeploymentPlan,
+    NodePlan,
+    node_launches,
+)
 
 # Labels every engine container carries; spark_llm.observe reads them back.
 LABEL_NODE = "spark-llm.node"
@@ -57,6 +64,9 @@ def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
     if plan.api_config_path and node.role == "head":
         # Only the API-serving rank reads the key file (`--config`), so only the head mounts it.
         mounts.append(Mount(plan.api_config_path, plan.api_config_path))
+    if plan.ray_auth:
+        # Every Ray node reads the group's token (RAY_AUTH_TOKEN_PATH): the head's GCS checks it, the others send it.
+        mounts.append(Mount(node.ray_token_path, CONTAINER_RAY_TOKEN))
     env = {
         **launch.env,
         "SPARK_LLM_NODE": node.name,

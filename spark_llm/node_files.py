@@ -127,10 +127,13 @@ def probe(paths: list[str]) -> str:
 
 
 def launch_files(plan: DeploymentPlan, node: NodePlan) -> list[str]:
-    """The files components.launch_scripts writes on `node`: launch script, env file, and the head's API key."""
+    """The files components.launch_scripts writes on `node`: launch script, env file, the head's API key and, with
+    Ray, the group's Ray token."""
     paths = [node.script_path, node.env_path]
     if plan.api_config and plan.api_config_path and node.role == "head":
         paths.append(plan.api_config_path)
+    if plan.ray_auth:
+        paths.append(node.ray_token_path)
     return paths
 
 

@@ -24,6 +24,8 @@ TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "scripts" / "launch.tmp
 # Where an engine container sees the launch script (its entrypoint) and the engine env file, both read-only.
 CONTAINER_SCRIPT = "/spark-llm/launch.sh"
 CONTAINER_ENV_FILE = "/spark-llm/engine.env"
+# Where a Ray container sees the group's Ray token (RAY_AUTH_TOKEN_PATH), read-only; see `ray_auth`.
+CONTAINER_RAY_TOKEN = "/spark-llm/ray-token"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class NodePlan:
     def env_path(self) -> str:
         return f"{self.remote_dir}/engine.env"
 
+    @property
+    def ray_token_path(self) -> str:
+        """The group's Ray token on this node (0600): only with the Ray executor (DeploymentPlan.ray_auth)."""
+        return f"{self.remote_dir}/{RAY_TOKEN_NAME}"
+
 
 @dataclass(frozen=True)
 class DeploymentPlan:
@@ -63,6 +70,8 @@ class DeploymentPlan:
     api_config_path: str | None = None
     api_address: str = "127.0.0.1"
     """Where the head itself reaches its API (the readiness gate, `spark-llm status`); see `api_address_on_head`."""
+    ray_auth: bool = False
+    """Ray's token authentication is on (the Ray executor): every node gets the stack's Ray token as a 0600 file."""
 
     @property
     def head(self) -> NodePlan:
@@ -79,6 +88,7 @@ class DeploymentPlan:
 
 
 API_CONFIG_NAME = "api-key.yaml"
+RAY_TOKEN_NAME = "ray-token"
 
 
 def remote_dir(user: str) -> str:
@@ -159,7 +169,13 @@ def topology(cfg: StackConfig) -> Topology:
         roce_devices=tuple(cfg.network.roce_devices),
         gpus=cfg.engine.gpus,
         api_config=api_config_path(cfg),
+        ray_token_file=CONTAINER_RAY_TOKEN if ray_auth(cfg) else None,
     )
+
+
+def ray_auth(cfg: StackConfig) -> bool:
+    """Whether the group runs Ray, and so Ray's token authentication (every Ray port answers only the token)."""
+    return cfg.engine.executor == "ray"
 
 
 def node_launches(cfg: StackConfig) -> dict[str, NodeLaunch]:
@@ -253,4 +269,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         api_config=render_api_config(cfg.api_key) if cfg.api_key else None,
         api_config_path=api_config_path(cfg),
         api_address=api_address_on_head(cfg.engine.host),
+        ray_auth=ray_auth(cfg),
     )

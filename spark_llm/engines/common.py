@@ -31,6 +31,9 @@ class Topology:
     # A 0600 YAML file on the head holding `api-key:`, passed as `--config` to the rank that serves the API (both
     # engines merge `--config FILE` into their flags): the key never appears on a command line. None: no key.
     api_config: str | None = None
+    # Where the Ray executor's processes read the group's Ray token (RAY_AUTH_TOKEN_PATH, a read-only mount of a
+    # 0600 file): the token is on no command line and in no container's environment. None: no Ray.
+    ray_token_file: str | None = None
 
     @property
     def nnodes(self) -> int:

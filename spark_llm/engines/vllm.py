@@ -15,6 +15,11 @@ from spark_llm.engines.common import EngineProfile, Member, NodeLaunch, Topology
 
 RAY_PORT = 6379
 RAY_JOIN_SECONDS = 600
+RAY_DASHBOARD_HOST = "127.0.0.1"
+# Ray's token authentication settings: spark-llm's alone (spark-llm:engine.env may not set them).
+RAY_AUTH_ENV = frozenset({"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"})
+# The first Ray with token authentication; an older one ignores RAY_AUTH_MODE and would run open to anyone.
+RAY_AUTH_SINCE = (2, 52)
 
 
 def _common(topo: Topology) -> list[str]:
@@ -55,9 +60,44 @@ def _native(topo: Topology, member: Member) -> NodeLaunch:
     return NodeLaunch(tuple(argv), _env(topo, member))
 
 
+def _ray_auth_env(topo: Topology) -> dict[str, str]:
+    """Ray's token authentication (Ray >= 2.52), the same on every node of the cluster.
+
+    Ray's gRPC servers (GCS on 6379, each raylet's node and object manager, each worker process) listen on every
+    address of a node whatever `--node-ip-address` says, and without a token anyone who reaches one can run code
+    there. With RAY_AUTH_MODE=token every Ray RPC and HTTP entry point refuses a caller without the token. Ray
+    reads it from the file RAY_AUTH_TOKEN_PATH names (a missing or empty file is fatal, never a silent fallback
+    to no auth): the token is on no command line and in no container's configuration.
+    """
+    if topo.ray_token_file is None:
+        raise ValueError("the Ray executor needs the group's Ray token file (Topology.ray_token_file)")
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": topo.ray_token_file}
+
+
+def ray_auth_check() -> str:
+    """Bash that stops the node before `ray start` when the image's Ray predates token authentication.
+
+    Such a Ray ignores RAY_AUTH_MODE without a word: the cluster would listen on every address, open to anyone.
+    """
+    since = ".".join(map(str, RAY_AUTH_SINCE))
+    probe = (
+        "import ray, sys; v = ray.__version__; print(v); "
+        f"sys.exit(0 if tuple(int(p) for p in v.split('.')[:2]) >= {RAY_AUTH_SINCE!r} else 1)"
+    )
+    return (
+        f"if ! ray_version=$(python3 -c {shlex.quote(probe)}); then\n"
+        f'  echo "spark-llm: Ray ${{ray_version:-(not importable)}} in this image has no token authentication'
+        f" (Ray >= {since}): spark-llm does not start a Ray cluster open to anyone. Use an image with Ray"
+        f' {since} or newer (spark-llm:image.ref)" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+    )
+
+
 def _ray(topo: Topology, member: Member) -> NodeLaunch:
     env = {
         **_env(topo, member),
+        **_ray_auth_env(topo),
         # Ray's memory monitor kills workers under unified-memory pressure on a Spark (GPU memory is host memory).
         "RAY_memory_monitor_refresh_ms": "0",
         # The head relays every worker's output into its own log, which is read in files and `pulumi up` errors,
@@ -69,7 +109,7 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
     head = f"{topo.head.fabric_address}:{RAY_PORT}"
     if member.rank > 0:
         script = (
-            f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
+            ray_auth_check() + f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
             f"until ray start --address={shlex.quote(head)} --node-ip-address={shlex.quote(member.fabric_address)}"
             " --num-gpus=1 --block; do\n"
             f'  [ "$SECONDS" -lt "$deadline" ] || {{ echo "Ray head at {head} not reachable after'
@@ -90,7 +130,11 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         *topo.user_flags,
     ]
     script = (
-        f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1\n"
+        ray_auth_check()
+        + f"ray start --head --node-ip-address={shlex.quote(member.fabric_address)} --port={RAY_PORT} --num-gpus=1"
+        # vLLM needs no dashboard: without it the head keeps only Ray's job/state API, on loopback (named here so a
+        # change of Ray's default cannot open it on every address).
+        f" --include-dashboard=false --dashboard-host={RAY_DASHBOARD_HOST}\n"
         f"deadline=$((SECONDS + {RAY_JOIN_SECONDS}))\n"
         # Every node's GPU must be in the cluster before vLLM places its workers. The check prints the nodes it
         # counted from the cluster's own state: `ray status` below reads the autoscaler's report, which can lag

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 IMAGE_ID = "sha256:" + "c" * 64
 WEIGHTS_DIGEST = "ab" * 32
+# What the mocked Ray token step prints (components/launch_scripts.py makes a random one).
+RAY_TOKEN = "5a" * 32
 # What the mocked program reads as ~/.ssh/id_ed25519 (the stacks' sshKeyPath): not a usable key, only its shape.
 FAKE_PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc3BhcmstbGxtIHRlc3Qga2V5\n-----END OPENSSH PRIVATE KEY-----\n"
 
@@ -33,6 +35,8 @@ class Mocks(pulumi.runtime.Mocks):
         outs = dict(args.inputs)
         if args.typ == "docker:index/remoteImage:RemoteImage":
             outs["imageId"] = IMAGE_ID
+        elif args.name.endswith("-ray-token") and args.typ == "command:local:Command":
+            outs["stdout"] = RAY_TOKEN
         elif args.name.startswith("spark-weights-"):
             outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
         return [f"{args.name}-id", outs]

@@ -262,6 +262,18 @@ ENGINE = [
     ("engine-key-misspelled", _set("engine", {"distport": 20001}), "engine.distport", "did you mean distPort?"),
     ("engine-env-bad-name", _set("engine", {"env": {"NCCL DEBUG": "1"}}), "spark-llm:engine.env", "not a valid"),
     ("engine-env-two-lines", _set("engine", {"env": {"A": "1\nB=2"}}), "spark-llm:engine.env.A", "one line"),
+    (
+        "engine-env-turns-ray-auth-off",
+        _set("engine", {"kind": "vllm", "executor": "ray", "env": {"RAY_AUTH_MODE": "disabled"}}),
+        "spark-llm:engine.env.RAY_AUTH_MODE",
+        "set by spark-llm with executor ray: every Ray process runs with Ray's token authentication",
+    ),
+    (
+        "engine-env-swaps-the-ray-token",
+        _set("engine", {"kind": "vllm", "executor": "ray", "env": {"RAY_AUTH_TOKEN": "x"}}),
+        "spark-llm:engine.env.RAY_AUTH_TOKEN",
+        "remove this key",
+    ),
 ]
 
 OTHER = [

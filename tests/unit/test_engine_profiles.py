@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 
 from spark_llm.engines import PROFILES, profile_for
 from spark_llm.engines.common import Member, Topology
+from spark_llm.engines.vllm import ray_auth_check
 
 HEAD = Member("spark-1", 0, "192.168.200.12")
 WORKER = Member("spark-2", 1, "192.168.200.13")
@@ -21,6 +25,7 @@ def topo(**overrides) -> Topology:
         user_flags=("--mem-fraction-static", "0.8"),
         fabric_interfaces=("enp1s0f0np0",),
         roce_devices=("rocep1s0f0", "roceP2p1s0f0"),
+        ray_token_file="/spark-llm/ray-token",
     )
     base.update(overrides)
     return Topology(**base)
@@ -66,6 +71,55 @@ def test_vllm_ray_workers_join_the_head_and_the_head_waits_for_every_gpu():
     assert script.index("ray start --head") < script.index("ok = gpus >= 2") < script.index("Ray cluster ready")
     assert script.index("ray status") < script.index("exec vllm serve /models/qwen")
     assert "--distributed-executor-backend ray" in script
+
+
+def test_every_ray_node_runs_with_token_auth_read_from_the_token_file():
+    for member in (HEAD, WORKER):
+        launch = PROFILES[("vllm", "ray")].launch(topo(), member)
+        assert launch.env["RAY_AUTH_MODE"] == "token"
+        assert launch.env["RAY_AUTH_TOKEN_PATH"] == "/spark-llm/ray-token"
+        # The token itself travels in the file only: no RAY_AUTH_TOKEN in the container's environment.
+        assert "RAY_AUTH_TOKEN" not in launch.env
+    assert "RAY_AUTH_MODE" not in PROFILES[("vllm", "native")].launch(topo(), WORKER).env
+
+
+def test_the_ray_head_starts_no_dashboard_and_keeps_rays_job_api_on_loopback():
+    script = argv("vllm/ray", HEAD)[2]
+    head_start = next(line for line in script.splitlines() if line.startswith("ray start --head"))
+    assert "--node-ip-address=192.168.200.12" in head_start
+    assert "--include-dashboard=false" in head_start and "--dashboard-host=127.0.0.1" in head_start
+    assert "0.0.0.0" not in head_start
+
+
+@pytest.mark.parametrize(
+    ("version", "starts"), [("2.60.0", True), ("2.52.0", True), ("3.0.0.dev0", True), ("2.51.1", False)]
+)
+def test_a_ray_without_token_auth_stops_the_node_before_ray_starts(tmp_path, version, starts):
+    # A Ray older than 2.52 ignores RAY_AUTH_MODE: the node must not start it. The check runs as rendered, with a
+    # stand-in `ray` package of that version on PYTHONPATH.
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    for member in (HEAD, WORKER):
+        script = argv("vllm/ray", member)[2]
+        check = ray_auth_check()
+        assert script.startswith(check)  # before any `ray start`
+        done = subprocess.run(
+            ["bash", "-c", check + "echo ray would start"],
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)},
+        )
+        if starts:
+            assert done.returncode == 0 and done.stdout.endswith("ray would start\n"), done
+        else:
+            assert done.returncode == 1 and "ray would start" not in done.stdout
+            assert f"Ray {version} in this image has no token authentication (Ray >= 2.52)" in done.stderr
+            assert "Use an image with Ray 2.52 or newer (spark-llm:image.ref)" in done.stderr
+
+
+def test_the_ray_profile_refuses_to_run_without_a_token_file():
+    with pytest.raises(ValueError, match="Ray token file"):
+        PROFILES[("vllm", "ray")].launch(topo(ray_token_file=None), HEAD)
 
 
 def test_vllm_env_pins_the_fabric_and_disables_rays_memory_monitor():

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from spark_llm import plan
+from spark_llm import node_files, plan
 from spark_llm.config import parse
 from spark_llm.engine_spec import container_spec
 
@@ -155,6 +155,33 @@ def test_only_the_head_mounts_the_api_key_file_and_the_weights_are_read_only(raw
     assert not any(m.source == key for m in worker.mounts)
     weights = next(m for m in worker.mounts if m.target == p.config.model.path)
     assert weights.read_only and not next(m for m in worker.mounts if m.target == "/root/.cache").read_only
+
+
+@pytest.mark.parametrize(
+    ("kind", "executor", "ray_auth"), [("vllm", "ray", True), ("vllm", "native", False), ("sglang", "native", False)]
+)
+def test_only_a_ray_group_gets_the_token_file_on_every_node_and_its_drift_probe(raw_config, kind, executor, ray_auth):
+    p = build({**raw_config, "engine": {"kind": kind, "executor": executor}})
+    assert p.ray_auth is ray_auth
+    for node in p.nodes:
+        token = f"{node.remote_dir}/ray-token"
+        mounts = {m.target: m for m in container_spec(p, node).mounts}
+        assert ("/spark-llm/ray-token" in mounts) is ray_auth
+        if ray_auth:
+            assert mounts["/spark-llm/ray-token"].source == token and mounts["/spark-llm/ray-token"].read_only
+        # The probe of every program run reads the file's digest: removed or edited on a node, `up` writes it again.
+        assert (token in node_files.launch_files(p, node)) is ray_auth
+
+
+def test_no_ray_token_on_any_rendered_command_line_or_in_the_env_file(raw_config):
+    p = build({**raw_config, "engine": {"kind": "vllm", "executor": "ray"}})
+    for node in p.nodes:
+        spec = container_spec(p, node)
+        rendered = " ".join([*spec.entrypoint, *spec.command, *(f"{k}={v}" for k, v in spec.env.items())])
+        assert "RAY_AUTH_TOKEN_PATH=/spark-llm/ray-token" in rendered and "RAY_AUTH_MODE=token" in rendered
+        # Only the file's path: Ray's own variable for the token's value is never set.
+        assert "RAY_AUTH_TOKEN=" not in rendered
+    assert "RAY_AUTH" not in p.env_file and "RAY_AUTH" not in p.launch_script
 
 
 @pytest.mark.parametrize(
