@@ -400,7 +400,7 @@ def test_ray_token_is_made_once_in_state_and_reaches_every_node_as_a_secret_0600
     for node in ("spark-1", "spark-2"):
         token_file = _inputs(registered[f"spark-scripts-{node}-ray-token"])
         assert _is_secret(token_file["stdin"]) and _is_secret(token_file["triggers"][0])
-        assert "; rm -f /home/aurora/spark-llm/ray-token " in token_file["delete"]  # and its drift token
+        assert "else rm -f /home/aurora/spark-llm/ray-token; fi; rm -f " in token_file["delete"]  # and its drift token
         script = base64.b64decode(token_file["stdin"]["value"].split("<<'SPARK_LLM_EOF'\n")[1].split("\n")[0])
         assert script.decode() == RAY_TOKEN
         container = _inputs(registered[f"spark-engine-{node}"])
