@@ -10,7 +10,7 @@ import pulumi
 import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
-from spark_llm import drift, key_files, observe
+from spark_llm import drift, key_files, node_commands, observe
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
@@ -70,9 +70,8 @@ def load_keys(cfg: StackConfig) -> dict[str, str]:
 
 
 def _remove_command(node: NodePlan, container: str) -> str:
-    hop = node.ssh
-    jump = f"-J {hop.via.user}@{hop.via.host}:{hop.via.port} " if hop.via else ""
-    return f"ssh {jump}-p {hop.port} {hop.user}@{hop.host} docker rm -f {container}"
+    # Through `spark-llm exec`: the stack's key, pinned host keys and jump host (a bare `ssh` has none of them).
+    return node_commands.exec_on(pulumi.get_stack(), node.name, ["docker", "rm", "-f", container])
 
 
 def config_key_of(plan: DeploymentPlan, node: str) -> str:
@@ -98,8 +97,10 @@ def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) 
         elif seen.docker_down:
             faults.append(
                 f"{node.name} cannot be read now: {seen.error}\n"
-                f"Start the Docker engine on {node.name} (`sudo systemctl start docker`; `docker info` there must "
-                "answer): preview shows its steps as to be redone, and `pulumi up` fails until it answers."
+                f"Start the Docker engine on {node.name} "
+                f"(`{node_commands.exec_on(pulumi.get_stack(), node.name, ['sudo', 'systemctl', 'start', 'docker'])}`;"
+                " `docker info` there must answer): preview shows its steps as to be redone, and `pulumi up` fails "
+                "until it answers."
             )
         else:
             faults.append(

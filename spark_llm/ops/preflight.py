@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass
 from rich.table import Table
 
 from spark_llm.config import Network, StackConfig
+from spark_llm.node_commands import read_host_key
 from spark_llm.ops import render
 from spark_llm.ops.nodes import (
     SECTION_FUNCTION,
     NodeRun,
     Section,
     fingerprint,
-    keyscan_type,
     parse_sections,
     presented_host_key,
     quote,
@@ -246,9 +246,10 @@ def unknown_flags(used: Sequence[str], listed: set[str]) -> list[str]:
 # ---------- verdicts (pure) ----------
 
 
-def check_ssh(cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: str | None) -> Check:
+def check_ssh(
+    cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: str | None, stack: str | None = None
+) -> Check:
     index = next(i for i, n in enumerate(cfg.nodes) if n.name == node.name)
-    key_type = keyscan_type(node.ssh.host_key.split()[0])
     target = node.ssh
     where = f"{target.user}@{target.host}:{target.port}" + (f" via {target.via.name}" if target.via else "")
     if run is None:
@@ -259,15 +260,14 @@ def check_ssh(cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: 
     failure = ssh_failure(run)
     if failure.kind == "host key mismatch":
         seen = f"presents {fingerprint(presented)}" if presented else "presents another key"
-        scan = f"ssh-keyscan -t {key_type} -p {target.port} {target.host}"
-        scan_where = f"on {target.via.name}" if target.via else "here"
         return Check(
             node.name,
             "ssh",
             FAIL,
             f"host key mismatch: {where} {seen}, spark-llm:nodes[{index}].hostKey pins {fingerprint(target.host_key)}",
-            f"if the node was reinstalled, confirm its key on its console, then pin it: `{scan}` ({scan_where}) "
-            f"into spark-llm:nodes[{index}].hostKey; otherwise something else answers at {target.host}",
+            f"if the node was reinstalled, read the key it presents (`{read_host_key(stack, node)}`), confirm it on "
+            f"its console, then pin it in spark-llm:nodes[{index}].hostKey; otherwise something else answers at "
+            f"{target.host}",
         )
     if failure.kind == "key refused":
         return Check(
@@ -629,6 +629,7 @@ def judge(
     limits: Limits,
     *,
     check_flags_too: bool = False,
+    stack: str | None = None,
 ) -> list[Check]:
     """Every check of every node from what the nodes printed; `runs[n]` None: not tried (its jump host failed)."""
     cfg = plan.config
@@ -640,7 +641,7 @@ def judge(
     for node in plan.nodes:
         run = runs.get(node.name)
         own = facts.get(node.name, {})
-        checks.append(check_ssh(cfg, node, run, presented.get(node.name)))
+        checks.append(check_ssh(cfg, node, run, presented.get(node.name), stack))
         fabric = check_fabric(plan, node, head, own) if node.role == "worker" else None
         if run is None or run.ssh_failed:
             if fabric is not None and fabric.status != SKIP:
@@ -733,7 +734,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         memory_margin=int(args.memory_margin_gb * GB),
         max_clock_skew=args.max_clock_skew,
     )
-    checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags)
+    checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags, stack=pulumi.stack)
     wall = time.monotonic() - start
     counts = summary(checks)
     ok = counts[FAIL] == 0

@@ -1,0 +1,36 @@
+"""Pure: the commands the program prints for a person to run on a node, spelled so that they work as printed.
+
+A bare `ssh -p 22 root@HOST ...` has neither the node's key nor its pinned host key (nor, for a worker, the head
+as jump host) and fails with "Host key verification failed". A command on a node is printed as
+`spark-llm exec --stack STACK NODE -- CMD...` instead: the operator CLI's one ssh (spark_llm.ssh, the stack's key
+and pinned `hostKey` of every hop, workers through the head), so it reaches the node exactly as `pulumi up` does.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from spark_llm.plan import NodePlan
+
+
+def exec_on(stack: str | None, node: str, command: Sequence[str]) -> str:
+    """`spark-llm exec` of `command` on `node`, quoted for a POSIX shell (stack None: the selected one)."""
+    chosen = ["--stack", stack] if stack else []
+    return shlex.join(["spark-llm", "exec", *chosen, node, "--", *command])
+
+
+def keyscan_type(key_type: str) -> str:
+    """`ssh-ed25519` (a key line's type) -> `ed25519` (what `ssh-keyscan -t` takes)."""
+    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(
+        key_type, "ecdsa" if key_type.startswith("ecdsa") else key_type
+    )
+
+
+def read_host_key(stack: str | None, node: NodePlan) -> str:
+    """The command that prints the host key `node` presents, run where its `host` is meant: here, or on its
+    jump host (a worker's `host` is its address as the head sees it)."""
+    hop = node.ssh
+    scan = ["ssh-keyscan", "-t", keyscan_type(hop.host_key.split()[0]), "-p", str(hop.port), hop.host]
+    return exec_on(stack, hop.via.name, scan) if hop.via else shlex.join(scan)
+
