@@ -11,7 +11,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from spark_llm.plan import NodePlan
+from spark_llm.config import NAMESPACE
+from spark_llm.plan import DeploymentPlan, NodePlan
 
 
 def exec_on(stack: str | None, node: str, command: Sequence[str]) -> str:
@@ -34,3 +35,22 @@ def read_host_key(stack: str | None, node: NodePlan) -> str:
     scan = ["ssh-keyscan", "-t", keyscan_type(hop.host_key.split()[0]), "-p", str(hop.port), hop.host]
     return exec_on(stack, hop.via.name, scan) if hop.via else shlex.join(scan)
 
+
+def host_key_refused(plan: DeploymentPlan, stack: str, name: str) -> str:
+    """What `pulumi preview`/`up` says when ssh refused `name`'s host key: the config key, how to read the key
+    the node presents, and what to do with it."""
+    index = next(i for i, n in enumerate(plan.config.nodes) if n.name == name)
+    node = next(n for n in plan.nodes if n.name == name)
+    hop = node.ssh
+    key = f"{NAMESPACE}:nodes[{index}].hostKey"
+    where = f"{hop.user}@{hop.host}:{hop.port}" + (f" via {hop.via.name}" if hop.via else "")
+    key_type = hop.host_key.split()[0]
+    return (
+        f"{key} is not the host key {name} presents ({where}): ssh refused to connect, as it must.\n"
+        f"If {name} was reinstalled or its ssh host keys were made anew, read the key it presents:\n"
+        f"  {read_host_key(stack, node)}\n"
+        f"compare it with the node's own (on its console: `cat /etc/ssh/ssh_host_{keyscan_type(key_type)}_key.pub`),"
+        f" then put its `{key_type} AAAA...` part (the two fields after the address) into {key}"
+        " and run `pulumi preview` again.\n"
+        f"If it was not, something else answers at {hop.host}: keep the pin and find out what."
+    )

@@ -121,6 +121,13 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
     if _under_mocks():
         return None
     observations = observe.observe(plan, extra)
+    refused = sorted({o.host_key_refused for o in observations.values() if o.host_key_refused})
+    if refused:
+        # A host key that is not the pinned one fails preview too: no provider may be declared with that pin.
+        raise pulumi.RunError(
+            "\n".join(node_commands.host_key_refused(plan, pulumi.get_stack(), name) for name in refused)
+            + "\nNothing was run on any node."
+        )
     faults = node_faults(plan, observations)
     if faults and not pulumi.runtime.is_dry_run():
         # Every node has steps to redo while it cannot be read: `up` would fail at one of them, after the steps on

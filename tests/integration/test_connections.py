@@ -8,6 +8,7 @@ under the engine's name (started by hand, as in the seeds) stops `pulumi up` bef
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import WORKER_KEY
 from tests.integration.conftest import STACK_FILE, complete, run
 
 pytestmark = pytest.mark.integration
@@ -137,3 +139,36 @@ def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deploye
     deployed.up()
     assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
 
+
+def provider_pins(pulumi) -> dict[str, str]:
+    """Each docker provider's pinned keys in the state, as its saved `sshOpts` carry them (KnownHostsCommand)."""
+    state = json.loads(pulumi("stack", "export").stdout)["deployment"]["resources"]
+    providers = [r for r in state if r["type"] == "pulumi:providers:docker"]
+    assert providers, "no docker provider in the state"
+    # sshOpts is saved as a list or as its JSON text: read it from the JSON of the inputs either way.
+    found = {
+        r["urn"]: re.findall(r"KnownHostsCommand=/bin/echo ([\w@.:+/= -]+)", json.dumps(r["inputs"])) for r in providers
+    }
+    return {urn: " | ".join(pins) for urn, pins in found.items()}
+
+
+@pytest.mark.parametrize("index,node", [(0, "head"), (1, "worker-1")])
+def test_a_wrong_host_key_set_right_after_a_run_fails_preview_naming_the_key_and_saves_no_provider(
+    deployed, sim_cluster, index, node
+):
+    """Regression (issue 14, item 5): a master connection from the last run stood in for the new pin's check."""
+    deployed("preview", "--expect-no-changes")  # a run that connects to every node with the right pins
+    pins = provider_pins(deployed)
+    assert all(sim_cluster.nodes()[0]["hostKey"].split()[1] in pin for pin in pins.values()), pins
+    deployed.set(f"nodes[{index}].hostKey", WORKER_KEY)  # well-formed, not the node's key; within ControlPersist
+    try:
+        for command in (("preview",), ("up", "--yes", "--skip-preview")):
+            failed = deployed(*command, check=False)
+            text = failed.stdout + failed.stderr
+            assert failed.returncode != 0, text
+            assert f"spark-llm:nodes[{index}].hostKey is not the host key {node} presents" in text, text
+            assert "ssh-keyscan -t ed25519" in text and "Nothing was run on any node." in text
+            assert "Traceback" not in text
+        assert provider_pins(deployed) == pins  # no provider saved with the wrong pin
+    finally:
+        deployed.reset_config()

@@ -30,3 +30,9 @@ def test_a_workers_host_key_is_read_on_its_jump_host_and_the_heads_from_here(raw
         f"spark-llm exec --stack s {head.name} -- ssh-keyscan -t ed25519 -p 22 {worker.ssh.host}"
     )
 
+
+def test_a_refused_host_key_names_the_config_key_and_how_to_read_the_real_one(raw_config):
+    p = plan.build_plan(parse(raw_config), TEMPLATE)
+    text = node_commands.host_key_refused(p, "s", p.nodes[1].name)
+    assert text.startswith("spark-llm:nodes[1].hostKey is not the host key spark-2 presents")
+    assert node_commands.read_host_key("s", p.nodes[1]) in text and "cat /etc/ssh/ssh_host_ed25519_key.pub" in text
