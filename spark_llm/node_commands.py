@@ -10,15 +10,36 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from spark_llm.config import NAMESPACE
 from spark_llm.plan import DeploymentPlan, NodePlan
 
 
+@dataclass(frozen=True)
+class StackRef:
+    """The stack a printed command is for, as the command that prints it was given it."""
+
+    name: str | None = None
+    """None: the selected stack."""
+    config_file: str | None = None
+    """None: Pulumi.<stack>.yaml beside Pulumi.yaml."""
+
+    def exec_on(self, node: str, command: Sequence[str]) -> str:
+        """`spark-llm exec` of `command` on `node`, quoted for a POSIX shell."""
+        chosen = (["--stack", self.name] if self.name else []) + (
+            ["--config-file", self.config_file] if self.config_file else []
+        )
+        return shlex.join(["spark-llm", "exec", *chosen, node, "--", *command])
+
+
+SELECTED = StackRef()
+"""The selected stack with its default config file."""
+
+
 def exec_on(stack: str | None, node: str, command: Sequence[str]) -> str:
-    """`spark-llm exec` of `command` on `node`, quoted for a POSIX shell (stack None: the selected one)."""
-    chosen = ["--stack", stack] if stack else []
-    return shlex.join(["spark-llm", "exec", *chosen, node, "--", *command])
+    """`spark-llm exec` of `command` on `node` of `stack` (None: the selected one), quoted for a POSIX shell."""
+    return StackRef(stack).exec_on(node, command)
 
 
 def keyscan_type(key_type: str) -> str:
@@ -28,12 +49,12 @@ def keyscan_type(key_type: str) -> str:
     )
 
 
-def read_host_key(stack: str | None, node: NodePlan) -> str:
+def read_host_key(stack: StackRef, node: NodePlan) -> str:
     """The command that prints the host key `node` presents, run where its `host` is meant: here, or on its
     jump host (a worker's `host` is its address as the head sees it)."""
     hop = node.ssh
     scan = ["ssh-keyscan", "-t", keyscan_type(hop.host_key.split()[0]), "-p", str(hop.port), hop.host]
-    return exec_on(stack, hop.via.name, scan) if hop.via else shlex.join(scan)
+    return stack.exec_on(hop.via.name, scan) if hop.via else shlex.join(scan)
 
 
 def host_key_refused(plan: DeploymentPlan, stack: str, name: str) -> str:
@@ -48,7 +69,7 @@ def host_key_refused(plan: DeploymentPlan, stack: str, name: str) -> str:
     return (
         f"{key} is not the host key {name} presents ({where}): ssh refused to connect, as it must.\n"
         f"If {name} was reinstalled or its ssh host keys were made anew, read the key it presents:\n"
-        f"  {read_host_key(stack, node)}\n"
+        f"  {read_host_key(StackRef(stack), node)}\n"
         f"compare it with the node's own (on its console: `cat /etc/ssh/ssh_host_{keyscan_type(key_type)}_key.pub`),"
         f" then put its `{key_type} AAAA...` part (the two fields after the address) into {key}"
         " and run `pulumi preview` again.\n"

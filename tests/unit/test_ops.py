@@ -11,6 +11,7 @@ import pytest
 
 from spark_llm import cli, plan
 from spark_llm.config import parse, raw_from_pulumi
+from spark_llm.node_commands import StackRef
 from spark_llm.ops import logs, nodes, preflight, restart, smoke, status
 from spark_llm.ops.nodes import NodeRun, Section, parse_sections
 from spark_llm.ops.preflight import GB, Check, Limits
@@ -257,6 +258,18 @@ def test_interfaces(spark_plan, interfaces, links, words):
     check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections)
     assert check.status == (PASS if words is None else FAIL)
     assert words is None or words in check.detail
+
+
+def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_checked_stack(spark_plan):
+    """A bare `sudo ip link set ... up` run where preflight printed it would change this machine's interface."""
+    stack = StackRef("dual-spark", "conf/Pulumi.dual-spark.yaml")
+    network = spark_plan.config.network.model_copy(update={"fabric_interfaces": ["enP2p1s0f0np0"]})
+    sections = parse_sections(facts(links=(0, LINKS), addrs=(0, ADDRS)))
+    check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections, stack)
+    exec_on = "spark-llm exec --stack dual-spark --config-file conf/Pulumi.dual-spark.yaml spark-1 --"
+    assert f"`{exec_on} sudo ip link set enP2p1s0f0np0 up`" in check.fix
+    docker = preflight.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
+    assert f"`{exec_on} sudo systemctl start docker`" in docker.fix
 
 
 def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan):
