@@ -170,5 +170,10 @@ def test_a_wrong_host_key_set_right_after_a_run_fails_preview_naming_the_key_and
             assert "ssh-keyscan -t ed25519" in text and "Nothing was run on any node." in text
             assert "Traceback" not in text
         assert provider_pins(deployed) == pins  # no provider saved with the wrong pin
+        # The printed way to read the node's real key, run as printed (a worker's: on the head, pinned).
+        scan = re.search(r"^\s*((?:spark-llm exec .* -- )?ssh-keyscan .*\S)\s*$", text, re.M)
+        assert scan, text
+        read = run(["bash", "-c", scan.group(1)], env=deployed.env, check=False)
+        assert read.returncode == 0 and sim_cluster.nodes()[index]["hostKey"] in read.stdout, (scan.group(1), read)
     finally:
         deployed.reset_config()
