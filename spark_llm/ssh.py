@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ def known_hosts(target: SshHost) -> str:
 
 _control_dir: Path | None = None
 _control_lock = threading.Lock()
+_CONTROL_PREFIX = "spark-llm-ssh-ctl-"
 # A unix socket path holds at most 107 bytes, and ssh first binds a temp name 17 bytes longer than ControlPath.
 _MAX_CONTROL_DIR = 107 - 17 - 1 - 32
 
@@ -165,13 +167,25 @@ def control_dir() -> Path | None:
     global _control_dir
     with _control_lock:
         if _control_dir is None:
-            path = Path(tempfile.mkdtemp(prefix="spark-llm-ssh-ctl-"))
+            remove_stale_control_dirs(Path(tempfile.gettempdir()))
+            path = Path(tempfile.mkdtemp(prefix=_CONTROL_PREFIX))
             if len(str(path)) > _MAX_CONTROL_DIR:
                 path.rmdir()
                 return None
             _control_dir = path
             atexit.register(close_masters, path)
         return _control_dir
+
+
+def remove_stale_control_dirs(parent: Path, *, older_than: float = 600) -> None:
+    """Remove empty control dirs of runs that ended without their exit handler (killed, e.g. by Pulumi's SIGINT
+    after a failed update): their masters exit by themselves within ControlPersist and take their sockets along."""
+    now = time.time()
+    for path in parent.glob(_CONTROL_PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            # mkdtemp's names only (8 more characters): never another tool's or an older spark-llm's shared dir.
+            if len(path.name) == len(_CONTROL_PREFIX) + 8 and now - path.stat().st_mtime > older_than:
+                path.rmdir()  # only if empty: a live master's socket keeps it
 
 
 def close_masters(directory: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -70,3 +71,17 @@ def test_a_refused_host_key_is_named_by_the_hop_that_presented_it():
     assert ssh.host_key_mismatch(HEAD, no_type + "Host key verification failed.\n") == "spark-1"
     refused = "ssh: connect to host 192.168.100.11 port 22: Connection refused"
     assert ssh.host_key_mismatch(HEAD, refused) is None
+
+
+def test_a_killed_runs_empty_control_dir_is_swept_and_nothing_else(tmp_path):
+    """A run killed before its exit handler leaves an empty dir; the next run removes it once it is old."""
+    names = ("abcd1234", "efgh5678", "ijkl9012", "0")
+    stale, live, fresh, shared = (tmp_path / f"spark-llm-ssh-ctl-{n}" for n in names)
+    for d in (stale, live, fresh, shared):
+        d.mkdir()
+    (live / "socket").touch()
+    for d in (stale, live, shared):
+        os.utime(d, (1, 1))
+    ssh.remove_stale_control_dirs(tmp_path)
+    assert not stale.exists()
+    assert live.exists() and fresh.exists() and shared.exists()
