@@ -304,7 +304,7 @@ def check_clock(node: str, run: NodeRun, max_skew: float) -> Check:
     return Check(node, "clock", PASS, detail)
 
 
-def check_docker(node: str, section: Section | None, stack: StackRef = SELECTED) -> Check:
+def check_docker(node: str, section: Section | None, stack: StackRef = SELECTED, user: str = "USER") -> Check:
     if section is None:
         return Check(node, "docker", SKIP, "not reported")
     if section.ok:
@@ -312,7 +312,8 @@ def check_docker(node: str, section: Section | None, stack: StackRef = SELECTED)
         return Check(node, "docker", PASS, f"Docker {version}, {platform}")
     message = section.first_line
     if "permission denied" in message.lower():
-        fix = "add the login user to the docker group (`sudo usermod -aG docker USER`), then log in again"
+        usermod = stack.exec_on(node, ["sudo", "usermod", "-aG", "docker", user])
+        fix = f"add the login user to the docker group (`{usermod}`), then log in again"
     elif "command not found" in message or "not found" in message.split(":")[-1]:
         fix = "install Docker and the NVIDIA container toolkit"
     else:
@@ -653,7 +654,7 @@ def judge(
             checks.append(Check(node.name, "other checks", SKIP, "not run: no ssh session"))
             continue
         checks.append(check_clock(node.name, run, limits.max_clock_skew))
-        checks.append(check_docker(node.name, own.get("docker"), stack))
+        checks.append(check_docker(node.name, own.get("docker"), stack, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
         checks.append(check_disk(node.name, cfg, own.get("disk"), limits))
         checks.append(check_memory(node.name, own, limits, len(plan.nodes)))

@@ -270,6 +270,8 @@ def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_check
     assert f"`{exec_on} sudo ip link set enP2p1s0f0np0 up`" in check.fix
     docker = preflight.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
     assert f"`{exec_on} sudo systemctl start docker`" in docker.fix
+    denied = preflight.check_docker("spark-1", Section(1, "permission denied while trying to connect"), stack, "aurora")
+    assert f"`{exec_on} sudo usermod -aG docker aurora`" in denied.fix
 
 
 def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan):
