@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spark_llm.config import NAMESPACE
+from spark_llm.config_nodes import keyscan_type
 from spark_llm.plan import DeploymentPlan, NodePlan
 
 
@@ -40,13 +41,6 @@ SELECTED = StackRef()
 def exec_on(stack: str | None, node: str, command: Sequence[str]) -> str:
     """`spark-llm exec` of `command` on `node` of `stack` (None: the selected one), quoted for a POSIX shell."""
     return StackRef(stack).exec_on(node, command)
-
-
-def keyscan_type(key_type: str) -> str:
-    """`ssh-ed25519` (a key line's type) -> `ed25519` (what `ssh-keyscan -t` takes)."""
-    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(
-        key_type, "ecdsa" if key_type.startswith("ecdsa") else key_type
-    )
 
 
 def read_host_key(stack: StackRef, node: NodePlan) -> str:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from spark_llm.node_commands import keyscan_type
+from spark_llm.config_nodes import keyscan_type
 from spark_llm.ssh import SshHost, ssh_argv, ssh_files
 
 # Printed by a script run with `run_with_clock` when it is ready for the clock exchange.
