@@ -5,6 +5,7 @@
     spark-llm logs          every node's engine log, interleaved by time
     spark-llm smoke         one chat completion and a short load through the endpoint
     spark-llm restart       the group restarted in order, through `pulumi up --replace`
+    spark-llm exec          one command on one node, over the stack's pinned ssh
 
 Each command reads the stack's config with the Pulumi CLI (`--stack`, `--config-file` as pulumi takes them)
 and builds the same plan as the Pulumi program; `--json` prints one JSON document for scripts.
@@ -21,7 +22,7 @@ from types import ModuleType
 
 from spark_llm import key_files
 from spark_llm.config import ConfigError
-from spark_llm.ops import logs, preflight, restart, smoke, status
+from spark_llm.ops import logs, node_exec, preflight, restart, smoke, status
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "logs": (logs, "every node's engine log, prefixed by node and interleaved by timestamp"),
     "smoke": (smoke, "one chat completion and a short concurrent load: time to first token, tokens/s, errors"),
     "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
+    "exec": (node_exec, "run one command on one node (`exec NODE -- CMD...`): the stack's key, pinned host keys"),
 }
 
 

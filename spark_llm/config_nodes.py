@@ -85,9 +85,35 @@ def _host_key(v: str) -> str:
     length = int.from_bytes(blob[:4], "big") if len(blob) >= 4 else -1
     if blob[4 : 4 + length].decode(errors="replace") != kind:
         raise ValueError(f"the key data does not hold a {kind} key; {_KEYSCAN}")
-    if not blob[4 + length + 4 :].strip(b"\0"):
-        raise ValueError("is the placeholder; pin the node's real key: `ssh-keyscan -t ed25519 HOST` (verify it)")
+    # The placeholder (all-zero key data) is refused by check_topology, which knows where the node is reached from
+    # and so can print the ssh-keyscan that reads its real key.
     return line
+
+
+def keyscan_type(key_type: str) -> str:
+    """`ssh-ed25519` (a key line's type) -> `ed25519` (what `ssh-keyscan -t` takes, and the host key file's name)."""
+    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(
+        key_type, "ecdsa" if key_type.startswith("ecdsa") else key_type
+    )
+
+
+def is_placeholder_key(line: str) -> bool:
+    """A well-formed key line whose key data is all zeros: the committed example's stand-in for a real pin."""
+    blob = base64.b64decode(line.split()[1])
+    length = int.from_bytes(blob[:4], "big")
+    return not blob[4 + length + 4 :].strip(b"\0")
+
+
+def _placeholder_fix(node: Node) -> str:
+    """What to do about a placeholder hostKey: the ssh-keyscan that reads the node's real key, and where to run it."""
+    kind = keyscan_type(node.host_key.split()[0])
+    scan = f"`ssh-keyscan -t {kind} -p {node.port} {node.host}`"
+    where = f"on {node.via} ({node.host} is this node's address as {node.via} reaches it)" if node.via else "here"
+    return (
+        f"is the placeholder; pin {node.name}'s real key: run {scan} {where}, check it against the node's own "
+        f"(on its console: `cat /etc/ssh/ssh_host_{kind}_key.pub`) "
+        "and set this key to its `TYPE AAAA...` part (the two fields after the address)"
+    )
 
 
 NodeName = Annotated[str, AfterValidator(_node_name)]
@@ -183,4 +209,7 @@ def check_topology(nodes: list[Node]) -> list[Node]:
                 (i, "user"),
                 head.user,
             )
+    for i, node in enumerate(nodes):
+        if is_placeholder_key(node.host_key):
+            raise KeyedError(_placeholder_fix(node), (i, "hostKey"), show_example=False)
     return nodes

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from spark_llm.plan import DeploymentPlan, NodePlan
-from spark_llm.ssh import RemoteError, run_script
+from spark_llm.ssh import HostKeyMismatchError, RemoteError, run_script
 
 # Where a step records the token it ran with (spark_llm.drift): one file a step, under the node's remote dir.
 TOKENS_DIR = "state"
@@ -49,6 +49,8 @@ class NodeObservation:
     """Why the node could not be read (None: it was)."""
     docker_down: bool = False
     """The node answered over ssh but its Docker engine did not (`error` says what docker said)."""
+    host_key_refused: str | None = None
+    """The node (this one or its jump host) whose host key ssh refused as not the pinned one; None: none was."""
     engine: EngineState = EngineState("absent")
     image: str = ""
     """`ID OS/ARCH` of the configured image ref on the node; empty when absent."""
@@ -135,10 +137,12 @@ def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) ->
     try:
         out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
     except RemoteError as err:
+        refused = err.node if isinstance(err, HostKeyMismatchError) else None
         # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").
         lines = [line for line in str(err).splitlines() if line.strip()]
         detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
-        return NodeObservation(node=node.name, error=lines[0].removesuffix(" Last output:") + detail, run=run)
+        error = lines[0].removesuffix(" Last output:") + detail
+        return NodeObservation(node=node.name, error=error, host_key_refused=refused, run=run)
     return parse_probe(node.name, out, run)
 
 

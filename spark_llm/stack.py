@@ -10,7 +10,7 @@ import pulumi
 import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
-from spark_llm import drift, key_files, observe
+from spark_llm import drift, key_files, node_commands, observe
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
 from spark_llm.observe import NodeObservation
 from spark_llm.plan import DeploymentPlan, NodePlan
@@ -95,9 +95,8 @@ def load_keys(cfg: StackConfig) -> dict[str, str]:
 
 
 def _remove_command(node: NodePlan, container: str) -> str:
-    hop = node.ssh
-    jump = f"-J {hop.via.user}@{hop.via.host}:{hop.via.port} " if hop.via else ""
-    return f"ssh {jump}-p {hop.port} {hop.user}@{hop.host} docker rm -f {container}"
+    # Through `spark-llm exec`: the stack's key, pinned host keys and jump host (a bare `ssh` has none of them).
+    return node_commands.exec_on(pulumi.get_stack(), node.name, ["docker", "rm", "-f", container])
 
 
 def config_key_of(plan: DeploymentPlan, node: str) -> str:
@@ -123,8 +122,10 @@ def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) 
         elif seen.docker_down:
             faults.append(
                 f"{node.name} cannot be read now: {seen.error}\n"
-                f"Start the Docker engine on {node.name} (`sudo systemctl start docker`; `docker info` there must "
-                "answer): preview shows its steps as to be redone, and `pulumi up` fails until it answers."
+                f"Start the Docker engine on {node.name} "
+                f"(`{node_commands.exec_on(pulumi.get_stack(), node.name, ['sudo', 'systemctl', 'start', 'docker'])}`;"
+                " `docker info` there must answer): preview shows its steps as to be redone, and `pulumi up` fails "
+                "until it answers."
             )
         else:
             faults.append(
@@ -145,11 +146,18 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
     if _under_mocks():
         return None
     observations = observe.observe(plan, extra)
+    refused = sorted({o.host_key_refused for o in observations.values() if o.host_key_refused})
+    if refused:
+        # A host key that is not the pinned one fails preview too: no provider may be declared with that pin.
+        refuse(
+            "\n".join(node_commands.host_key_refused(plan, pulumi.get_stack(), name) for name in refused)
+            + "\nNothing was run on any node."
+        )
     faults = node_faults(plan, observations)
     if faults and not pulumi.runtime.is_dry_run():
         # Every node has steps to redo while it cannot be read: `up` would fail at one of them, after the steps on
         # the other nodes had run (an engine stopped). Stop here instead, before anything runs anywhere.
-        raise pulumi.RunError(
+        refuse(
             "\n".join(faults) + "\nNothing was run on any node (no engine was stopped). Once the node answers, "
             "run `pulumi up` again: it restarts what the fault stopped, in order."
         )
@@ -165,7 +173,7 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
         ]
         nodes = {n.name: n for n in plan.nodes}
         fixes = [f"  {_remove_command(nodes[name], plan.container)}" for name in foreign]
-        raise pulumi.RunError(
+        refuse(
             "\n".join(lines)
             + "\nNothing was run on any node. Stop and remove it (this ends that engine), then run `pulumi up`:\n"
             + "\n".join(fixes)

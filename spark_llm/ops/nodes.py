@@ -14,11 +14,13 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import IO
 
+from spark_llm.config_nodes import keyscan_type
 from spark_llm.ssh import SshHost, ssh_argv, ssh_files
 
 # Printed by a script run with `run_with_clock` when it is ready for the clock exchange.
@@ -67,7 +69,7 @@ def _start_ssh(argv: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _end_helpers(proc: subprocess.Popen[str]) -> None:
+def _end_helpers(proc: subprocess.Popen) -> None:
     """After ssh exited: end what it left behind. A ProxyJump helper (`ssh -W` to the jump host) can outlive it
     for minutes while the jump host still tries to reach an unreachable node, holding our stderr pipe open: the
     reader would then never see the end of ssh's own error message."""
@@ -114,6 +116,29 @@ def run_on(target: SshHost, script: str, *, timeout: float = 60) -> NodeRun:
         for reader in readers:
             reader.join(timeout=5)
     return NodeRun(target.name, code, "".join(out), "".join(err), time.monotonic() - start)
+
+
+def run_attached(target: SshHost, command: list[str]) -> int:
+    """Run `command` (argv) on `target` with this terminal's stdin, stdout and stderr; its exit code (255: ssh
+    failed). Its own connection, as every run here: the pins are checked each time."""
+    with ssh_files(target, multiplex=False) as config:
+        # One word for the remote shell: ssh joins its arguments with spaces, so each is quoted here once.
+        argv = ssh_argv(config, target, [shlex.join(command)])
+        terminal = sys.stdin.isatty() and sys.stdout.isatty()
+        if terminal:
+            argv.insert(1, "-t")  # a terminal there too: `sudo` can ask for its password
+        # On a terminal ssh stays in its process group (a session of its own could not read the terminal); else
+        # a session of its own, so that _end_helpers can end a lingering jump helper.
+        proc = subprocess.Popen(argv, start_new_session=not terminal)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+        finally:
+            if not terminal:
+                _end_helpers(proc)
 
 
 def clock_script(script: str) -> str:
@@ -256,13 +281,6 @@ def fingerprint(key_line: str) -> str:
     except (IndexError, binascii.Error, ValueError):
         return "?"
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-
-
-def keyscan_type(key_type: str) -> str:
-    """`ssh-ed25519` (a key line's type) -> `ed25519` (what `ssh-keyscan -t` takes)."""
-    return {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(
-        key_type, "ecdsa" if key_type.startswith("ecdsa") else key_type
-    )
 
 
 def keyscan_line(text: str, key_type: str) -> str | None:

@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass
 from rich.table import Table
 
 from spark_llm.config import Network, StackConfig
+from spark_llm.node_commands import SELECTED, StackRef, read_host_key
 from spark_llm.ops import render
 from spark_llm.ops.nodes import (
     SECTION_FUNCTION,
     NodeRun,
     Section,
     fingerprint,
-    keyscan_type,
     parse_sections,
     presented_host_key,
     quote,
@@ -246,9 +246,10 @@ def unknown_flags(used: Sequence[str], listed: set[str]) -> list[str]:
 # ---------- verdicts (pure) ----------
 
 
-def check_ssh(cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: str | None) -> Check:
+def check_ssh(
+    cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: str | None, stack: StackRef = SELECTED
+) -> Check:
     index = next(i for i, n in enumerate(cfg.nodes) if n.name == node.name)
-    key_type = keyscan_type(node.ssh.host_key.split()[0])
     target = node.ssh
     where = f"{target.user}@{target.host}:{target.port}" + (f" via {target.via.name}" if target.via else "")
     if run is None:
@@ -259,15 +260,14 @@ def check_ssh(cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: 
     failure = ssh_failure(run)
     if failure.kind == "host key mismatch":
         seen = f"presents {fingerprint(presented)}" if presented else "presents another key"
-        scan = f"ssh-keyscan -t {key_type} -p {target.port} {target.host}"
-        scan_where = f"on {target.via.name}" if target.via else "here"
         return Check(
             node.name,
             "ssh",
             FAIL,
             f"host key mismatch: {where} {seen}, spark-llm:nodes[{index}].hostKey pins {fingerprint(target.host_key)}",
-            f"if the node was reinstalled, confirm its key on its console, then pin it: `{scan}` ({scan_where}) "
-            f"into spark-llm:nodes[{index}].hostKey; otherwise something else answers at {target.host}",
+            f"if the node was reinstalled, read the key it presents (`{read_host_key(stack, node)}`), confirm it on "
+            f"its console, then pin it in spark-llm:nodes[{index}].hostKey; otherwise something else answers at "
+            f"{target.host}",
         )
     if failure.kind == "key refused":
         return Check(
@@ -304,7 +304,7 @@ def check_clock(node: str, run: NodeRun, max_skew: float) -> Check:
     return Check(node, "clock", PASS, detail)
 
 
-def check_docker(node: str, section: Section | None) -> Check:
+def check_docker(node: str, section: Section | None, stack: StackRef = SELECTED, user: str = "USER") -> Check:
     if section is None:
         return Check(node, "docker", SKIP, "not reported")
     if section.ok:
@@ -312,11 +312,12 @@ def check_docker(node: str, section: Section | None) -> Check:
         return Check(node, "docker", PASS, f"Docker {version}, {platform}")
     message = section.first_line
     if "permission denied" in message.lower():
-        fix = "add the login user to the docker group (`sudo usermod -aG docker USER`), then log in again"
+        usermod = stack.exec_on(node, ["sudo", "usermod", "-aG", "docker", user])
+        fix = f"add the login user to the docker group (`{usermod}`), then log in again"
     elif "command not found" in message or "not found" in message.split(":")[-1]:
         fix = "install Docker and the NVIDIA container toolkit"
     else:
-        fix = "start the engine: `sudo systemctl start docker`"
+        fix = f"start the engine: `{stack.exec_on(node, ['sudo', 'systemctl', 'start', 'docker'])}`"
     return Check(node, "docker", FAIL, f"`docker info` failed: {message}", fix)
 
 
@@ -393,7 +394,9 @@ def check_memory(node: str, sections: dict[str, Section], limits: Limits, nodes:
     return Check(node, "memory", PASS, detail)
 
 
-def check_interfaces(node: str, network: Network, fabric_address: str, sections: dict[str, Section]) -> Check:
+def check_interfaces(
+    node: str, network: Network, fabric_address: str, sections: dict[str, Section], stack: StackRef = SELECTED
+) -> Check:
     links = parse_links(sections["links"].body) if "links" in sections else {}
     addrs = parse_addrs(sections["addrs"].body) if "addrs" in sections else {}
     holder = next((name for name, found in addrs.items() if fabric_address in found), None)
@@ -415,10 +418,11 @@ def check_interfaces(node: str, network: Network, fabric_address: str, sections:
             fixes.append("fix spark-llm:network.fabricInterfaces (`ip -o link` lists the names)")
         elif not link.up:
             problems.append(f"{name} is down (state {link.state})")
-            fixes.append(f"`sudo ip link set {name} up`; check the cable")
+            fixes.append(f"`{stack.exec_on(node, ['sudo', 'ip', 'link', 'set', name, 'up'])}`; check the cable")
         elif link.mtu < network.mtu:
             problems.append(f"{name} has MTU {link.mtu}, below spark-llm:network.mtu {network.mtu}")
-            fixes.append(f"`sudo ip link set {name} mtu {network.mtu}` (and persist it), or lower network.mtu")
+            mtu = stack.exec_on(node, ["sudo", "ip", "link", "set", name, "mtu", str(network.mtu)])
+            fixes.append(f"`{mtu}` (and persist it), or lower network.mtu")
         else:
             seen.append(f"{name} up, MTU {link.mtu}")
     if not problems and holder not in network.fabric_interfaces:
@@ -496,7 +500,7 @@ def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Sectio
     )
 
 
-def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Check:
+def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section], stack: StackRef = SELECTED) -> Check:
     missing = _api_address_missing(cfg, node, sections)
     if missing is not None:
         return missing
@@ -520,7 +524,8 @@ def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Ch
             "ports",
             FAIL,
             f"in use by something other than our engine: {', '.join(busy)}",
-            "stop what listens there (`sudo ss -ltnp`), or choose other spark-llm:engine ports",
+            f"stop what listens there (`{stack.exec_on(node, ['sudo', 'ss', '-ltnp'])}` names it), "
+            "or choose other spark-llm:engine ports",
         )
     detail = "; ".join(
         [*free, *([f"{', '.join(held)} held by our engine {cfg.engine.container_name}"] if held else [])]
@@ -629,6 +634,7 @@ def judge(
     limits: Limits,
     *,
     check_flags_too: bool = False,
+    stack: StackRef = SELECTED,
 ) -> list[Check]:
     """Every check of every node from what the nodes printed; `runs[n]` None: not tried (its jump host failed)."""
     cfg = plan.config
@@ -640,7 +646,7 @@ def judge(
     for node in plan.nodes:
         run = runs.get(node.name)
         own = facts.get(node.name, {})
-        checks.append(check_ssh(cfg, node, run, presented.get(node.name)))
+        checks.append(check_ssh(cfg, node, run, presented.get(node.name), stack))
         fabric = check_fabric(plan, node, head, own) if node.role == "worker" else None
         if run is None or run.ssh_failed:
             if fabric is not None and fabric.status != SKIP:
@@ -648,12 +654,12 @@ def judge(
             checks.append(Check(node.name, "other checks", SKIP, "not run: no ssh session"))
             continue
         checks.append(check_clock(node.name, run, limits.max_clock_skew))
-        checks.append(check_docker(node.name, own.get("docker")))
+        checks.append(check_docker(node.name, own.get("docker"), stack, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
         checks.append(check_disk(node.name, cfg, own.get("disk"), limits))
         checks.append(check_memory(node.name, own, limits, len(plan.nodes)))
-        checks.append(check_interfaces(node.name, cfg.network, node.fabric_address, own))
-        checks.append(fabric if fabric is not None else check_ports(cfg, node.name, own))
+        checks.append(check_interfaces(node.name, cfg.network, node.fabric_address, own, stack))
+        checks.append(fabric if fabric is not None else check_ports(cfg, node.name, own, stack))
         checks.append(check_image(cfg, node, own, head_image_id))
         if node.role == "head" and check_flags_too:
             checks.append(check_flags(cfg, node.name, own.get("flags")))
@@ -733,7 +739,8 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         memory_margin=int(args.memory_margin_gb * GB),
         max_clock_skew=args.max_clock_skew,
     )
-    checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags)
+    stack = StackRef(pulumi.stack, pulumi.config_file)
+    checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags, stack=stack)
     wall = time.monotonic() - start
     counts = summary(checks)
     ok = counts[FAIL] == 0

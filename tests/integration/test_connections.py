@@ -8,6 +8,7 @@ under the engine's name (started by hand, as in the seeds) stops `pulumi up` bef
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import WORKER_KEY
 from tests.integration.conftest import STACK_FILE, complete, run
 
 pytestmark = pytest.mark.integration
@@ -120,12 +122,58 @@ def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deploye
         text = failed.stdout + failed.stderr
         assert failed.returncode != 0
         assert "worker-1 already runs a container named spark-llm-engine that this stack's `pulumi up` did not" in text
-        assert "docker rm -f spark-llm-engine" in text and "Nothing was run on any node" in text
+        assert "Nothing was run on any node" in text
         assert not re.search(r"(Command|Container|RemoteImage) \S+ created", failed.stdout), failed.stdout
         head = sim_cluster.node_exec("head", "docker", "ps", "-aq", "--filter", "name=spark-llm-engine").stdout
         assert head.strip() == ""  # nothing started on the head either
         assert accepted_since(sim_cluster, "worker-1", since) <= 1  # the read-only probe, nothing else
+        # The printed fix, run as printed by a shell: it reaches the worker through the head with the pinned keys.
+        fix = re.search(r"^\s*(spark-llm exec .*docker rm -f spark-llm-engine)\s*$", text, re.M)
+        assert fix, text
+        removed = run(["bash", "-c", fix.group(1)], env=deployed.env, check=False)
+        assert removed.returncode == 0, (fix.group(1), removed.stdout, removed.stderr)
+        gone = sim_cluster.node_exec("worker-1", "docker", "ps", "-aq", "--filter", "name=spark-llm-engine").stdout
+        assert gone.strip() == ""
     finally:
-        sim_cluster.node_exec("worker-1", "docker", "rm", "-f", "spark-llm-engine")
+        sim_cluster.node_exec("worker-1", "docker", "rm", "-f", "spark-llm-engine", check=False)
     deployed.up()
     assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+
+
+def provider_pins(pulumi) -> dict[str, str]:
+    """Each docker provider's pinned keys in the state, as its saved `sshOpts` carry them (KnownHostsCommand)."""
+    state = json.loads(pulumi("stack", "export").stdout)["deployment"]["resources"]
+    providers = [r for r in state if r["type"] == "pulumi:providers:docker"]
+    assert providers, "no docker provider in the state"
+    # sshOpts is saved as a list or as its JSON text: read it from the JSON of the inputs either way.
+    found = {
+        r["urn"]: re.findall(r"KnownHostsCommand=/bin/echo ([\w@.:+/= -]+)", json.dumps(r["inputs"])) for r in providers
+    }
+    return {urn: " | ".join(pins) for urn, pins in found.items()}
+
+
+@pytest.mark.parametrize("index,node", [(0, "head"), (1, "worker-1")])
+def test_a_wrong_host_key_set_right_after_a_run_fails_preview_naming_the_key_and_saves_no_provider(
+    deployed, sim_cluster, index, node
+):
+    """Regression (issue 14, item 5): a master connection from the last run stood in for the new pin's check."""
+    deployed("preview", "--expect-no-changes")  # a run that connects to every node with the right pins
+    pins = provider_pins(deployed)
+    assert all(sim_cluster.nodes()[0]["hostKey"].split()[1] in pin for pin in pins.values()), pins
+    deployed.set(f"nodes[{index}].hostKey", WORKER_KEY)  # well-formed, not the node's key; within ControlPersist
+    try:
+        for command in (("preview",), ("up", "--yes", "--skip-preview")):
+            failed = deployed(*command, check=False)
+            text = failed.stdout + failed.stderr
+            assert failed.returncode != 0, text
+            assert f"spark-llm:nodes[{index}].hostKey is not the host key {node} presents" in text, text
+            assert "ssh-keyscan -t ed25519" in text and "Nothing was run on any node." in text
+            assert "Traceback" not in text
+        assert provider_pins(deployed) == pins  # no provider saved with the wrong pin
+        # The printed way to read the node's real key, run as printed (a worker's: on the head, pinned).
+        scan = re.search(r"^\s*((?:spark-llm exec .* -- )?ssh-keyscan .*\S)\s*$", text, re.M)
+        assert scan, text
+        read = run(["bash", "-c", scan.group(1)], env=deployed.env, check=False)
+        assert read.returncode == 0 and sim_cluster.nodes()[index]["hostKey"] in read.stdout, (scan.group(1), read)
+    finally:
+        deployed.reset_config()

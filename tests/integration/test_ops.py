@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, Pulumi, SimCluster, run
+from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, STACK_FILE, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +106,11 @@ def test_preflight_names_a_worker_whose_host_key_differs_from_the_pin(spark_llm,
     assert failed(report) == {("worker-1", "ssh")}
     assert ssh["detail"].startswith("host key mismatch: root@") and "unreachable" not in ssh["detail"]
     assert "spark-llm:nodes[1].hostKey" in ssh["fix"] and "ssh-keyscan -t ed25519" in ssh["fix"]
+    # The printed way to read the key, run as printed: it prints worker-1's real key (scanned on the head).
+    scan = next(part for part in ssh["fix"].split("`") if "ssh-keyscan" in part)
+    read = run(["bash", "-c", scan], env=spark_llm.pulumi.env, check=False)
+    real = yaml.safe_load(STACK_FILE.read_text())["config"]["spark-llm:nodes"][1]["hostKey"]
+    assert read.returncode == 0 and real in read.stdout, (scan, read.stdout, read.stderr)
 
 
 def test_preflight_fails_the_disk_check_when_the_model_does_not_fit(spark_llm):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.config import ConfigError, parse
-from tests.conftest import HEAD_KEY, dual_spark_raw
+from tests.conftest import HEAD_KEY, PLACEHOLDER_KEY, dual_spark_raw
 
 
 def test_dual_spark_config_loads_with_defaults(raw_config):
@@ -94,3 +94,20 @@ def test_every_unknown_top_level_key_is_named_on_its_own_line(raw_config):
     assert "  spark-llm:frobnicate: unknown configuration key" in lines
     assert "  spark-llm:imgae: unknown configuration key; did you mean spark-llm:image?" in lines
     assert "  spark-llm:modle: unknown configuration key; did you mean spark-llm:model?" in lines
+
+
+@pytest.mark.parametrize(
+    ("index", "scan"),
+    [
+        (0, "run `ssh-keyscan -t ed25519 -p 22 10.1.230.180` here"),
+        (1, "run `ssh-keyscan -t ed25519 -p 22 192.168.200.13` on spark-1 (192.168.200.13 is this node's address"),
+    ],
+    ids=["head-from-here", "worker-on-its-jump-host"],
+)
+def test_a_placeholder_host_key_prints_the_keyscan_that_reads_the_real_one_where_it_works(raw_config, index, scan):
+    """The committed example's all-zero key: a worker's `host` is the head's view of it, so it is scanned there."""
+    raw_config["nodes"][index]["hostKey"] = PLACEHOLDER_KEY
+    with pytest.raises(ConfigError) as raised:
+        parse(raw_config)
+    assert f"spark-llm:nodes[{index}].hostKey: is the placeholder" in str(raised.value)
+    assert scan in str(raised.value)

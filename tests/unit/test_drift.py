@@ -166,7 +166,7 @@ def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, r
     monkeypatch.setattr(stack, "_under_mocks", lambda: False)
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
     monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
-    with pytest.raises(pulumi.RunError) as raised:
+    with pytest.raises(stack.Refusal) as raised:
         stack.observe_nodes(p, lambda _: "")
     message = str(raised.value)
     assert message.startswith("spark-2 cannot be read now: its Docker engine does not answer")

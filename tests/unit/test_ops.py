@@ -11,6 +11,7 @@ import pytest
 
 from spark_llm import cli, plan
 from spark_llm.config import parse, raw_from_pulumi
+from spark_llm.node_commands import StackRef
 from spark_llm.ops import logs, nodes, preflight, restart, smoke, status
 from spark_llm.ops.nodes import NodeRun, Section, parse_sections
 from spark_llm.ops.preflight import GB, Check, Limits
@@ -207,7 +208,9 @@ def test_host_key_mismatch_is_not_unreachable_and_names_the_key_to_pin(spark_pla
     check = judged(spark_plan, worker=worker, presented={"spark-2": HEAD_KEY})["spark-2", "ssh"]
     assert check.status == FAIL and check.detail.startswith("host key mismatch")
     assert nodes.fingerprint(HEAD_KEY) in check.detail and nodes.fingerprint(WORKER_KEY) in check.detail
-    assert "nodes[1].hostKey" in check.fix and "ssh-keyscan -t ed25519 -p 22 192.168.200.13` (on spark-1)" in check.fix
+    # The worker's address is the head's view of it: the scan runs on the head, through the pinned ssh.
+    assert "nodes[1].hostKey" in check.fix
+    assert "`spark-llm exec spark-1 -- ssh-keyscan -t ed25519 -p 22 192.168.200.13`" in check.fix
 
 
 def test_unreachable_worker_still_gets_the_heads_fabric_ping(spark_plan):
@@ -255,6 +258,20 @@ def test_interfaces(spark_plan, interfaces, links, words):
     check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections)
     assert check.status == (PASS if words is None else FAIL)
     assert words is None or words in check.detail
+
+
+def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_checked_stack(spark_plan):
+    """A bare `sudo ip link set ... up` run where preflight printed it would change this machine's interface."""
+    stack = StackRef("dual-spark", "conf/Pulumi.dual-spark.yaml")
+    network = spark_plan.config.network.model_copy(update={"fabric_interfaces": ["enP2p1s0f0np0"]})
+    sections = parse_sections(facts(links=(0, LINKS), addrs=(0, ADDRS)))
+    check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections, stack)
+    exec_on = "spark-llm exec --stack dual-spark --config-file conf/Pulumi.dual-spark.yaml spark-1 --"
+    assert f"`{exec_on} sudo ip link set enP2p1s0f0np0 up`" in check.fix
+    docker = preflight.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
+    assert f"`{exec_on} sudo systemctl start docker`" in docker.fix
+    denied = preflight.check_docker("spark-1", Section(1, "permission denied while trying to connect"), stack, "aurora")
+    assert f"`{exec_on} sudo usermod -aG docker aurora`" in denied.fix
 
 
 def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan):
@@ -604,7 +621,7 @@ def test_pulumi_config_json_parses_like_the_program(raw_config):
 
 
 def test_cli_has_one_subcommand_per_ops_module():
-    assert set(cli.COMMANDS) == {"preflight", "status", "logs", "smoke", "restart"}
+    assert set(cli.COMMANDS) == {"preflight", "status", "logs", "smoke", "restart", "exec"}
     args = cli.parser().parse_args(["logs", "--stack", "sim", "--config-file", "f.yaml", "--tail", "5", "-f"])
     assert (args.stack, args.config_file, args.tail, args.follow, args.json) == ("sim", "f.yaml", 5, True, False)
 
