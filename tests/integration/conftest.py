@@ -167,6 +167,16 @@ class Pulumi:
         return json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
 
 
+@contextmanager
+def project_stack_file_lock() -> Iterator[None]:
+    """Under pytest-xdist, one worker at a time writes the work tree's own Pulumi.sim.yaml (`pulumi stack init`
+    puts its salt there; `make demo` runs the work tree's sim, which rewrites it)."""
+    with open(SIM_HOME.parent / "stack-file.lock" if WORKER else os.devnull, "w") as lock:
+        if WORKER:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def private_config(config_file: Path) -> None:
     """The sim's stack file, with this stack's secrets settings (its salt): those the private copy has already,
     else those `pulumi stack init` just kept in the work tree's own Pulumi.sim.yaml (where init writes them,
@@ -185,9 +195,7 @@ def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
     config_file = config_dir / "Pulumi.sim.yaml"
     # One init at a time across the test workers: each writes its salt into the work tree's Pulumi.sim.yaml, and the
     # copy must carry the salt its own init wrote (or kept).
-    with open(SIM_HOME.parent / "stack-init.lock" if WORKER else os.devnull, "w") as lock:
-        if WORKER:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with project_stack_file_lock():
         run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
         private_config(config_file)
     cli = Pulumi(env=env, config_file=config_file)
