@@ -7,6 +7,7 @@ written into the stack's config file and previewed with the real CLI against the
 from __future__ import annotations
 
 import copy
+import subprocess
 
 import pytest
 import yaml
@@ -45,19 +46,23 @@ def deployed_state(pulumi, sim_cluster):
     return _node_state(sim_cluster)
 
 
-@pytest.mark.parametrize(("mutate", "key"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_broken_config_fails_preview_naming_the_key(pulumi, sim_cluster, deployed_state, mutate: Mutation, key):
+def preview_with(pulumi, mutate: Mutation) -> subprocess.CompletedProcess[str]:
+    """`pulumi preview` of the sim's config with `mutate` applied to its `spark-llm:` keys; the config restored."""
     pulumi.reset_config()
     document = yaml.safe_load(pulumi.config_file.read_text())
-    raw = {k.removeprefix(NAMESPACE): v for k, v in document["config"].items()}
-    broken = copy.deepcopy(raw)
-    mutate(broken)
-    document["config"] = {NAMESPACE + k: v for k, v in broken.items()}
+    raw = copy.deepcopy({k.removeprefix(NAMESPACE): v for k, v in document["config"].items()})
+    mutate(raw)
+    document["config"] = {NAMESPACE + k: v for k, v in raw.items()}
     pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
     try:
-        result = pulumi("preview", check=False)
+        return pulumi("preview", check=False)
     finally:
         pulumi.reset_config()
+
+
+@pytest.mark.parametrize(("mutate", "key"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_broken_config_fails_preview_naming_the_key(pulumi, sim_cluster, deployed_state, mutate: Mutation, key):
+    result = preview_with(pulumi, mutate)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     if "error: validating stack config:" in output:
@@ -89,16 +94,7 @@ def _missing_key_file(raw: dict) -> None:
 def test_a_refusal_reads_as_our_message_not_as_a_crash(pulumi, mutate: Mutation, expected: str):
     """Pulumi printed "an unhandled error occurred: program exited with non-zero exit code: 1" under every
     refusal of bad input: it now shows the refusal alone, and preview still fails."""
-    pulumi.reset_config()
-    document = yaml.safe_load(pulumi.config_file.read_text())
-    raw = {k.removeprefix(NAMESPACE): v for k, v in document["config"].items()}
-    mutate(raw)
-    document["config"] = {NAMESPACE + k: v for k, v in raw.items()}
-    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
-    try:
-        result = pulumi("preview", check=False)
-    finally:
-        pulumi.reset_config()
+    result = preview_with(pulumi, mutate)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert expected in output, output
