@@ -177,6 +177,23 @@ def project_stack_file_lock() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def as_the_project_stack_file(cli: Pulumi) -> Iterator[None]:
+    """The test's private config in the project's Pulumi.<stack>.yaml, where a user's own stack file is (a command
+    the program prints, such as `spark-llm exec --stack sim ...`, reads it there); put back afterwards."""
+    target = REPO / f"Pulumi.{cli.stack}.yaml"
+    with project_stack_file_lock():
+        saved = target.read_text() if target.exists() else None
+        target.write_text(cli.config_file.read_text())
+        try:
+            yield
+        finally:
+            if saved is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.write_text(saved)
+
+
 def private_config(config_file: Path) -> None:
     """The sim's stack file, with this stack's secrets settings (its salt): those the private copy has already,
     else those `pulumi stack init` just kept in the work tree's own Pulumi.sim.yaml (where init writes them,

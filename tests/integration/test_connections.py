@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import STACK_FILE, complete, run
+from tests.integration.conftest import STACK_FILE, as_the_project_stack_file, complete, run
 
 pytestmark = pytest.mark.integration
 
@@ -130,13 +130,15 @@ def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deploye
         # The printed fix, run as printed by a shell: it reaches the worker through the head with the pinned keys.
         fix = re.search(r"^\s*(spark-llm exec .*docker rm -f spark-llm-engine)\s*$", text, re.M)
         assert fix, text
-        removed = run(["bash", "-c", fix.group(1)], env=deployed.env, check=False)
+        with as_the_project_stack_file(deployed):
+            removed = run(["bash", "-c", fix.group(1)], env=deployed.env, check=False)
         assert removed.returncode == 0, (fix.group(1), removed.stdout, removed.stderr)
         gone = sim_cluster.node_exec("worker-1", "docker", "ps", "-aq", "--filter", "name=spark-llm-engine").stdout
         assert gone.strip() == ""
     finally:
         sim_cluster.node_exec("worker-1", "docker", "rm", "-f", "spark-llm-engine", check=False)
-    deployed.up()
+        up = deployed.up(check=False)  # the module's deployment back, for the tests after this one
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
 
 
@@ -173,7 +175,8 @@ def test_a_wrong_host_key_set_right_after_a_run_fails_preview_naming_the_key_and
         # The printed way to read the node's real key, run as printed (a worker's: on the head, pinned).
         scan = re.search(r"^\s*((?:spark-llm exec .* -- )?ssh-keyscan .*\S)\s*$", text, re.M)
         assert scan, text
-        read = run(["bash", "-c", scan.group(1)], env=deployed.env, check=False)
+        with as_the_project_stack_file(deployed):
+            read = run(["bash", "-c", scan.group(1)], env=deployed.env, check=False)
         assert read.returncode == 0 and sim_cluster.nodes()[index]["hostKey"] in read.stdout, (scan.group(1), read)
     finally:
         deployed.reset_config()
