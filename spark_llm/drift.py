@@ -32,6 +32,12 @@ UNOBSERVED = "unobserved"
 OWNER_STEP = "engine-owner"
 
 
+def owner_record(line: str) -> tuple[str, str]:
+    """Pure: an OWNER_STEP record -> (state id, container id); empty strings when there is none."""
+    owner, _, container = line.strip().partition(" ")
+    return owner, container.strip()
+
+
 def _repair(why: str, run: str) -> str:
     return REPAIR_PREFIX + hashlib.sha256(f"{why}\0{run}".encode()).hexdigest()[:12]
 
@@ -135,8 +141,8 @@ def engines_of_other_states(observations: dict[str, NodeObservation] | None, sta
     for o in observations.values():
         if o.error is not None or not o.engine.running or LABEL_GENERATION not in o.engine.labels:
             continue
-        owner, _, container = o.tokens.get(OWNER_STEP, "").partition(" ")
-        if state_id is None or (container.strip() == o.engine.container_id and owner not in ("", state_id)):
+        owner, container = owner_record(o.tokens.get(OWNER_STEP, ""))
+        if state_id is None or (container == o.engine.container_id and owner not in ("", state_id)):
             others.append(o.node)
     return others
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from rich.table import Table
 from rich.text import Text
 
-from spark_llm.drift import OWNER_STEP
+from spark_llm.drift import OWNER_STEP, owner_record
 from spark_llm.observe import TOKENS_DIR
 from spark_llm.ops import render
 from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
@@ -124,8 +124,7 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     fields += [""] * (7 - len(fields))
     state, code, started, finished, revision, container_id, oom = fields[:7]
     owner_section = sections.get("owner")
-    owner_line = owner_section.first_line if owner_section and owner_section.ok else ""
-    owner_state, _, owner_container = owner_line.partition(" ")
+    owner_state, owner_container = owner_record(owner_section.first_line if owner_section and owner_section.ok else "")
     now_section = sections.get("now")
     now = float(now_section.first_line) if now_section and now_section.ok else None
     started_s = parse_time(started)
@@ -142,7 +141,7 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
         container_id=container_id[:12],
         oom_killed=oom == "true",
         uptime_s=uptime,
-        owner=owner_state if owner_container.strip() == container_id and container_id else "",
+        owner=owner_state if owner_container == container_id and container_id else "",
     )
 
 
