@@ -57,10 +57,11 @@ unit: venv ## tests without network or cluster
 	$(ENV); $(PY) -m pytest -q -m "not integration" tests/unit
 
 # Test files spread over INTEGRATION_WORKERS pytest-xdist workers, each with a sim of its own (a file's tests share
-# its module-scoped deployment, so whole files go to one worker).
+# its module-scoped deployment, so whole files go to one worker). The engine is started once before the workers
+# (docker-engine.sh also locks, for anyone who runs pytest directly).
 INTEGRATION_WORKERS ?= 2
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
-	$(ENV); $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
+	$(ENV); sim/docker-engine.sh ensure; $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
 
 test: tools lint unit integration ## everything CI runs (installs what is missing first)
 

@@ -2,7 +2,9 @@
 # Purpose: make sure a Docker engine runs on this machine; the sim cluster's nodes are its containers.
 #   Installs what the sim needs from Debian when missing (docker.io, debootstrap, rsync, openssh-client),
 #   starts dockerd in the background when `docker info` fails, and waits until it answers.
-#   Idempotent: a running engine is left alone.
+#   Idempotent: a running engine is left alone. Safe to run concurrently (pytest-xdist workers each ensure the
+#   engine): the check-and-start holds a lock, so exactly one dockerd is started. Two would race for containerd's
+#   metadata database and the loser's containerd times out ("waiting for response from boltdb open").
 # Usage: sim/docker-engine.sh ensure
 # Environment:
 #   SIM_DOCKER_WAIT_SECONDS  how long to wait for `docker info` after starting dockerd (default 60)
@@ -13,6 +15,7 @@ set -euo pipefail
 readonly WAIT_SECONDS="${SIM_DOCKER_WAIT_SECONDS:-60}"
 readonly DOCKERD_LOG="${SIM_DOCKERD_LOG:-/var/log/spark-llm-dockerd.log}"
 readonly DOCKERD_PID_FILE="/var/run/docker.pid"
+readonly LOCK_FILE="${SIM_DOCKER_LOCK:-/var/run/spark-llm-docker-engine.lock}"
 
 log() { echo "[docker-engine] $*" >&2; }
 die() { echo "[docker-engine] error: $*" >&2; exit 1; }
@@ -76,6 +79,10 @@ wait_for_engine() {
 }
 
 ensure() {
+  # One caller at a time: apt-get and dockerd both refuse (or corrupt) a second concurrent run.
+  # The descriptor is closed in dockerd's subshell (start_dockerd), so the lock ends with this script.
+  exec 8>"${LOCK_FILE}"
+  flock 8
   install_missing_packages
   if docker info >/dev/null 2>&1; then
     log "engine already running"
