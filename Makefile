@@ -46,12 +46,13 @@ deploy-tools: deploy-deps deploy-venv pulumi ## what deploying needs, no root: v
 tools: system-deps venv pulumi ## everything developing needs (as root: Debian packages for the sim and tests)
 	@$(ENV); echo "pulumi $$(pulumi version) at $$(command -v pulumi)"; pulumi plugin ls
 
-lint: system-deps venv ## ruff, mypy, shellcheck, generated docs up to date
+lint: system-deps venv ## ruff, mypy, import-linter (the layers), shellcheck, generated docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy spark_llm components scripts/manifest.py scripts/fanout.py scripts/fanout_transport.py __main__.py
+	$(VENV)/bin/lint-imports --no-cache
 	shellcheck -x $$(git ls-files '*.sh' .ci/run)
-	$(PY) -m spark_llm.schema_docs --check
+	$(PY) -m spark_llm.config.schema_docs --check
 
 unit: venv ## tests without network or cluster
 	$(ENV); $(PY) -m pytest -q -m "not integration" tests/unit
@@ -75,7 +76,7 @@ demo: tools ## simulated cluster + pulumi up --stack sim + one completion
 	$(ENV); tools/demo.sh
 
 docs: venv ## regenerate the config table in README.md and the declarations in Pulumi.yaml
-	$(PY) -m spark_llm.schema_docs --write
+	$(PY) -m spark_llm.config.schema_docs --write
 
 clean: ## remove the venv and local state (not the tool cache)
 	rm -rf $(VENV) .pulumi-state .pytest_cache .mypy_cache .ruff_cache

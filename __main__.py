@@ -4,8 +4,10 @@ import signal
 
 import pulumi
 
+# When an update fails, Pulumi's language host stops the program with SIGINT; Python would answer with a
+from components import bootstrap as stack
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
-from spark_llm import plan, stack
+from spark_llm.plan import deployment as plan
 
 # When an update fails, Pulumi's language host stops the program with SIGINT; Python would answer with a
 # KeyboardInterrupt traceback of whatever thread it hit, under the real error. The engine holds the state, so the

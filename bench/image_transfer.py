@@ -1,6 +1,6 @@
 """The engine image head -> worker-1 on the sim: the project's step (registry on the head) against docker save | load.
 
-`measure(on)` runs the worker's image step exactly as EngineImage renders it (spark_llm.image), on the head over
+`measure(on)` runs the worker's image step exactly as EngineImage renders it (spark_llm.plan.image), on the head over
 the sim's ssh, and returns the `image` section of bench/transfer_bench.py's result:
 - full: worker-1 with no image and no layers, the head's registry storage empty (a first deploy): the step's
   time, as MB/s of the image's unpacked size; then the same with `docker-registry` moved away on the head (the
@@ -20,7 +20,9 @@ from collections.abc import Callable
 import yaml
 
 from bench.simbench import STACK_FILE
-from spark_llm import config, image, plan
+from spark_llm import config
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import image
 
 STANDIN = "spark-llm/standin-engine:sim"
 CHANGED = "spark-llm/standin-engine:bench-layer"

@@ -7,21 +7,21 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.connection import command_connection, docker_provider
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
-from spark_llm import drift, node_files
-from spark_llm import weights as weights_plan
-from spark_llm.connection import command_connection, docker_provider
-from spark_llm.engine_spec import LABEL_REVISION
-from spark_llm.observe import NodeObservation
-from spark_llm.plan import DeploymentPlan, NodePlan
+from spark_llm.plan import drift, node_files
+from spark_llm.plan import weights as weights_plan
+from spark_llm.plan.container import LABEL_REVISION
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.observation import NodeObservation
 
 
 def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
-    """The `extra` probe sections of spark_llm.observe.observe for this plan (the weights' and the launch files'
+    """The `extra` probe sections of spark_llm.remote.observe.observe for this plan (the weights' and the launch files'
     live digests)."""
     tool = weights_plan.MANIFEST_TOOL_PATH.read_text()
     return lambda node: (
@@ -30,7 +30,7 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
 
 
 def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object) -> str:
-    """The group's generation label (spark_llm.drift), and what preview says of the group.
+    """The group's generation label (spark_llm.plan.drift), and what preview says of the group.
 
     `state_id`: this state's id, or pulumi's UNKNOWN in the preview of a state that never deployed.
     """
@@ -47,7 +47,7 @@ def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservat
     generation, why = drift.group_generation(observations, [(n.name, n.role) for n in plan.nodes], others)
     seen = list((observations or {}).values())
     if any(o.error for o in seen):
-        pass  # spark_llm.stack already named each node it could not read
+        pass  # components.bootstrap already named each node it could not read
     elif why and seen and all(o.engine.status == "absent" for o in seen):
         pulumi.log.info("engine group: no engine container on any node; `pulumi up` starts the group, workers first")
     elif why and not others:  # (the engines of other states were named above)
@@ -60,9 +60,9 @@ class SparkClusterArgs:
     plan: DeploymentPlan
     """The deployment plan built from the stack config."""
     keys: dict[str, str]
-    """The ssh private keys' contents by path (spark_llm.key_files.read_keys)."""
+    """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
     observations: dict[str, NodeObservation] | None = None
-    """What every node runs now (spark_llm.observe); None: not looked at (unit tests)."""
+    """What every node runs now (spark_llm.remote.observe); None: not looked at (unit tests)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -85,7 +85,7 @@ class SparkCluster(pulumi.ComponentResource):
             n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, pulumi.ResourceOptions(parent=self))
             for n in plan.nodes
         }
-        # Which engines this state started: its own id, and each node's owner record (spark_llm.drift).
+        # Which engines this state started: its own id, and each node's owner record (spark_llm.plan.drift).
         identity = state_identity(f"{name}-state", pulumi.ResourceOptions(parent=self))
         generation = identity.stdout.apply(
             lambda state_id: _group_generation(plan, args.observations, state_id), run_with_unknowns=True

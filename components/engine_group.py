@@ -15,7 +15,7 @@ head started. It comes from resource options and labels (docker_container labels
   while an old member still ran.
 After each container is created, a `watch` step fails with the container's own log lines if it stops within
 `timeouts.startupGraceSeconds` (a crash at init), so the head never starts after a broken worker. The generation
-label (spark_llm.drift) is new whenever a member is gone, exited or restarted by hand: `pulumi preview` announces
+label (spark_llm.plan.drift) is new whenever a member is gone, exited or restarted by hand: `pulumi preview` announces
 the ordered restart and `pulumi up` does it.
 """
 
@@ -31,10 +31,10 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.commands import NodeCommand, discarding_stdin
-from spark_llm.drift import OWNER_STEP, record_token_script
-from spark_llm.engine_spec import ContainerSpec, container_spec
-from spark_llm.plan import DeploymentPlan, NodePlan
+from components.commands import NodeCommand, discarding_stdin
+from spark_llm.plan.container import ContainerSpec, container_spec
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import OWNER_STEP, record_token_script
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +48,7 @@ class EngineGroupArgs:
     image_ids: dict[str, pulumi.Input[str]]
     """The image ID each node's container runs."""
     generation: pulumi.Input[str]
-    """The group's generation (spark_llm.drift.group_generation): new when a member must be restarted."""
+    """The group's generation (spark_llm.plan.drift.group_generation): new when a member must be restarted."""
     state_id: pulumi.Input[str] = ""
     """This state's identity (components.state_identity), recorded on each node as its engine's owner."""
     after: list[pulumi.Resource] = field(default_factory=list)
@@ -100,7 +100,7 @@ def _container(
             for m in spec.mounts
         ],
         labels=labels,
-        # A member that dies stays dead: the group restarts as a whole (spark_llm.drift), never one member alone.
+        # A member that dies stays dead: the group restarts as a whole (spark_llm.plan.drift), never one member alone.
         restart="no",
         must_run=True,
         # Stop gracefully before removal, so the engine can leave the group (docker's init makes it quick).
@@ -206,7 +206,7 @@ class EngineGroup(pulumi.ComponentResource):
 
 
 def readiness_spec(plan: DeploymentPlan) -> dict:
-    """Pure: what the gate (`python -m spark_llm.readiness`) reads on stdin."""
+    """Pure: what the gate (`python -m spark_llm.remote.readiness`) reads on stdin."""
     return {
         "members": [
             {
@@ -234,7 +234,7 @@ def _readiness_gate(
     spec = json.dumps(readiness_spec(plan), sort_keys=True)
     return command.local.Command(
         name,
-        create=f"{shlex.quote(sys.executable)} -m spark_llm.readiness",
+        create=f"{shlex.quote(sys.executable)} -m spark_llm.remote.readiness",
         # It does not read the spec: drained first, or the local shell may exit before all of stdin was written.
         update=discarding_stdin("echo 'spark-llm: readiness gate settings recorded'"),
         # Progress (stdout) streams into `pulumi up`; a failure's message (stderr, with every member's log tail)

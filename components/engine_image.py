@@ -1,6 +1,6 @@
 """EngineImage: the engine's image on every node, the same image ID everywhere, of the expected platform.
 
-Per node, in order (scripts from spark_llm.image):
+Per node, in order (scripts from spark_llm.plan.image):
 - `{name}-{node}`: the step. A NodeCommand on the node (platform check; mode present / source head: the image is
   there), or for a worker in mode transfer a NodeCommand on the head that moves the image over the fabric when the
   worker lacks the head's ID; for source operator the head's step is an OperatorCommand on this machine
@@ -12,8 +12,8 @@ Per node, in order (scripts from spark_llm.image):
   head: its own), with the same error messages as before; it records the node's drift token.
 The head's chain runs first; every worker's waits for the head's ID.
 
-Drift: pulumi-command reads nothing back, so every step carries its node's drift token (spark_llm.drift) from
-the observation of this program run (spark_llm.observe): a node whose image was removed or changed since the
+Drift: pulumi-command reads nothing back, so every step carries its node's drift token (spark_llm.plan.drift) from
+the observation of this program run (spark_llm.remote.observe): a node whose image was removed or changed since the
 last `up` gets a new token (preview warns, naming the node) and only that node's chain is replaced.
 """
 
@@ -28,13 +28,13 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm import image
-from spark_llm.commands import NodeCommand, OperatorCommand
+from components.commands import NodeCommand, OperatorCommand
+from components.connection import ssh_command, ssh_destination
 from spark_llm.config import StackConfig
-from spark_llm.connection import ssh_command, ssh_destination
-from spark_llm.drift import first_run, step_token
-from spark_llm.observe import NodeObservation
-from spark_llm.plan import DeploymentPlan, NodePlan
+from spark_llm.plan import image
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import first_run, step_token
+from spark_llm.plan.observation import NodeObservation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,11 +42,11 @@ class EngineImageArgs:
     plan: DeploymentPlan
     """The deployment plan: nodes in rank order and the image config."""
     connections: dict[str, command.remote.ConnectionArgs]
-    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     providers: dict[str, docker.Provider]
-    """Each node's docker provider, by node name (spark_llm.connection.docker_provider)."""
+    """Each node's docker provider, by node name (components.connection.docker_provider)."""
     observations: dict[str, NodeObservation] | None = None
-    """What each node had at this program run (spark_llm.observe); None: not observed (unit tests)."""
+    """What each node had at this program run (spark_llm.remote.observe); None: not observed (unit tests)."""
 
 
 def local_image_facts(ref: str) -> str:

@@ -4,7 +4,7 @@ with Ray, the group's Ray token on every node.
 Each file is a NodeCommand whose script writes it (content inside the script, on stdin: never on a command line)
 and whose delete removes it. The content is in the script's digest, so a file is rewritten only when its content
 (or mode) changes, as a replace; a new key, user or port is an update that writes nothing. A file removed or
-edited on the node is drift (spark_llm.node_files): its step's token changes and `pulumi up` writes it again.
+edited on the node is drift (spark_llm.plan.node_files): its step's token changes and `pulumi up` writes it again.
 
 The Ray token is made here, once per stack: 32 random bytes from this machine's kernel, as hex (the form of `ray
 get-auth-token --generate`), printed by a `command:local:Command` whose stdout is a secret output. It runs on the
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from spark_llm import node_files
-from spark_llm.commands import NodeCommand
-from spark_llm.drift import first_run, record_token_script, step_token
-from spark_llm.node_files import file_script, remove_file_command, sha256_text
-from spark_llm.observe import NodeObservation
-from spark_llm.plan import DeploymentPlan, NodePlan
+from components.commands import NodeCommand
+from spark_llm.plan import node_files
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import first_run, record_token_script, step_token
+from spark_llm.plan.node_files import file_script, remove_file_command, sha256_text
+from spark_llm.plan.observation import NodeObservation
 
 # Prints the new Ray token (64 hex digits) and nothing else, or fails: an empty token file would stop Ray.
 RAY_TOKEN_COMMAND = "t=$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \\n') && [ ${#t} -eq 64 ] && printf %s \"$t\""
@@ -37,9 +37,9 @@ class LaunchScriptsArgs:
     plan: DeploymentPlan
     """The deployment plan: nodes, rendered script and env file."""
     connections: dict[str, command.remote.ConnectionArgs]
-    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     observations: dict[str, NodeObservation] | None = None
-    """What every node has now (spark_llm.observe); None: not looked at (unit tests)."""
+    """What every node has now (spark_llm.remote.observe); None: not looked at (unit tests)."""
 
 
 class LaunchScripts(pulumi.ComponentResource):

@@ -9,8 +9,8 @@
   copy is, its triggers holding the head resource's ID, or any worker drifted.
 - `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete, so a
   replace (a changed file, drift) never deletes weights; only this resource's delete does, and only with
-  model.purgeOnDestroy (spark_llm.weights.render_retention).
-Drift: each copy carries its node's drift token (spark_llm.drift) from this program run's observation, whose
+  model.purgeOnDestroy (spark_llm.plan.weights.render_retention).
+Drift: each copy carries its node's drift token (spark_llm.plan.drift) from this program run's observation, whose
 probe section (weights.render_probe) is the live manifest digest of model.path: a file changed or deleted on a
 node since the last `up` makes preview warn, naming the node, and `up` syncs the files that differ.
 """
@@ -25,13 +25,14 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from spark_llm import stack, weights, weights_fanout, weights_sync
-from spark_llm.commands import NodeCommand, OperatorCommand
-from spark_llm.connection import ssh_command, ssh_destination
-from spark_llm.drift import first_run, step_token
-from spark_llm.node_files import file_script, remove_file_command
-from spark_llm.observe import NodeObservation
-from spark_llm.plan import DeploymentPlan, NodePlan
+from components import bootstrap as stack
+from components.commands import NodeCommand, OperatorCommand
+from components.connection import ssh_command, ssh_destination
+from spark_llm.plan import weights, weights_fanout, weights_sync
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import first_run, step_token
+from spark_llm.plan.node_files import file_script, remove_file_command
+from spark_llm.plan.observation import NodeObservation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,9 +40,9 @@ class ModelWeightsArgs:
     plan: DeploymentPlan
     """The deployment plan: model path and source, nodes, fabric key, transfer timeout, HF token."""
     connections: dict[str, command.remote.ConnectionArgs]
-    """pulumi-command's connection to each node, by node name (spark_llm.connection.command_connection)."""
+    """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     observations: dict[str, NodeObservation] | None = None
-    """What each node had at this program run (spark_llm.observe); None: not observed (unit tests)."""
+    """What each node had at this program run (spark_llm.remote.observe); None: not observed (unit tests)."""
 
 
 def local_manifest_digest(directory: str) -> str:

@@ -1,7 +1,7 @@
 """The identity of this Pulumi state: a random id made once, at the state's first `pulumi up`, and kept in it.
 
 Two states can deploy the same stack to the same nodes (a second checkout on its own backend, a state re-created
-after it was lost). Each engine container's node records which state started it (spark_llm.drift.OWNER_STEP), so
+after it was lost). Each engine container's node records which state started it (spark_llm.plan.drift.OWNER_STEP), so
 the program can tell its own engines from another state's: `pulumi preview` names every engine another state
 started before `up` stops it, and a state whose containers another state replaced restarts its own group instead
 of calling the other's "unchanged".

@@ -83,7 +83,7 @@ class Fabric:
                 f.write(f"{host} {w.host_key}\n")
 
     def ssh(self, node: Node, command: str) -> list[str]:
-        """ssh to a worker with the plan's options (spark_llm.fabric.FABRIC_SSH_OPTIONS) and its pinned key."""
+        """ssh to a worker with the plan's options (spark_llm.plan.fabric.FABRIC_SSH_OPTIONS) and its pinned key."""
         argv = ["ssh", "-i", self.key, "-o", f"UserKnownHostsFile={self.known_hosts}"]
         for option in self.options:
             argv += ["-o", option]

@@ -100,9 +100,9 @@ ensure_docker() {
   die "the docker engine did not answer 'docker info' within ${DOCKER_WAIT_SECONDS} s (see $DOCKERD_LOG)"
 }
 
-# The flag catalogs are the program's own (spark_llm/engine_catalogs, the one copy): the image gets them at
+# The flag catalogs are the program's own (spark_llm/config/engine_catalogs, the one copy): the image gets them at
 # standin_engine/catalogs, where the stand-in's parsers read them.
-CATALOG_SOURCE="$REPO_DIR/spark_llm/engine_catalogs"
+CATALOG_SOURCE="$REPO_DIR/spark_llm/config/engine_catalogs"
 CATALOG_TARGET="standin_engine/catalogs"
 
 # Every Python package folder beside this script goes into the image (standin_engine, sglang, vllm).

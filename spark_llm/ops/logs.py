@@ -25,8 +25,8 @@ from rich.text import Text
 from spark_llm.ops import render
 from spark_llm.ops.nodes import quote, run_on, ssh_failure
 from spark_llm.ops.pulumi_cli import PulumiCli
-from spark_llm.plan import DeploymentPlan, NodePlan
-from spark_llm.ssh import ssh_argv, ssh_files
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.remote.ssh import ssh_argv, ssh_files
 
 # In --follow, a line waits this long for older lines from slower nodes before it is printed.
 HOLD_SECONDS = 0.5

@@ -1,7 +1,7 @@
 """`spark-llm exec NODE -- COMMAND...`: one command on one node, reached as `pulumi up` reaches it.
 
-The stack's key, every hop's pinned `hostKey` and, for a worker, the head as jump host (spark_llm.ssh): the form
-in which the program and the other commands print a fix to run on a node (spark_llm.node_commands), since a bare
+The stack's key, every hop's pinned `hostKey` and, for a worker, the head as jump host (spark_llm.remote.ssh): the form
+in which the program and the other commands print a fix to run on a node (spark_llm.plan.node_commands), since a bare
 `ssh root@HOST ...` has neither the key nor the pin. stdin, stdout and stderr are this terminal's; the exit code
 is the command's (255: ssh itself failed, its reason on stderr: `spark-llm preflight` tells more).
 """
@@ -13,7 +13,7 @@ import sys
 
 from spark_llm.ops import nodes
 from spark_llm.ops.pulumi_cli import PulumiCli
-from spark_llm.plan import DeploymentPlan
+from spark_llm.plan.deployment import DeploymentPlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""Read-only scripts on the nodes for the operator tools, over spark_llm.ssh (pinned host keys, workers
+"""Read-only scripts on the nodes for the operator tools, over spark_llm.remote.ssh (pinned host keys, workers
 through their jump host). Unlike `run_script` (for `pulumi up`), a failure is returned, not raised, and
 each script gets its own connection: no master connection opened earlier stands in for a host key check.
 """
@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from spark_llm.config_nodes import keyscan_type
-from spark_llm.ssh import SshHost, ssh_argv, ssh_files
+from spark_llm.config.nodes import keyscan_type
+from spark_llm.plan.hosts import SshHost
+from spark_llm.remote.ssh import ssh_argv, ssh_files
 
 # Printed by a script run with `run_with_clock` when it is ready for the clock exchange.
 CLOCK_READY = "spark-llm: clock"

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from rich.table import Table
 
 from spark_llm.config import Network, StackConfig
-from spark_llm.node_commands import SELECTED, StackRef, read_host_key
 from spark_llm.ops import render
 from spark_llm.ops.nodes import (
     SECTION_FUNCTION,
@@ -41,7 +40,8 @@ from spark_llm.ops.nodes import (
 )
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, gb
-from spark_llm.plan import DeploymentPlan, NodePlan, node_launches
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan, node_launches
+from spark_llm.plan.node_commands import SELECTED, StackRef, read_host_key
 
 # Written on every sim node by `sim up` (sim/cluster.py): a node without a GPU on purpose.
 SIM_MARKER = "/etc/spark-llm/simulated-node"

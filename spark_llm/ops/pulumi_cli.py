@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
-from spark_llm.plan import TEMPLATE_PATH, DeploymentPlan, build_plan
+from spark_llm.plan.deployment import TEMPLATE_PATH, DeploymentPlan, build_plan
+from spark_llm.plan.scripts import PROJECT_DIR
 
 # Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
-PROJECT_DIR = TEMPLATE_PATH.parent.parent
 
 
 class PulumiError(RuntimeError):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from spark_llm.ops import render, status
 from spark_llm.ops.pulumi_cli import PulumiCli
-from spark_llm.plan import DeploymentPlan
+from spark_llm.plan.deployment import DeploymentPlan
 
 ENGINE_CONTAINER_TYPE = "docker:index/container:Container"
 

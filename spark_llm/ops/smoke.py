@@ -25,7 +25,7 @@ from rich.table import Table
 
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
-from spark_llm.plan import DeploymentPlan
+from spark_llm.plan.deployment import DeploymentPlan
 
 FIRST_PROMPT = "In one sentence: what does a head node do in a multi-node LLM deployment?"
 LOAD_PROMPT = "Write a short note to the operator of a two-node DGX Spark cluster. Request {n}."

@@ -3,7 +3,7 @@
 Per node: the engine container, its state, uptime, exit code when it exited, and the group revision it was
 started with (its `spark-llm.group-revision` label) against `plan.group_revision`; on the head, `/health`
 and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview` judges
-it (`judge_group`: a member absent, exited, on another revision or restarted after the head; spark_llm.drift
+it (`judge_group`: a member absent, exited, on another revision or restarted after the head; spark_llm.plan.drift
 makes the program restart the group for the same facts), so when this says "drift" it also says what `pulumi up`
 does.
 Exit 1 on drift or an unhealthy head.
@@ -22,12 +22,12 @@ from datetime import datetime
 from rich.table import Table
 from rich.text import Text
 
-from spark_llm.drift import OWNER_STEP, owner_record
-from spark_llm.observe import TOKENS_DIR
 from spark_llm.ops import render
 from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
-from spark_llm.plan import DeploymentPlan, NodePlan
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import OWNER_STEP, owner_record
+from spark_llm.plan.observation import TOKENS_DIR
 
 # docker inspect fields, `|`-separated (none of them can hold a `|`).
 INSPECT_FORMAT = (
@@ -57,7 +57,7 @@ class NodeStatus:
     uptime_s: float | None = None
     error: str = ""
     owner: str = ""
-    """The state that started this container, from the node's owner record (spark_llm.drift.OWNER_STEP); empty
+    """The state that started this container, from the node's owner record (spark_llm.plan.drift.OWNER_STEP); empty
     when the record names another container or is missing."""
 
 

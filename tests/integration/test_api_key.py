@@ -61,7 +61,7 @@ def test_api_key_guards_the_endpoint_and_never_shows_in_plaintext(pulumi, sim_cl
             [
                 sys.executable,
                 "-m",
-                "spark_llm.cli",
+                "spark_llm.ops.cli",
                 "smoke",
                 "--stack",
                 "sim",

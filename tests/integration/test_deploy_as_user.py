@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 # Where a process of an unprivileged user may leave files outside its home: the temp dirs (cleaned up after).
 TEMP_DIRS = ("/tmp/", "/var/tmp/", "/dev/shm/")
-# ssh's ControlPath directory and its sockets (spark_llm/ssh.py), in the temp dir.
+# ssh's ControlPath directory and its sockets (spark_llm/remote/ssh.py), in the temp dir.
 SSH_CONTROL = re.compile(r"/tmp/spark-llm-ssh-ctl-[^/]+(/[^/]+)?")
 # What the user's environment keeps from this one: how this machine reaches PyPI (a mirror, a proxy, a CA).
 PASSED_ENV = re.compile(r"PIP_\w+|(?i:https?_proxy|no_proxy)|REQUESTS_CA_BUNDLE|SSL_CERT_FILE")
@@ -256,7 +256,7 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
     print(f"make deploy-tools {tools_seconds:.1f} s, pulumi up {up_seconds:.1f} s, destroy {destroy_seconds:.1f} s")
 
     # Nothing the deploy path ran wrote outside the user's home (the clone is in it), except ssh's
-    # connection-sharing sockets in the temp dir (spark_llm/ssh.py).
+    # connection-sharing sockets in the temp dir (spark_llm/remote/ssh.py).
     outside = user.files_outside_home()
     print("written outside the user's home:", outside)
     assert [p for p in outside if not SSH_CONTROL.match(p)] == [], outside

@@ -36,7 +36,7 @@ class SparkLlm:
 
     def argv(self, command: str, *args: str) -> list[str]:
         config = ["--stack", "sim", "--config-file", str(self.pulumi.config_file)]
-        return [sys.executable, "-m", "spark_llm.cli", command, *config, *args]
+        return [sys.executable, "-m", "spark_llm.ops.cli", command, *config, *args]
 
     def __call__(self, command: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return run(self.argv(command, *args), env=self.pulumi.env, check=False, timeout=timeout)

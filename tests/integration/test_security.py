@@ -99,7 +99,7 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
         checked["state and config files"] = len(state_files)
 
         # The operator CLI's output: logs per node, status (both reach the API's bound address on the head).
-        cli = [sys.executable, "-m", "spark_llm.cli"]
+        cli = [sys.executable, "-m", "spark_llm.ops.cli"]
         config = ["--stack", "sim", "--config-file", str(pulumi.config_file)]
         for node in NODES:
             logs = run([*cli, "logs", *config, "--node", node], env=pulumi.env, cwd=REPO)

@@ -45,7 +45,16 @@ def engine_ids(sim: SimCluster) -> dict[str, str]:
 
 
 def spark_llm_status(cli: Pulumi) -> dict:
-    argv = [sys.executable, "-m", "spark_llm.cli", "status", "--stack", "sim", "--config-file", str(cli.config_file)]
+    argv = [
+        sys.executable,
+        "-m",
+        "spark_llm.ops.cli",
+        "status",
+        "--stack",
+        "sim",
+        "--config-file",
+        str(cli.config_file),
+    ]
     return json.loads(run([*argv, "--json"], env=cli.env, check=False).stdout)
 
 

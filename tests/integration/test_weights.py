@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import weights, weights_sync
+from spark_llm.plan import weights, weights_sync
 from tests.integration.conftest import STACK_FILE, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration

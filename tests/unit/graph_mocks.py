@@ -1,7 +1,7 @@
 """Pulumi mocks for the whole program: run __main__.py and record what the engine would be told.
 
 A MockMonitor subclass records every RegisterResource request, so tests assert types, parents, depends_on edges,
-delete_before_replace, triggers, labels and secrets. Nothing reaches a node: spark_llm.stack does not look at
+delete_before_replace, triggers, labels and secrets. Nothing reaches a node: components.bootstrap does not look at
 the nodes under mocks, and the stacks' addresses are real machines elsewhere.
 """
 
@@ -17,7 +17,7 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from spark_llm import stack
+from components import bootstrap as stack
 from tests.conftest import HEAD_KEY, WORKER_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,8 +86,8 @@ def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations
     """Run __main__.py for `raw` under mocks; return {name: RegisterResource request}.
 
     `secrets` are the keys given as Pulumi secrets. HOME is a temp dir holding a fake ~/.ssh/id_ed25519.
-    `observations` stands for what spark_llm.observe would have read on the nodes (None: not observed, as
-    spark_llm.stack does under mocks); the nodes themselves are never reached.
+    `observations` stands for what spark_llm.remote.observe would have read on the nodes (None: not observed, as
+    components.bootstrap does under mocks); the nodes themselves are never reached.
     """
     monkeypatch.setattr(stack, "observe_nodes", lambda plan, extra: observations)
     home = Path(tempfile.mkdtemp(prefix="spark-llm-graph-"))

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from spark_llm import image
+from spark_llm.plan import image
 
 HEAD_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64

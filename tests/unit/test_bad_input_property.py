@@ -2,7 +2,7 @@
 
 Stack configs: random nested shapes (mappings, lists, text, numbers, booleans, null), with the real key names
 mixed with made-up ones, given to the program the way Pulumi gives them (every `spark-llm:` value as text,
-objects as JSON) and read with the functions spark_llm.stack.load calls. Either the config parses, or it
+objects as JSON) and read with the functions components.bootstrap.load calls. Either the config parses, or it
 raises ConfigError whose message has a line starting with a `spark-llm:` key the user wrote (or must write).
 Engine flags: random token lists against every catalogued release; each refusal is one line naming the release.
 
@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from spark_llm import config as config_module
-from spark_llm import engine_flags
-from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
+from spark_llm.config import NAMESPACE, ConfigError, StackConfig, engine_flags, parse, raw_from_pulumi
 from tests.conftest import HEAD_KEY, PLACEHOLDER_KEY, WORKER_KEY, dual_spark_raw
 
 SETTINGS = settings(

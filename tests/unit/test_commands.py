@@ -1,4 +1,4 @@
-"""spark_llm.commands: the command lines pulumi-command runs with a step's script on stdin, run for real in bash."""
+"""components.commands: the command lines pulumi-command runs with a step's script on stdin, run for real in bash."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from spark_llm.commands import CONNECTION_UPDATED, _delete_command, bash_stdin, discarding_stdin, run_stdin_script
+from components.commands import CONNECTION_UPDATED, _delete_command, bash_stdin, discarding_stdin, run_stdin_script
 
 SCRIPT = 'echo "phase=${SPARK_LLM_PHASE:-create}"\nexit 0\necho never\n' + "# padding\n" * 20000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm.drift import (
+from spark_llm.plan.drift import (
     OWNER_STEP,
     REPAIR_PREFIX,
     UNOBSERVED,
@@ -13,7 +13,7 @@ from spark_llm.drift import (
     group_generation,
     step_token,
 )
-from spark_llm.observe import EngineState, NodeObservation, parse_probe
+from spark_llm.plan.observation import EngineState, NodeObservation, parse_probe
 
 GEN = "repair-0123456789ab"
 MEMBERS = [("head", "head"), ("w1", "worker"), ("w2", "worker")]
@@ -105,8 +105,10 @@ def test_the_probe_output_is_parsed_into_an_observation():
 def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_through_it(monkeypatch, raw_config):
     import pulumi
 
-    from spark_llm import observe, plan, stack
+    from components import bootstrap as stack
     from spark_llm.config import parse
+    from spark_llm.plan import deployment as plan
+    from spark_llm.remote import observe
 
     p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
     seen = {
@@ -134,9 +136,9 @@ def test_a_stopped_docker_engine_is_a_fault_of_that_node_not_a_missing_container
 def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, raw_config):
     import subprocess
 
-    from spark_llm import plan
     from spark_llm.config import parse
-    from spark_llm.observe import probe_script
+    from spark_llm.plan import deployment as plan
+    from spark_llm.remote.observe import probe_script
 
     fake = tmp_path / "docker"
     fake.write_text(
@@ -157,8 +159,10 @@ def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, 
 def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, raw_config):
     import pulumi
 
-    from spark_llm import observe, plan, stack
+    from components import bootstrap as stack
     from spark_llm.config import parse
+    from spark_llm.plan import deployment as plan
+    from spark_llm.remote import observe
 
     p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
     docker_down = NodeObservation(node="spark-2", error="its Docker engine does not answer: ...", docker_down=True)

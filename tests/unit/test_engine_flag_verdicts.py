@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm import engine_flags
-from spark_llm.engine_flags import OWNED_FLAGS, check_flags
+from spark_llm.config import engine_flags
+from spark_llm.config.engine_flags import OWNED_FLAGS, check_flags
 
 S5, S17, S23 = ("sglang", "0.5.5"), ("sglang", "0.5.17"), ("sglang", "0.5.23")
 V11, V16, V33 = ("vllm", "0.11.0"), ("vllm", "0.16.0"), ("vllm", "0.33.0")

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import engine_flags, plan
-from spark_llm.config import ConfigError, parse
-from spark_llm.engine_flags import (
+from spark_llm.config import ConfigError, engine_flags, parse
+from spark_llm.config.engine_flags import (
     OWNED_FLAGS,
     UnknownCatalogError,
     check_flags,
@@ -25,10 +24,11 @@ from spark_llm.engine_flags import (
     known_versions,
     load_catalog,
 )
+from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
 
 ROOT = Path(__file__).resolve().parents[2]
-CATALOGS = ROOT / "spark_llm" / "engine_catalogs"
+CATALOGS = ROOT / "spark_llm" / "config" / "engine_catalogs"
 SHARED_CATALOGS = ROOT.parent / "shared" / "engine-flags"
 
 S5, S17, S23 = ("sglang", "0.5.5"), ("sglang", "0.5.17"), ("sglang", "0.5.23")
@@ -60,8 +60,8 @@ def test_known_versions_are_ordered_by_release():
 
 def test_catalogs_are_packaged_with_the_module():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "spark_llm.engine_catalogs" in setuptools["packages"]
-    packaged = {p for g in setuptools["package-data"]["spark_llm.engine_catalogs"] for p in CATALOGS.glob(g)}
+    assert "spark_llm.config.engine_catalogs" in setuptools["packages"]
+    packaged = {p for g in setuptools["package-data"]["spark_llm.config.engine_catalogs"] for p in CATALOGS.glob(g)}
     assert {p for p in CATALOGS.glob("*.json")} <= packaged and CATALOGS / "README.md" in packaged
     assert len(list(CATALOGS.glob("*.json"))) == 6
 
@@ -90,7 +90,7 @@ def test_the_standin_engine_reads_the_programs_own_catalogs():
     )
     assert read.stdout.strip() == str(CATALOGS.resolve())
     build = (ROOT / "sim" / "engine" / "build-image.sh").read_text()
-    assert 'CATALOG_SOURCE="$REPO_DIR/spark_llm/engine_catalogs"' in build
+    assert 'CATALOG_SOURCE="$REPO_DIR/spark_llm/config/engine_catalogs"' in build
     assert not (ROOT / "sim" / "engine" / "standin_engine" / "catalogs").exists()
 
 

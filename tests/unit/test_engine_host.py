@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm import cli, plan
 from spark_llm.config import parse
-from spark_llm.ops import smoke
+from spark_llm.ops import cli, smoke
 from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.plan import deployment as plan
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
 

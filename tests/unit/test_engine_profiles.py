@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from spark_llm.engines import PROFILES, profile_for
-from spark_llm.engines.common import Member, Topology
-from spark_llm.engines.vllm import ray_auth_check
+from spark_llm.plan.engines import PROFILES, profile_for
+from spark_llm.plan.engines.common import Member, Topology
+from spark_llm.plan.engines.vllm import ray_auth_check
 
 HEAD = Member("spark-1", 0, "192.168.200.12")
 WORKER = Member("spark-2", 1, "192.168.200.13")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import image, plan
 from spark_llm.config import parse
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import image
 from tests.unit.image_stubs import HEAD_ID, OTHER_ID, X86, stub_nodes
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
@@ -149,7 +150,7 @@ def test_verify_passes_with_the_expected_id_and_records_the_token(raw_config, st
     out = stub(verify(raw_config, "spark-2", HEAD_ID, tmp_path / "remote"), node="worker")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
-    # What the next program run compares with the node's live image ID (spark_llm.drift).
+    # What the next program run compares with the node's live image ID (spark_llm.plan.drift).
     assert (tmp_path / "remote" / "state" / image.DRIFT_STEP).read_text() == f"{TOKEN} {HEAD_ID}\n"
 
 

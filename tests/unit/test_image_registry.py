@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import image, image_registry, plan
 from spark_llm.config import parse
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import image, image_registry
 from tests.unit.image_stubs import HEAD_ID, MANIFEST_DIGEST, MANIFEST_SIZES, OTHER_ID, stub_nodes
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm import cli, key_files, plan
 from spark_llm.config import parse
-from spark_llm.ops import status
+from spark_llm.ops import cli, status
 from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.plan import deployment as plan
+from spark_llm.remote import key_files
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
 

@@ -1,12 +1,13 @@
-"""spark_llm.node_commands: a printed fix is a command the operator CLI runs as printed."""
+"""spark_llm.plan.node_commands: a printed fix is a command the operator CLI runs as printed."""
 
 from __future__ import annotations
 
 import shlex
 
-from spark_llm import cli, node_commands, plan
 from spark_llm.config import parse
-from spark_llm.ops import node_exec
+from spark_llm.ops import cli, node_exec
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import node_commands
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 

@@ -1,13 +1,13 @@
-"""spark_llm.node_files: the file steps' scripts and probe, run with bash on a temporary directory."""
+"""spark_llm.plan.node_files: the file steps' scripts and probe, run with bash on a temporary directory."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from spark_llm import node_files
-from spark_llm.drift import record_token_script, step_token
-from spark_llm.observe import parse_probe
+from spark_llm.plan import node_files
+from spark_llm.plan.drift import record_token_script, step_token
+from spark_llm.plan.observation import parse_probe
 
 CONTENT = "#!/bin/bash\necho launch\n"
 
@@ -26,7 +26,7 @@ def observed(tmp_path: Path, path: Path):
     out = bash(node_files.probe([str(path)])).stdout
     tokens = {
         f.name: f.read_text().strip() for f in (tmp_path / "state").glob("*")
-    }  # what spark_llm.observe reads back
+    }  # what spark_llm.remote.observe reads back
     seen = parse_probe("head", out)
     return type(seen)(node="head", facts=seen.facts, tokens=tokens)
 

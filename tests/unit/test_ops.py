@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from spark_llm import cli, plan
 from spark_llm.config import parse, raw_from_pulumi
-from spark_llm.node_commands import StackRef
-from spark_llm.ops import logs, nodes, preflight, restart, smoke, status
+from spark_llm.ops import cli, logs, nodes, preflight, restart, smoke, status
 from spark_llm.ops.nodes import NodeRun, Section, parse_sections
 from spark_llm.ops.preflight import GB, Check, Limits
 from spark_llm.ops.pulumi_cli import config_from_json
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, render_text
+from spark_llm.plan import deployment as plan
+from spark_llm.plan.node_commands import StackRef
 from tests.conftest import HEAD_KEY, WORKER_KEY
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
@@ -634,7 +634,7 @@ def test_cli_stops_on_sigint_even_when_started_with_it_ignored():
 
     probe = (
         "import signal\n"
-        "from spark_llm import cli\n"
+        "from spark_llm.ops import cli\n"
         "assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN\n"
         "try:\n"
         "    cli.main(['no-such-command'])\n"

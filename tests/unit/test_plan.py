@@ -7,9 +7,10 @@ import subprocess
 
 import pytest
 
-from spark_llm import node_files, plan
 from spark_llm.config import parse
-from spark_llm.engine_spec import container_spec
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import node_files
+from spark_llm.plan.container import container_spec
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
 

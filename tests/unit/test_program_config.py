@@ -1,4 +1,4 @@
-"""The program's one config read (spark_llm.stack.load, run by __main__.py) under Pulumi mocks: what preview shows.
+"""The program's one config read (components.bootstrap.load, run by __main__.py) under Pulumi mocks: what preview shows.
 
 A deprecated engine flag is a warning and the deployment goes on; a bad value stops the program with the
 key named and what to do, as stack.Refusal (Pulumi prints its message alone: no traceback, no "unhandled
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from spark_llm import stack
+from components import bootstrap as stack
 from tests.unit.graph_mocks import dual_spark_stack_file, pinned
 from tests.unit.graph_mocks import register as _register
 

@@ -12,7 +12,7 @@ import json
 import pulumi
 import pytest
 
-from spark_llm.commands import run_stdin_script
+from components.commands import run_stdin_script
 from spark_llm.config import ConfigError, parse
 from tests.conftest import HEAD_KEY, WORKER_KEY, dual_spark_raw
 from tests.unit.graph_mocks import (
@@ -211,7 +211,7 @@ def test_unobserved_steps_carry_the_unobserved_token(registered):
 
 
 def test_observed_drift_replaces_only_the_drifted_nodes_steps(monkeypatch):
-    from spark_llm.observe import NodeObservation
+    from spark_llm.remote.observe import NodeObservation
 
     head_token, worker_token = "tok-head", "tok-worker"
     observations = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spark_llm.readiness import Member, exited_message, relayed_from
-from spark_llm.ssh import SshHost
+from spark_llm.plan.hosts import SshHost
+from spark_llm.remote.readiness import Member, exited_message, relayed_from
 
 HOST = SshHost(name="n", host="127.0.0.1", port=22, user="root", key_path="/k", host_key="ssh-ed25519 AAAA")
 HEAD = Member("spark-1", "head", HOST, "/opt/spark-llm/launch.sh", "192.168.200.12")
@@ -44,7 +44,7 @@ def test_probe_sends_the_key_as_a_header_through_a_descriptor_not_the_command_li
     import subprocess
     import threading
 
-    from spark_llm.readiness import _probe_script, redact
+    from spark_llm.remote.readiness import _probe_script, redact
 
     seen: dict[str, str] = {}
 

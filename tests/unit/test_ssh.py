@@ -1,4 +1,4 @@
-"""spark_llm.ssh: what identifies a reusable connection, and ssh's refusal of a host key named by node."""
+"""spark_llm.remote.ssh: what identifies a reusable connection, and ssh's refusal of a host key named by node."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_llm import ssh
-from spark_llm.ssh import SshHost
+from spark_llm.plan.hosts import SshHost
+from spark_llm.remote import ssh
 from tests.conftest import HEAD_KEY, WORKER_KEY
 
 HEAD = SshHost("spark-1", "192.168.100.11", 22, "ubuntu", "/keys/id", HEAD_KEY)
@@ -48,7 +48,7 @@ def test_the_same_settings_give_the_same_connection_and_a_socket_path_that_fits(
 
 def test_each_process_has_its_own_control_dir_removed_when_it_exits():
     """No master connection outlives its program run: the next run makes its own handshake."""
-    code = "from spark_llm import ssh; print(ssh.control_dir())"
+    code = "from spark_llm.remote import ssh; print(ssh.control_dir())"
     dirs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()]
     dirs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
     assert dirs[0] != dirs[1]

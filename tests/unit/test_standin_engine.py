@@ -502,7 +502,9 @@ print(json.dumps({{"registered": sorted(set(parser._option_string_actions) - {{"
     assert result.returncode == 0, result.stderr
     options = json.loads(result.stdout)
     assert options["registered"] == options["catalog"]
-    raw = json.loads((ENGINE_DIR.parents[1] / "spark_llm" / "engine_catalogs" / f"{catalog}.json").read_text())
+    raw = json.loads(
+        (ENGINE_DIR.parents[1] / "spark_llm" / "config" / "engine_catalogs" / f"{catalog}.json").read_text()
+    )
     assert len(options["catalog"]) == raw["option_string_count"]
 
 

@@ -1,11 +1,11 @@
-"""spark_llm.drift: which token a step gets from what the node has now, table-tested."""
+"""spark_llm.plan.drift: which token a step gets from what the node has now, table-tested."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_llm.drift import UNOBSERVED, first_run, step_token
-from spark_llm.observe import NodeObservation
+from spark_llm.plan.drift import UNOBSERVED, first_run, step_token
+from spark_llm.plan.observation import NodeObservation
 
 ID = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
@@ -23,7 +23,7 @@ def node(tokens: dict[str, str] | None = None, error: str | None = None) -> Node
         (node({"image": f"tok-1 {ID}"}), None, "repair-", f"image on worker-1: gone (was {ID})"),
         (node({"image": f"tok-1 {ID}"}), OTHER, "repair-", f"image on worker-1: now {OTHER}, was {ID}"),
         (node(), ID, "repair-", "image has not run on worker-1 yet"),
-        # Unreadable: a repair token, and no per-step warning (spark_llm.stack names the node once).
+        # Unreadable: a repair token, and no per-step warning (components.bootstrap names the node once).
         (node(error="ssh: no route"), ID, "repair-", None),
     ],
 )

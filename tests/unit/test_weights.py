@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm import config, plan, weights, weights_sync
-from spark_llm.drift import step_token
-from spark_llm.observe import NodeObservation, parse_probe
-from spark_llm.weights_fanout import fanout_sources, render_fanout
+from spark_llm import config
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import weights, weights_sync
+from spark_llm.plan.drift import step_token
+from spark_llm.plan.observation import NodeObservation, parse_probe
+from spark_llm.plan.weights_fanout import fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
@@ -49,7 +51,7 @@ def build(source: dict | None = None, *, path: str | None = None, purge: bool = 
 
 
 def run_bash(script: str, env: dict, *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    # The same strict mode spark_llm.ssh puts ahead of every script.
+    # The same strict mode spark_llm.remote.ssh puts ahead of every script.
     result = subprocess.run(
         ["bash", "-s"], input="set -euo pipefail\n" + script, capture_output=True, text=True, env=env, timeout=120
     )
@@ -191,7 +193,7 @@ def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():
     cfg, p = build({"kind": "local", "path": "/tmp"})
     script = weights.render_upload(cfg, p.head, TOOL, "/tmp/model dir", TOKEN)
     assert "SRC='/tmp/model dir'" in script
-    # The pinned ssh command comes from the environment (spark_llm.connection.ssh_command), not the script.
+    # The pinned ssh command comes from the environment (components.connection.ssh_command), not the script.
     assert 'mapfile -t SSH <<<"${SPARK_LLM_SSH:?' in script and 'REMOTE=("${SSH[@]}" "$SSH_TARGET")' in script
     assert "eval" not in script
     assert f'RSH_ARGS=(-e "$ssh_wrapper -c {weights_sync.BULK_CIPHER}")' in script and 'DEST="$SSH_TARGET:"' in script
@@ -200,7 +202,7 @@ def test_upload_reaches_the_head_with_the_pinned_ssh_config_directly():
 
 def test_upload_ssh_wrapper_passes_every_pinned_option_through_to_ssh(tmp_path):
     """rsync splits -e itself: the wrapper must hand ssh each option exactly, spaces and quotes included."""
-    from spark_llm.connection import ssh_command
+    from components.connection import ssh_command
 
     cfg, p = build({"kind": "local", "path": "/tmp"})
     argv = ssh_command(p.workers[0].ssh)  # the worker's: a ProxyCommand with nested quoting
@@ -306,7 +308,7 @@ def test_live_value_of_a_worker(facts, expected):
 
 
 def test_head_copy_records_its_token_with_what_the_probe_then_reads(tmp_path, env):
-    """A no-op next time: the recorded value is the live value the probe computes (spark_llm.drift)."""
+    """A no-op next time: the recorded value is the live value the probe computes (spark_llm.plan.drift)."""
     model_dir(tmp_path / "src", {"a.bin": b"a"})
     src, dst = tmp_path / "src", tmp_path / "dst"
     cfg, p = build({"kind": "head", "path": str(src)}, path=str(dst))

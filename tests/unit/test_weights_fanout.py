@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 
-from spark_llm import config, plan, weights
-from spark_llm.fabric import FABRIC_SSH_OPTIONS
-from spark_llm.weights_fanout import fanout_plan, fanout_sources, render_fanout
+from spark_llm import config
+from spark_llm.plan import deployment as plan
+from spark_llm.plan import weights
+from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
+from spark_llm.plan.weights_fanout import fanout_plan, fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
@@ -56,6 +58,6 @@ def test_the_script_carries_the_plan_and_runs_the_fanout_with_the_manifest_tool_
     plan_json = re.search(r"<<'SPARK_LLM_FANOUT_PLAN'\n(.*?)\nSPARK_LLM_FANOUT_PLAN\n", script, re.S).group(1)
     data = json.loads(plan_json)
     assert data["workers"][0]["name"] == "spark-2"
-    # The same pinned-key ssh options as every other head -> worker step (spark_llm.fabric).
+    # The same pinned-key ssh options as every other head -> worker step (spark_llm.plan.fabric).
     assert data["ssh_options"] == list(FABRIC_SSH_OPTIONS) and "StrictHostKeyChecking=yes" in data["ssh_options"]
     assert script.rstrip().splitlines()[-1].startswith('python3 -u "$work/fanout.py" "$work/plan.json" "$tool"')

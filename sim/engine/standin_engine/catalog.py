@@ -1,5 +1,6 @@
-"""The real engines' flag catalogs, one per engine version: the program's own copy (spark_llm/engine_catalogs, see
-its README.md), which build-image.sh puts beside this module in the image (catalogs/)."""
+"""The real engines' flag catalogs, one per engine version: the program's own copy
+(spark_llm/config/engine_catalogs, see its README.md), which build-image.sh puts beside this module
+in the image (catalogs/)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from pathlib import Path
 
 # In the image: catalogs/ beside this module. From a checkout (unit tests run this code in place): the package's.
 _IN_IMAGE = Path(__file__).resolve().parent / "catalogs"
-CATALOG_DIR = _IN_IMAGE if _IN_IMAGE.is_dir() else Path(__file__).resolve().parents[3] / "spark_llm" / "engine_catalogs"
+CATALOG_DIR = (
+    _IN_IMAGE
+    if _IN_IMAGE.is_dir()
+    else Path(__file__).resolve().parents[3] / "spark_llm" / "config" / "engine_catalogs"
+)
 ENGINE_VERSION_ENV = "SPARK_LLM_ENGINE_VERSION"
 ENGINES = ("sglang", "vllm")
 

@@ -1,0 +1,183 @@
+"""Reads the `spark-llm:*` keys of the running Pulumi stack into a StackConfig (the program's one config read)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import pulumi
+import pulumi.runtime
+from pulumi.runtime.mocks import MockMonitor
+
+from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
+from spark_llm.plan import drift, node_commands
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.observation import NodeObservation
+from spark_llm.remote import key_files, observe
+
+# Pulumi's Python exec shim answers a RunError with an error line and exit code 1, to which the language host adds
+# "an unhandled error occurred: program exited with non-zero exit code: 1": a refusal of bad input then reads like
+# a crash. Exit code 32 is the host's "the program already showed the user an actionable message"
+# (pulumi-language-python main.go, pythonProcessExitedAfterShowingUserActionableMessage; Node's SDK has the same
+# code): the host adds nothing, and preview/up still fail.
+SHOWN_TO_USER_EXIT_CODE = 32
+
+
+class Refusal(SystemExit):
+    """The program stops on the user's input, its message already shown as Pulumi's error (no traceback)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(SHOWN_TO_USER_EXIT_CODE)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def refuse(message: str) -> NoReturn:
+    """Show `message` as the run's one error and end the program before any resource is declared."""
+    # Unbound to a resource, pulumi.log.error is one synchronous call to the engine: it is shown before the exit.
+    pulumi.log.error(message)
+    raise Refusal(message)
+
+
+def raw_stack_config() -> dict[str, Any]:
+    """Every `spark-llm:` key set for this stack (or defaulted in Pulumi.yaml), decoded."""
+    return raw_from_pulumi(pulumi.runtime.config.CONFIG.get())
+
+
+def secret_keys() -> set[str]:
+    """The `spark-llm:` keys Pulumi holds as secrets for this stack."""
+    prefix = NAMESPACE + ":"
+    return {k[len(prefix) :] for k in pulumi.runtime.config.CONFIG.get() if pulumi.runtime.is_config_secret(k)}
+
+
+def load() -> StackConfig:
+    """Parse and validate; a bad value stops the program before any resource is declared.
+
+    A value that is taken but will not last (an engine flag its release marks deprecated), and an API open to
+    anyone (no spark-llm:apiKey), are warnings in `pulumi preview` and `up`, once per program run.
+    """
+    try:
+        cfg = parse(raw_stack_config(), secret_keys())
+    except ConfigError as err:
+        # The message alone (no traceback, no "unhandled error"): it is the user's input, not our bug.
+        refuse(
+            f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
+            "(or `pulumi config set --path ...`), then run `pulumi preview` again."
+        )
+    for warning in cfg.engine.flag_warnings():
+        pulumi.log.warn(warning)
+    if cfg.api_key is None:
+        pulumi.log.warn(open_endpoint_warning(cfg))
+    return cfg
+
+
+def open_endpoint_warning(cfg: StackConfig) -> str:
+    """What `pulumi preview` says when the API takes requests from anyone who reaches it (no spark-llm:apiKey)."""
+    listen = cfg.engine.host
+    where = "every address of the head" if ipaddress.ip_address(listen).is_unspecified else "that address"
+    return (
+        f"{NAMESPACE}:apiKey is not set: the API on {cfg.head.name} listens on {listen}:{cfg.engine.port}"
+        f" ({where}) and answers anyone who reaches it. Set a key as a secret"
+        f" (`pulumi config set --secret {NAMESPACE}:apiKey sk-...`: clients then send `Authorization: Bearer`),"
+        f" or bind the API to one address of the head (`pulumi config set --path {NAMESPACE}:engine.host 127.0.0.1`:"
+        " then reached through an ssh tunnel only)."
+    )
+
+
+def load_keys(cfg: StackConfig) -> dict[str, str]:
+    """The nodes' ssh private keys, read now (preview too): a missing key stops the program naming its config key."""
+    try:
+        return key_files.read_keys(cfg)
+    except key_files.KeyFileError as err:
+        refuse(str(err))
+
+
+def _remove_command(node: NodePlan, container: str) -> str:
+    # Through `spark-llm exec`: the stack's key, pinned host keys and jump host (a bare `ssh` has none of them).
+    return node_commands.exec_on(pulumi.get_stack(), node.name, ["docker", "rm", "-f", container])
+
+
+def config_key_of(plan: DeploymentPlan, node: str) -> str:
+    """`spark-llm:nodes[i]` of a node, as the stack config names it."""
+    index = next(i for i, n in enumerate(plan.config.nodes) if n.name == node)
+    return f"{NAMESPACE}:nodes[{index}]"
+
+
+def _under_mocks() -> bool:
+    return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
+
+
+def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) -> list[str]:
+    """One line per node that cannot be read now: which node, what is wrong and what to do."""
+    faults = []
+    for node in plan.nodes:
+        seen = observations[node.name]
+        via = node.ssh.via
+        if seen.error is None:
+            continue
+        if via is not None and observations[via.name].error is not None and not observations[via.name].docker_down:
+            faults.append(f"{node.name} cannot be read now: it is reached through {via.name}, which cannot be read.")
+        elif seen.docker_down:
+            faults.append(
+                f"{node.name} cannot be read now: {seen.error}\n"
+                f"Start the Docker engine on {node.name} "
+                f"(`{node_commands.exec_on(pulumi.get_stack(), node.name, ['sudo', 'systemctl', 'start', 'docker'])}`;"
+                " `docker info` there must answer): preview shows its steps as to be redone, and `pulumi up` fails "
+                "until it answers."
+            )
+        else:
+            faults.append(
+                f"{node.name} cannot be read now: {seen.error}\n"
+                f"Check {config_key_of(plan, node.name)}.host and .hostKey and that the node and its sshd are up: "
+                "preview shows its steps as to be redone, and `pulumi up` fails until it answers."
+            )
+    return faults
+
+
+def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dict[str, NodeObservation] | None:
+    """What every node runs now (one read-only ssh session each); stops before anything runs if a node already
+    runs a container under the engine's name that spark-llm did not start (a deployment made by hand).
+
+    `extra(node)`: more read-only probe sections for that node (the weights' live digest). None under Pulumi's
+    mocks (unit tests): a mocked program must never reach the stack's real addresses.
+    """
+    if _under_mocks():
+        return None
+    observations = observe.observe(plan, extra)
+    refused = sorted({o.host_key_refused for o in observations.values() if o.host_key_refused})
+    if refused:
+        # A host key that is not the pinned one fails preview too: no provider may be declared with that pin.
+        refuse(
+            "\n".join(node_commands.host_key_refused(plan, pulumi.get_stack(), name) for name in refused)
+            + "\nNothing was run on any node."
+        )
+    faults = node_faults(plan, observations)
+    if faults and not pulumi.runtime.is_dry_run():
+        # Every node has steps to redo while it cannot be read: `up` would fail at one of them, after the steps on
+        # the other nodes had run (an engine stopped). Stop here instead, before anything runs anywhere.
+        refuse(
+            "\n".join(faults) + "\nNothing was run on any node (no engine was stopped). Once the node answers, "
+            "run `pulumi up` again: it restarts what the fault stopped, in order."
+        )
+    for fault in faults:
+        pulumi.log.warn(fault)
+    foreign = drift.foreign_containers(observations)
+    if foreign:
+        lines = [
+            f"{name} already runs a container named {plan.container} that this stack's `pulumi up` did not start "
+            f"({observations[name].engine.status}, id {observations[name].engine.container_id[:12]}, "
+            "by hand or by an older spark-llm); spark-llm's own container needs that name."
+            for name in foreign
+        ]
+        nodes = {n.name: n for n in plan.nodes}
+        fixes = [f"  {_remove_command(nodes[name], plan.container)}" for name in foreign]
+        refuse(
+            "\n".join(lines)
+            + "\nNothing was run on any node. Stop and remove it (this ends that engine), then run `pulumi up`:\n"
+            + "\n".join(fixes)
+            + "\n(or set spark-llm:engine.containerName to another name to keep it running beside ours)."
+        )
+    return observations

@@ -1,0 +1,164 @@
+"""The stack's configuration, typed: parsed once from `spark-llm:*` keys into pydantic models.
+
+Every key here is also declared in Pulumi.yaml `config:` (type, description, default); tests check the two
+agree. An invalid value raises ConfigError naming the key path (as written in Pulumi.<stack>.yaml) and an
+example of a valid value, before any resource is declared, so nothing runs on any node.
+
+The nodes and the rules between them are in spark_llm.config.nodes; the model base, number types and error
+messages in spark_llm.config.base; each section in a module of its own. Import from `spark_llm.config`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from spark_llm.config.base import (
+    NAMESPACE,
+    ConfigError,
+    ConfigModel,
+    Int,
+    closest,
+)
+from spark_llm.config.base import format_errors as _format_errors
+from spark_llm.config.engine import Engine
+from spark_llm.config.image import Image
+from spark_llm.config.model import Model
+from spark_llm.config.network import Network, Transfer
+from spark_llm.config.nodes import Node, check_topology
+
+
+class Timeouts(ConfigModel):
+    """How long `pulumi up` waits for each long step before it fails with what it saw."""
+
+    ready_seconds: Int = Field(
+        900, ge=10, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
+    )
+    transfer_seconds: Int = Field(
+        6 * 3600,
+        ge=60,
+        description="The weights copy from the head to all workers (scripts/fanout.py)",
+        json_schema_extra={"example": 21600},
+    )
+    startup_grace_seconds: Int = Field(
+        5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
+    )
+
+
+class StackConfig(ConfigModel):
+    """Everything the program reads from `spark-llm:*` keys."""
+
+    ssh_key_path: str = Field(
+        "~/.ssh/id_ed25519",
+        description="SSH private key used for every node",
+        json_schema_extra={"example": "~/.ssh/id_ed25519"},
+    )
+    nodes: list[Node] = Field(
+        min_length=1,
+        description="The head and its workers",
+        json_schema_extra={"example": "[{name: spark-1, role: head, ...}]"},
+    )
+    model: Model
+    image: Image
+    engine: Engine = Field(default_factory=Engine)
+    network: Network = Field(default_factory=Network)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    transfer: Transfer = Field(default_factory=Transfer)
+    hf_token: str | None = Field(
+        None,
+        description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",
+        json_schema_extra={"example": "hf_...", "secret": True},
+    )
+    api_key: str | None = Field(
+        None,
+        description=(
+            "API key the endpoint requires (a Pulumi secret: `pulumi config set --secret apiKey`);"
+            " the head's engine reads it from a 0600 file"
+        ),
+        json_schema_extra={"example": "sk-...", "secret": True},
+    )
+
+    @field_validator("nodes")
+    @classmethod
+    def _topology(cls, nodes: list[Node]) -> list[Node]:
+        return check_topology(nodes)
+
+    @property
+    def head(self) -> Node:
+        return next(n for n in self.nodes if n.role == "head")
+
+    @property
+    def workers(self) -> list[Node]:
+        return [n for n in self.nodes if n.role == "worker"]
+
+
+# ---------- loading ----------
+
+# Keys whose values must be Pulumi secrets (encrypted in the stack file and in state).
+SECRET_KEYS = tuple(
+    field.alias or name
+    for name, field in StackConfig.model_fields.items()
+    if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("secret")
+)
+
+# Top-level keys as written in Pulumi.<stack>.yaml (without the namespace) -> field name.
+TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
+
+
+def format_errors(err: ValidationError) -> str:
+    """A StackConfig ValidationError as one line per mistake: the key, what is wrong, a valid value."""
+    return _format_errors(StackConfig, err)
+
+
+def decode_value(raw: str) -> Any:
+    """Pulumi hands every value over as a string: objects and lists as JSON, scalars as written."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def raw_from_pulumi(values: Mapping[str, str]) -> dict[str, Any]:
+    """`{"spark-llm:key": "text"}` as Pulumi gives it (to the program, or `pulumi config --json`) -> `{key: value}`.
+
+    The program and the operator CLI both read the stack's config through this, then `parse`.
+    """
+    prefix = NAMESPACE + ":"
+    return {k[len(prefix) :]: decode_value(v) for k, v in values.items() if k.startswith(prefix)}
+
+
+def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackConfig:
+    """Parse `{key: value}` (keys without namespace, values already decoded from JSON/YAML).
+
+    `secret_keys` are the keys Pulumi holds as secrets; a secret-only key given in plain text is refused.
+    When None (pure tests), secrecy is not checked.
+    """
+    # Optional keys are declared in Pulumi.yaml with default "" (Pulumi requires a default): "" means unset.
+    raw = {k: v for k, v in raw.items() if v != ""}
+    if secret_keys is not None:
+        plain = [k for k in SECRET_KEYS if k in raw and k not in secret_keys]
+        if plain:
+            key = plain[0]
+            raise ConfigError(
+                f"{NAMESPACE}:{key} is given in plain text; it must be a secret. "
+                f"Remove it and set it with `pulumi config set --secret {key} <value>`"
+            )
+    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        lines = []
+        for key in unknown:
+            guess = closest(key, TOP_LEVEL_KEYS)
+            hint = f"; did you mean {NAMESPACE}:{guess}?" if guess else ""
+            lines.append(f"{NAMESPACE}:{key}: unknown configuration key{hint}")
+        raise ConfigError(
+            "invalid stack configuration:\n  "
+            + "\n  ".join(lines)
+            + f"\n  known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+        )
+    try:
+        return StackConfig.model_validate(dict(raw))
+    except ValidationError as err:
+        raise ConfigError(format_errors(err)) from None

@@ -1,0 +1,80 @@
+"""`spark-llm`: the operator's tools for a deployed (or about to be deployed) stack.
+
+    spark-llm preflight     every node ready for `pulumi up`?
+    spark-llm status        what runs where, against what the config gives now
+    spark-llm logs          every node's engine log, interleaved by time
+    spark-llm smoke         one chat completion and a short load through the endpoint
+    spark-llm restart       the group restarted in order, through `pulumi up --replace`
+    spark-llm exec          one command on one node, over the stack's pinned ssh
+
+Each command reads the stack's config with the Pulumi CLI (`--stack`, `--config-file` as pulumi takes them)
+and builds the same plan as the Pulumi program; `--json` prints one JSON document for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import signal
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from spark_llm.config import ConfigError
+from spark_llm.ops import logs, node_exec, preflight, restart, smoke, status
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.remote import key_files
+
+COMMANDS: dict[str, tuple[ModuleType, str]] = {
+    "preflight": (preflight, "check every node before `pulumi up` (exit 1 on any failure)"),
+    "status": (status, "containers, uptime, group revision against the config, the head's health; drift"),
+    "logs": (logs, "every node's engine log, prefixed by node and interleaved by timestamp"),
+    "smoke": (smoke, "one chat completion and a short concurrent load: time to first token, tokens/s, errors"),
+    "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
+    "exec": (node_exec, "run one command on one node (`exec NODE -- CMD...`): the stack's key, pinned host keys"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--stack", "-s", help="Pulumi stack (default: the selected one)")
+    common.add_argument("--config-file", help="stack config file, as `pulumi --config-file` takes it")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+    top = argparse.ArgumentParser(
+        prog="spark-llm", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, parents=[common], help=help_text, description=module.__doc__)
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        module.add_arguments(sub)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems hung is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # A shell starts a background command with SIGINT ignored, and Python then keeps it ignored: `logs --follow`
+    # run by a script or a supervisor would not stop on SIGINT. Ctrl-C always means stop here.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    args = parser().parse_args(argv)
+    pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
+    try:
+        plan = pulumi.load_plan()
+        # Before any ssh: a key others can read is refused here as the program refuses it.
+        key_files.check_modes(plan.config)
+    except (ConfigError, PulumiError, key_files.KeyFileError) as err:
+        sys.stderr.write(f"spark-llm {args.command}: {err}\n")
+        return 2
+    module, _ = COMMANDS[args.command]
+    try:
+        return int(module.run(pulumi, plan, args))
+    except PulumiError as err:
+        sys.stderr.write(f"spark-llm {args.command}: {err}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""Pure: from a StackConfig to everything the resources and the operator's tools need. No Pulumi, no I/O.
+
+deployment (the nodes, their order, the launch script), engines and engine_flags (each engine's command line,
+checked against its release's catalog), container (each node's engine container), the node steps' scripts
+(image, weights, node_files, fabric), observation and drift (what a node runs now and what must be redone).
+"""

@@ -1,0 +1,88 @@
+"""Pure: each node's engine container as data (command, environment, mounts, devices, labels), from the plan.
+
+components/engine_group.py turns a spec into a `docker.Container` on that node's docker provider; the reasons
+for each docker option are written there, beside the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_llm.plan.deployment import (
+    CONTAINER_ENV_FILE,
+    CONTAINER_RAY_TOKEN,
+    CONTAINER_SCRIPT,
+    DeploymentPlan,
+    NodePlan,
+    node_launches,
+)
+
+# Labels every engine container carries; spark_llm.remote.observe reads them back.
+LABEL_NODE = "spark-llm.node"
+LABEL_ROLE = "spark-llm.role"
+LABEL_REVISION = "spark-llm.group-revision"
+LABEL_GENERATION = "spark-llm.generation"
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    """Path on the node."""
+    target: str
+    """Path in the container."""
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    node: str
+    role: str
+    name: str
+    entrypoint: tuple[str, ...]
+    command: tuple[str, ...]
+    env: dict[str, str]
+    mounts: tuple[Mount, ...]
+    gpus: bool
+    rdma: bool
+    labels: dict[str, str]
+
+
+def cache_dir(node: NodePlan) -> str:
+    """The node's compile/JIT cache, mounted as the container's ~/.cache (kept across restarts)."""
+    return f"{node.remote_dir}/cache"
+
+
+def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
+    cfg = plan.config
+    launch = node_launches(cfg)[node.name]
+    mounts = [
+        Mount(node.script_path, CONTAINER_SCRIPT),
+        Mount(node.env_path, CONTAINER_ENV_FILE),
+        Mount(cfg.model.path, cfg.model.path),
+        Mount(cache_dir(node), "/root/.cache", read_only=False),
+    ]
+    if plan.api_config_path and node.role == "head":
+        # Only the API-serving rank reads the key file (`--config`), so only the head mounts it.
+        mounts.append(Mount(plan.api_config_path, plan.api_config_path))
+    if plan.ray_auth:
+        # Every Ray node reads the group's token (RAY_AUTH_TOKEN_PATH): the head's GCS checks it, the others send it.
+        mounts.append(Mount(node.ray_token_path, CONTAINER_RAY_TOKEN))
+    env = {
+        **launch.env,
+        "SPARK_LLM_NODE": node.name,
+        "SPARK_LLM_ENGINE_VERSION": cfg.engine.version,
+        # docker's init (tini) signals the engine's whole process group on `docker stop`, not only its child.
+        "TINI_KILL_PROCESS_GROUP": "1",
+    }
+    return ContainerSpec(
+        node=node.name,
+        role=node.role,
+        name=plan.container,
+        entrypoint=("/bin/bash", CONTAINER_SCRIPT, "run", node.name),
+        command=launch.argv,
+        env=dict(sorted(env.items())),
+        mounts=tuple(mounts),
+        gpus=cfg.engine.gpus,
+        rdma=bool(cfg.network.roce_devices),
+        labels={LABEL_NODE: node.name, LABEL_ROLE: node.role, LABEL_REVISION: plan.group_revision},
+    )

@@ -1,0 +1,273 @@
+"""Pure planning: config in, everything the resources need out. No Pulumi, no I/O (the template is passed in).
+
+The plan fixes the start order (workers, then the head), renders the one launch script every node gets, the
+engine command line per role, and the group revision: a digest of everything that, when it changes, needs
+the whole group restarted in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import shlex
+from dataclasses import dataclass
+
+from spark_llm.config import Node, StackConfig
+from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
+from spark_llm.plan.engines.common import Member
+from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.scripts import LAUNCH_TEMPLATE
+
+TEMPLATE_PATH = LAUNCH_TEMPLATE
+# Where an engine container sees the launch script (its entrypoint) and the engine env file, both read-only.
+CONTAINER_SCRIPT = "/spark-llm/launch.sh"
+CONTAINER_ENV_FILE = "/spark-llm/engine.env"
+# Where a Ray container sees the group's Ray token (RAY_AUTH_TOKEN_PATH), read-only; see `ray_auth`.
+CONTAINER_RAY_TOKEN = "/spark-llm/ray-token"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """What one node runs: its rank, how ssh reaches it, and where its files live."""
+
+    name: str
+    role: str
+    rank: int
+    ssh: SshHost
+    fabric_address: str
+    remote_dir: str
+
+    @property
+    def script_path(self) -> str:
+        return f"{self.remote_dir}/launch.sh"
+
+    @property
+    def env_path(self) -> str:
+        return f"{self.remote_dir}/engine.env"
+
+    @property
+    def ray_token_path(self) -> str:
+        """The group's Ray token on this node (0600): only with the Ray executor (DeploymentPlan.ray_auth)."""
+        return f"{self.remote_dir}/{RAY_TOKEN_NAME}"
+
+
+@dataclass(frozen=True)
+class DeploymentPlan:
+    config: StackConfig
+    nodes: tuple[NodePlan, ...]
+    launch_script: str
+    env_file: str
+    group_revision: str
+    endpoint: str
+    container: str
+    port: int
+    model_name: str
+    ready_timeout: float
+    api_config: str | None = None
+    """The head's `--config` file carrying spark-llm:apiKey (secret content; None without a key)."""
+    api_config_path: str | None = None
+    api_address: str = "127.0.0.1"
+    """Where the head itself reaches its API (the readiness gate, `spark-llm status`); see `api_address_on_head`."""
+    ray_auth: bool = False
+    """Ray's token authentication is on (the Ray executor): every node gets the stack's Ray token as a 0600 file."""
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]
+
+    @property
+    def workers(self) -> tuple[NodePlan, ...]:
+        return self.nodes[1:]
+
+    @property
+    def start_order(self) -> list[str]:
+        """Workers first (they wait for the head's rendezvous), the head last."""
+        return [n.name for n in self.workers] + [self.head.name]
+
+
+API_CONFIG_NAME = "api-key.yaml"
+RAY_TOKEN_NAME = "ray-token"
+
+
+def remote_dir(user: str) -> str:
+    """Where the launch script and env file live on a node: the login user's home."""
+    return "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
+
+
+def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
+    """Every node as ssh reaches it; a node with `via` goes through that node as a jump host."""
+    hosts: dict[str, SshHost] = {}
+
+    def build(node: Node) -> SshHost:
+        if node.name not in hosts:
+            via = build(next(n for n in cfg.nodes if n.name == node.via)) if node.via else None
+            hosts[node.name] = SshHost(
+                name=node.name,
+                host=node.host,
+                port=node.port,
+                user=node.user,
+                key_path=os.path.expanduser(node.key_path or cfg.ssh_key_path),
+                host_key=node.host_key,
+                via=via,
+            )
+        return hosts[node.name]
+
+    for node in cfg.nodes:
+        build(node)
+    return hosts
+
+
+def api_config_path(cfg: StackConfig) -> str | None:
+    """Where the head keeps the API key file, beside its launch script; None when the stack has no key."""
+    return f"{remote_dir(cfg.head.user)}/{API_CONFIG_NAME}" if cfg.api_key else None
+
+
+def render_api_config(api_key: str) -> str:
+    """The engine config file with the key: YAML, the key JSON-quoted (a valid YAML double-quoted scalar)."""
+    header = "# spark-llm: the API key (spark-llm:apiKey); mode 0600, read by the engine as --config\n"
+    return f"{header}api-key: {json.dumps(api_key)}\n"
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def api_address_on_head(listen: str) -> str:
+    """Where a program on the head reaches an API listening on `listen` (spark-llm:engine.host), URL-ready.
+
+    Listening on every address: loopback (no port needs to be open outside). Else the one address itself (it is
+    the head's own: loopback would find nothing there).
+    """
+    address = ipaddress.ip_address(listen)
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "[::1]"
+    return _url_host(listen)
+
+
+def endpoint(cfg: StackConfig) -> str:
+    """The API's URL: at the head's host (as this machine reaches it) when it listens on every address, else at
+    the one address it listens on (a loopback one answers on the head only: through an ssh tunnel from here)."""
+    listen = ipaddress.ip_address(cfg.engine.host)
+    host = cfg.head.host if listen.is_unspecified else cfg.engine.host
+    return f"http://{_url_host(host)}:{cfg.engine.port}"
+
+
+def topology(cfg: StackConfig) -> Topology:
+    """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
+    ordered = [cfg.head, *cfg.workers]
+    return Topology(
+        members=tuple(Member(n.name, rank, n.fabric_address) for rank, n in enumerate(ordered)),
+        model_path=cfg.model.path,
+        served_name=cfg.model.name,
+        api_port=cfg.engine.port,
+        dist_port=cfg.engine.dist_port,
+        api_host=cfg.engine.host,
+        user_flags=tuple(cfg.engine.flags),
+        fabric_interfaces=tuple(cfg.network.fabric_interfaces),
+        roce_devices=tuple(cfg.network.roce_devices),
+        gpus=cfg.engine.gpus,
+        api_config=api_config_path(cfg),
+        ray_token_file=CONTAINER_RAY_TOKEN if ray_auth(cfg) else None,
+    )
+
+
+def ray_auth(cfg: StackConfig) -> bool:
+    """Whether the group runs Ray, and so Ray's token authentication (every Ray port answers only the token)."""
+    return cfg.engine.executor == "ray"
+
+
+def node_launches(cfg: StackConfig) -> dict[str, NodeLaunch]:
+    """Each node's container command and environment, from the engine profile."""
+    profile = profile_for(cfg.engine.kind, cfg.engine.executor)
+    topo = topology(cfg)
+    return {m.name: profile.launch(topo, m) for m in topo.members}
+
+
+def _bash_assoc(mapping: dict[str, str | int]) -> str:
+    return "(" + " ".join(f"[{shlex.quote(k)}]={shlex.quote(str(v))}" for k, v in mapping.items()) + ")"
+
+
+def render_env_file(cfg: StackConfig) -> str:
+    """The engine's environment, one KEY=value a line (docker --env-file format: no quoting)."""
+    return "".join(f"{k}={v}\n" for k, v in sorted(cfg.engine.env.items()))
+
+
+def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
+    """Digest of what the whole group must restart for: script template, env, image, weights, engine, topology.
+
+    It hashes the template and the config, not the rendered script, so the script can carry it (as the
+    containers' label) without hashing itself.
+    """
+    material = json.dumps(
+        {
+            "template": template,
+            "env": env_file,
+            "image": cfg.image.model_dump(),
+            "model": cfg.model.model_dump(),
+            # The version only picks the flag catalog the config is checked against: nothing to restart for.
+            # The default host is left out so that adding the key restarted no running group.
+            "engine": cfg.engine.model_dump(
+                exclude={"version"} | ({"host"} if cfg.engine.host == "0.0.0.0" else set())
+            ),
+            "nodes": [(n.name, n.role, n.fabric_address) for n in cfg.nodes],
+            # Whether there is a key, never the key: the revision is a label on every container and a stack output.
+            # (A new key restarts the group through its file's secret digest; see components/engine_group.py.)
+            "api_key": cfg.api_key is not None,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], revision: str) -> str:
+    values = {
+        "CONTAINER": shlex.quote(cfg.engine.container_name),
+        "ENV_FILE": shlex.quote(CONTAINER_ENV_FILE),
+        "STARTUP_GRACE": str(cfg.timeouts.startup_grace_seconds),
+        "PROFILE": shlex.quote(profile_for(cfg.engine.kind, cfg.engine.executor).name),
+        "NODE_RANK": _bash_assoc({n.name: n.rank for n in nodes}),
+        "GROUP_REVISION": shlex.quote(revision),
+    }
+    out = template
+    for key, value in values.items():
+        out = out.replace(f"@@{key}@@", value)
+    if "@@" in out:
+        raise ValueError("launch template has a placeholder the plan does not fill: " + out[out.index("@@") :][:40])
+    return out
+
+
+def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
+    hosts = ssh_hosts(cfg)
+    ordered = [cfg.head, *cfg.workers]
+    nodes = tuple(
+        NodePlan(
+            name=n.name,
+            role=n.role,
+            rank=rank,
+            ssh=hosts[n.name],
+            fabric_address=n.fabric_address,
+            remote_dir=remote_dir(n.user),
+        )
+        for rank, n in enumerate(ordered)
+    )
+    env_file = render_env_file(cfg)
+    revision = group_revision(cfg, template, env_file)
+    script = render_launch_script(cfg, template, nodes, revision)
+    return DeploymentPlan(
+        config=cfg,
+        nodes=nodes,
+        launch_script=script,
+        env_file=env_file,
+        group_revision=revision,
+        endpoint=endpoint(cfg),
+        container=cfg.engine.container_name,
+        port=cfg.engine.port,
+        model_name=cfg.model.name,
+        ready_timeout=cfg.timeouts.ready_seconds,
+        api_config=render_api_config(cfg.api_key) if cfg.api_key else None,
+        api_config_path=api_config_path(cfg),
+        api_address=api_address_on_head(cfg.engine.host),
+        ray_auth=ray_auth(cfg),
+    )

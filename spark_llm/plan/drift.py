@@ -1,0 +1,153 @@
+"""Pure: from what the nodes run now (plan.observation) to the tokens that make Pulumi repair drift, and only drift.
+
+pulumi-command re-runs a step only when its triggers change, and reads nothing back. So each step that can drift
+(an image removed, a weights file changed, a container that died) has a *token* in its triggers (or, for the
+engine containers, in their labels), and records it on the node when it succeeds, with the value it established
+(`TOKEN VALUE`: an image ID, a manifest digest). At the next program run:
+- the node still has that value: the token is the recorded one, unchanged, so nothing runs;
+- it does not (removed, changed, never recorded): the token is `repair-<digest of what was seen and of this
+  program run>`, new, so Pulumi replaces the step (preview shows it), and the step records that token once it has
+  repaired the node.
+The node remembers the token, so a repair is followed by a no-op, not by another run. A repair token is new at
+every program run (NodeObservation.run): a node that lost its records (another state's `pulumi destroy` on the
+same nodes, a state restored from a backup) must never compute the very token this state saved when it first
+deployed there, or `up` would call a node that has nothing "unchanged".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+
+from spark_llm.plan.container import LABEL_GENERATION
+from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
+
+REPAIR_PREFIX = "repair-"
+# The token when the program cannot look (unit tests with mocks, or observation switched off).
+UNOBSERVED = "unobserved"
+
+
+# The step that records which state started a node's engine container: `STATE_ID CONTAINER_ID` (the watch step
+# writes it once the container is created; components.bootstrap names engines another state started).
+OWNER_STEP = "engine-owner"
+
+
+def owner_record(line: str) -> tuple[str, str]:
+    """Pure: an OWNER_STEP record -> (state id, container id); empty strings when there is none."""
+    owner, _, container = line.strip().partition(" ")
+    return owner, container.strip()
+
+
+def _repair(why: str, run: str) -> str:
+    return REPAIR_PREFIX + hashlib.sha256(f"{why}\0{run}".encode()).hexdigest()[:12]
+
+
+def step_token(observation: NodeObservation | None, step: str, live: str | None) -> tuple[str, str | None]:
+    """The token for `step` on a node, and why it is a repair (None when the node is as the step left it, or when
+    it could not be read: components.bootstrap says that once per node, not once per step).
+
+    `live`: the value the node has now (image ID, manifest digest), None when absent.
+    """
+    if observation is None:
+        return UNOBSERVED, None
+    if observation.error is not None:
+        return _repair(f"{observation.node} could not be read: {observation.error}", observation.run), None
+    recorded = observation.tokens.get(step, "")
+    token, _, value = recorded.partition(" ")
+    if not token:
+        why = f"{step} has not run on {observation.node} yet"
+    elif live is None:
+        why = f"{step} on {observation.node}: gone (was {value})"
+    elif live != value:
+        why = f"{step} on {observation.node}: now {live}, was {value}"
+    else:
+        return token, None
+    return _repair(f"{why} [{recorded}]", observation.run), why
+
+
+def record_token_script(remote_dir: str, step: str, token: str, value_expr: str) -> str:
+    """Bash that records `TOKEN VALUE` for `step` on the node (atomically); `value_expr` is a bash expression."""
+    directory = shlex.quote(f"{remote_dir}/{TOKENS_DIR}")
+    path = f"{directory}/{shlex.quote(step)}"
+    return (
+        f"mkdir -p {directory}\n"
+        f'printf "%s %s\\n" {shlex.quote(token)} "{value_expr}" > {path}.tmp\n'
+        f"mv -f {path}.tmp {path}\n"
+    )
+
+
+def group_generation(
+    observations: dict[str, NodeObservation] | None,
+    members: list[tuple[str, str]],
+    others: list[str] | tuple[str, ...] = (),
+) -> tuple[str, str | None]:
+    """The engine group's generation label, and why it is new (None: every member runs as `pulumi up` left it).
+
+    `members`: (node, role) in rank order. The group is whole when every member's container runs, all carry the
+    same generation label, and no worker started after the head (a worker restarted by hand rejoins nothing: the
+    engines' process group died with it). Otherwise the generation is new and every container is replaced, in
+    order: head stopped, workers stopped, workers started, head started. `others`: nodes whose running engine
+    another state of this stack started (`engines_of_other_states`): this state's containers are gone there.
+    """
+    if observations is None:
+        return UNOBSERVED, None
+    problems = [f"{node}'s engine was started by another state of this stack" for node in others]
+    generations = set()
+    head_started = next((observations[n].engine.started_at for n, r in members if r == "head"), "")
+    for node, role in members:
+        seen = observations[node]
+        engine = seen.engine
+        if seen.error is not None:
+            problems.append(f"{node} could not be read ({seen.error})")
+        elif engine.status == "absent":
+            problems.append(f"{node} has no engine container")
+        elif not engine.running:
+            problems.append(f"{node}'s engine container is {engine.status} (exit code {engine.exit_code})")
+        elif role != "head" and engine.started_at > head_started:
+            problems.append(f"{node}'s engine container restarted after the head's")
+        generations.add(engine.labels.get(LABEL_GENERATION, ""))
+    if not problems and len(generations) == 1 and "" not in generations:
+        return generations.pop(), None
+    if not problems:
+        problems.append("the members' containers belong to different rollouts")
+    why = "; ".join(problems)
+    run = next((o.run for o in observations.values()), "")
+    return _repair(why + repr(sorted(generations)), run), why
+
+
+def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[str]:
+    """Nodes whose container named like the engine's was not started by this spark-llm (no generation label): by
+    hand, as in the seeds, or by a spark-llm before the docker provider."""
+    if observations is None:
+        return []
+    return [
+        o.node
+        for o in observations.values()
+        if o.engine.status != "absent" and LABEL_GENERATION not in o.engine.labels and o.error is None
+    ]
+
+
+def engines_of_other_states(observations: dict[str, NodeObservation] | None, state_id: str | None) -> list[str]:
+    """Nodes running a spark-llm engine (generation label) that this state did not start.
+
+    `state_id`: this state's identity (components.state_identity), None while it has none yet (a state that never
+    deployed: every engine running there is another state's). A known state claims an engine unless the node's
+    owner record (OWNER_STEP) names that very container and another state; an engine with no record (started by a
+    spark-llm before owners were recorded) is left to the generation check.
+    """
+    if observations is None:
+        return []
+    others = []
+    for o in observations.values():
+        if o.error is not None or not o.engine.running or LABEL_GENERATION not in o.engine.labels:
+            continue
+        owner, container = owner_record(o.tokens.get(OWNER_STEP, ""))
+        if state_id is None or (container == o.engine.container_id and owner not in ("", state_id)):
+            others.append(o.node)
+    return others
+
+
+def first_run(observation: NodeObservation | None, step: str) -> bool:
+    """True when the node was read and `step` never recorded a token there: a first deployment, not drift
+    (worth an info line, not a warning)."""
+    return observation is not None and observation.error is None and step not in observation.tokens

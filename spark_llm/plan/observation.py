@@ -1,0 +1,123 @@
+"""Pure: what a node runs now, as data, and the one read-only probe script that reads it (`SECTION<TAB>VALUE`).
+
+spark_llm.remote.observe runs the probe on every node over ssh at each program run; spark_llm.plan.drift turns
+observations into the tokens that make Pulumi repair drift.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+
+# Where a step records the token it ran with (spark_llm.plan.drift): one file a step, under the node's remote dir.
+TOKENS_DIR = "state"
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The engine container on a node as `docker inspect` shows it."""
+
+    status: str
+    """running, exited, created, ... or absent."""
+    exit_code: int = 0
+    container_id: str = ""
+    started_at: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class NodeObservation:
+    node: str
+    error: str | None = None
+    """Why the node could not be read (None: it was)."""
+    docker_down: bool = False
+    """The node answered over ssh but its Docker engine did not (`error` says what docker said)."""
+    host_key_refused: str | None = None
+    """The node (this one or its jump host) whose host key ssh refused as not the pinned one; None: none was."""
+    engine: EngineState = EngineState("absent")
+    image: str = ""
+    """`ID OS/ARCH` of the configured image ref on the node; empty when absent."""
+    tokens: dict[str, str] = field(default_factory=dict)
+    """Step name -> `TOKEN VALUE`, what the step recorded when it last ran on this node (spark_llm.plan.drift)."""
+    facts: dict[str, str] = field(default_factory=dict)
+    """Other sections a probe printed (`name<TAB>value`), e.g. the weights' live manifest digest."""
+    run: str = ""
+    """The program run that read the node (one random id a run): a repair's token is new at every run, so a node
+    that lost what a step left there can never read as the state's old token (spark_llm.plan.drift)."""
+
+    @property
+    def reachable(self) -> bool:
+        return self.error is None
+
+
+_INSPECT_FORMAT = '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "labels": {{json .Config.Labels}}}'  # noqa: E501
+
+
+def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
+    """Pure: the read-only script one node runs; every line it prints is `SECTION<TAB>VALUE`.
+
+    `extra`: more read-only bash that prints such lines (its sections land in NodeObservation.facts).
+    """
+    tokens = f"{node.remote_dir}/{TOKENS_DIR}"
+    return (
+        # A stopped Docker engine must not read as "no container, no image": that is a fault, named as such.
+        "if ! out=$(docker version -f '{{.Server.Version}}' 2>&1 >/dev/null); then\n"
+        "  printf \"docker\\t%s\\n\" \"$(printf '%s' \"$out\" | tr -s '\\t\\n' '  ')\"\n"
+        "  exit 0\n"
+        "fi\n"
+        f"container={shlex.quote(plan.container)}\n"
+        f"image={shlex.quote(plan.config.image.ref)}\n"
+        f"tokens={shlex.quote(tokens)}\n"
+        f'if out=$(docker inspect -f {shlex.quote(_INSPECT_FORMAT)} "$container" 2>/dev/null); then\n'
+        '  printf "engine\\t%s\\n" "$out"\n'
+        "else\n"
+        '  printf \'engine\\t{"status": "absent"}\\n\'\n'
+        "fi\n"
+        "if out=$(docker image inspect -f '{{.Id}} {{.Os}}/{{.Architecture}}' \"$image\" 2>/dev/null); then\n"
+        '  printf "image\\t%s\\n" "$out"\n'
+        "fi\n"
+        'if [ -d "$tokens" ]; then\n'
+        '  for f in "$tokens"/*; do\n'
+        '    [ -f "$f" ] && printf "token\\t%s %s\\n" "$(basename "$f")" "$(head -c 512 "$f" | tr -d "\\n\\t")"\n'
+        "  done\n"
+        "fi\n" + extra + "true\n"
+    )
+
+
+def parse_probe(node: str, output: str, run: str = "") -> NodeObservation:
+    """Pure: a node's probe output -> its observation (`run`: the id of the program run that read it)."""
+    engine = EngineState("absent")
+    image = ""
+    tokens: dict[str, str] = {}
+    facts: dict[str, str] = {}
+    for line in output.splitlines():
+        section, _, value = line.partition("\t")
+        if section == "docker":
+            detail = value.strip() or "no answer"
+            return NodeObservation(
+                node=node, error=f"its Docker engine does not answer: {detail}", docker_down=True, run=run
+            )
+        if section == "engine":
+            data = json.loads(value)
+            engine = EngineState(
+                status=data.get("status", "absent"),
+                exit_code=int(data.get("exit_code", 0)),
+                container_id=data.get("container_id", ""),
+                started_at=data.get("started_at", ""),
+                labels=data.get("labels") or {},
+            )
+        elif section == "image":
+            image = value.strip()
+        elif section == "token":
+            name, _, content = value.partition(" ")
+            tokens[name] = content.strip()
+        elif section and value:
+            facts[section] = value.strip()
+    return NodeObservation(node=node, engine=engine, image=image, tokens=tokens, facts=facts, run=run)

@@ -1,0 +1,48 @@
+"""What every node runs now: one read-only ssh session per node at each program run (preview and up).
+
+pulumi-command runs nothing during preview and reads nothing on refresh, and the docker provider's refresh sees
+one container at a time. Drift is a fact about the whole group (a worker that died takes the engine's process
+group with it), so the program looks once per run: for each node, the engine container's state and labels, the
+image's ID, the weights' manifest digest and the tokens the last `pulumi up` left there (spark_llm.plan.drift turns
+these into the values that make Pulumi restart what must be restarted, and nothing else).
+
+The probe is read-only (`docker inspect`, `cat`, a manifest scan that hashes only files whose stat changed) and
+each node gets one ssh connection (workers through the head's multiplexed connection).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.observation import NodeObservation, parse_probe, probe_script
+from spark_llm.remote.ssh import HostKeyMismatchError, RemoteError, run_script
+
+
+def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) -> NodeObservation:
+    try:
+        out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
+    except RemoteError as err:
+        refused = err.node if isinstance(err, HostKeyMismatchError) else None
+        # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
+        error = lines[0].removesuffix(" Last output:") + detail
+        return NodeObservation(node=node.name, error=error, host_key_refused=refused, run=run)
+    return parse_probe(node.name, out, run)
+
+
+def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
+    """Every node's observation, read in parallel (the head first: workers ride on its ssh connection).
+
+    `extra(node)`: more read-only probe bash for that node (see `probe_script`).
+    """
+    run = secrets.token_hex(8)
+    head = _observe_node(plan, plan.head, extra(plan.head), run)
+    if not plan.workers:
+        return {head.node: head}
+    with ThreadPoolExecutor(max_workers=len(plan.workers)) as pool:
+        workers = list(pool.map(lambda n: _observe_node(plan, n, extra(n), run), plan.workers))
+    return {o.node: o for o in [head, *workers]}
