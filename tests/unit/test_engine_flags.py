@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.config import ConfigError, engine_flags, parse
+from spark_llm.config import ConfigError, engine_flags, flag_values, parse
 from spark_llm.config.engine_flags import (
     OWNED_FLAGS,
     UnknownCatalogError,
@@ -102,7 +102,7 @@ def test_every_catalogued_flag_passes_spelled_in_full(target: tuple[str, str]):
     assert entries == set(catalog.option_strings)
     for spec in catalog.flags:
         for option in (spec.flag, *spec.aliases):
-            tokens = [option, engine_flags._example(spec)] if spec.takes_value else [option]
+            tokens = [option, flag_values.example_value(spec)] if spec.takes_value else [option]
             kinds = [p.kind for p in check_flags(*target, tokens, {})]
             assert kinds == (["deprecated"] if spec.refused_when_given else []), (tokens, kinds)
         for option in spec.negations:

@@ -349,11 +349,20 @@ def test_workers_serve_only_health(formed_group: EngineGroup) -> None:
 def test_crash_at_init_exits_1_with_a_traceback_and_the_head_never_becomes_healthy(
     new_group: Callable[..., EngineGroup],
 ) -> None:
-    group = new_group(3, dist_timeout=3)
+    # The head's rendezvous window must outlast the crashing rank's start on a loaded machine: the head is read
+    # while it waits (503) before the test turns to the crash, and only then is the timeout awaited.
+    group = new_group(3, dist_timeout=10)
     knobs = {"STANDIN_CRASH_AT_INIT": "1"}
     head = group.start(0, env=knobs)
     crashing = group.start(1, env=knobs)
     group.start(2, env=knobs)
+    statuses: set[int | None] = set()
+
+    def head_waiting() -> bool:
+        statuses.add(head.health())
+        return 503 in statuses
+
+    wait_until(head_waiting, "the head to answer 503 while it waits at the rendezvous")
     assert crashing.wait_for_exit() == 1
     log = crashing.log()
     begin = log.index("Init torch distributed begin.")
@@ -362,15 +371,13 @@ def test_crash_at_init_exits_1_with_a_traceback_and_the_head_never_becomes_healt
     assert "Init torch distributed ends." not in log
 
     # The head waits at the rendezvous, never healthy, until --dist-timeout ends it.
-    statuses = set()
     deadline = time.monotonic() + WAIT_SECONDS
     while head.process.poll() is None and time.monotonic() < deadline:
         statuses.add(head.health())
         time.sleep(0.1)
     assert head.wait_for_exit() == 1
-    assert 503 in statuses
     assert 200 not in statuses
-    assert "Timed out after 3 seconds waiting for clients. 2/3 clients joined. Missing node ranks: [1]" in head.log()
+    assert "Timed out after 10 seconds waiting for clients. 2/3 clients joined. Missing node ranks: [1]" in head.log()
 
 
 def test_crash_once_file_crashes_the_first_start_only(new_group: Callable[..., EngineGroup], tmp_path: Path) -> None:
