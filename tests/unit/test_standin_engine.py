@@ -102,7 +102,7 @@ class EngineGroup:
 
     workdir: Path
     nnodes: int
-    dist_timeout: int = 10
+    dist_timeout: int = 60  # a group that forms never waits it out; a loaded machine (load 17) once did at 10
     extra_args: tuple[str, ...] = ()
     dist_port: int = field(default_factory=free_port)
     nodes: list[EngineNode] = field(default_factory=list)

@@ -44,7 +44,7 @@ class VLLMGroup:
     workdir: Path
     nnodes: int
     version: str = "0.33.0"
-    dist_timeout: int = 10
+    dist_timeout: int = 60  # a group that forms never waits it out; a loaded machine (load 17) once did at 10
     master_port: int = field(default_factory=free_port)
     nodes: list[EngineNode] = field(default_factory=list)
 

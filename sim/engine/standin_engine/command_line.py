@@ -7,16 +7,15 @@ headless, executor backend, timeouts); every other flag of that version is accep
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from standin_engine.argv_rewrites import CommandLineError, vllm_flexible_args
 from standin_engine.catalog import CatalogError, EngineCatalog, load_catalog, selected_version, version_key
 from standin_engine.config_file import ConfigFileError, expand_config_file
-from standin_engine.flags import catalog_parser, human_readable_int
+from standin_engine.flags import catalog_parser
 from standin_engine.launch_config import LaunchConfig, join_host_port, launch_config_problem
 
 DEFAULT_CONTEXT_LENGTH = 8192
@@ -30,10 +29,6 @@ VLLM_SUBCOMMANDS = ("chat", "complete", "serve", "bench", "collect-env", "run-ba
 # `sglang serve MODEL` (positional model, rewritten to --model-path) and `--model-type` exist from 0.5.17 on
 # (the catalogs' launch.serve_wrapper_extras); 0.5.5's `sglang serve` needs --model-path.
 SGLANG_SERVE_POSITIONAL_MODEL_SINCE = (0, 5, 17)
-
-
-class CommandLineError(Exception):
-    """A command line the real engine refuses after argparse (exit 1 with its message, as the real one does)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,99 +125,6 @@ def _parse_vllm_api_server(
     """`python3 -m vllm.entrypoints.openai.api_server` (the 0.8-era image entry): the same flags, `--model` stays."""
     parser = catalog_parser(catalog, prog=entry.prog)
     return parser, parser.parse_args(vllm_flexible_args(parser, catalog, argv))
-
-
-def vllm_flexible_args(parser: argparse.ArgumentParser, catalog: EngineCatalog, argv: Sequence[str]) -> list[str]:
-    """vLLM's FlexibleArgumentParser rewrites before argparse: `--model` to the positional (after `serve`),
-    `_` to `-` in flag names, `-O<n>`, and dotted JSON keys (`--compilation-config.mode 3`) into one JSON value."""
-    args = list(argv)
-    if args[:1] == ["serve"]:
-        args = _model_flag_to_positional(parser, args)
-    rewritten: list[str] = []
-    for index, arg in enumerate(args):
-        if arg.startswith("--"):
-            key, sep, value = arg.partition("=")
-            name, dot, rest = key[2:].partition(".")
-            rewritten.append(f"--{name.replace('_', '-')}{dot}{rest}{sep}{value}")
-        elif arg.startswith("-O") and arg != "-O" and not arg.startswith("-O."):
-            level = arg[3:] if arg[2] == "=" else arg[2:]
-            if catalog.has_option("--optimization-level"):
-                rewritten += ["--optimization-level", level]
-            else:  # 0.11: -O is --compilation-config's alias and -O3 means {"level": 3}
-                rewritten.append(f"-O.level={level}")
-        elif arg == "-O" and index + 1 < len(args) and args[index + 1] in {"0", "1", "2", "3"}:
-            rewritten.append("--optimization-level" if catalog.has_option("--optimization-level") else "-O")
-        else:
-            rewritten.append(arg)
-    return _merge_dotted_json_args(rewritten)
-
-
-def _model_flag_to_positional(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
-    for index, arg in enumerate(args):
-        if re.match(r"^--model(=.+|$)", arg):
-            if arg == "--model":
-                if index + 1 >= len(args) or args[index + 1].startswith("-"):
-                    parser.error("argument --model: expected one argument")
-                model, rest = args[index + 1], index + 2
-            else:
-                model, rest = arg.removeprefix("--model="), index + 1
-            args = ["serve", model, *args[1:index], *args[rest:]]
-            break
-    if (
-        len(args) > 1
-        and args[1].startswith("-")
-        and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", arg) for arg in args)
-    ):
-        raise CommandLineError(
-            "ValueError: `model` should be provided as the first positional argument when using `vllm serve`. "
-            "i.e. `vllm serve <model> --<arg> <value>`."
-        )
-    return args
-
-
-def _merge_dotted_json_args(args: list[str]) -> list[str]:
-    """`--flag.key.sub value` and `--flag.key+ a,b` merged into `--flag '{"key": {...}}'`, appended at the end."""
-    merged: dict[str, dict] = {}
-    kept: list[str] = []
-    skip_next = False
-    for index, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        key, sep, value = arg.partition("=")
-        if not arg.startswith("-") or "." not in key:
-            kept.append(arg)
-            continue
-        if not sep:
-            if index + 1 >= len(args):
-                kept.append(arg)
-                continue
-            value, skip_next = args[index + 1], True
-        if key.endswith("+"):
-            key, parsed = key[:-1], list(value.split(","))
-        else:
-            parsed = _dotted_value(value)
-        base, *path = key.split(".")
-        node = merged.setdefault(base, {})
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        if isinstance(parsed, list) and isinstance(node.get(path[-1]), list):
-            node[path[-1]] += parsed
-        else:
-            node[path[-1]] = parsed
-    for base, value in merged.items():
-        kept += [base, json.dumps(value)]
-    return kept
-
-
-def _dotted_value(text: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        try:
-            return human_readable_int(text)
-        except (ValueError, argparse.ArgumentTypeError):
-            return text
 
 
 def _sglang_module_warning(catalog: EngineCatalog) -> str | None:

@@ -18,10 +18,22 @@ from standin_engine import STANDIN_FINGERPRINT
 from standin_engine.generation import Generation, count_tokens, generate
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
+from standin_engine.openai_requests import (
+    ApiError,
+    chat_chunks,
+    chat_prompt,
+    check_context,
+    choice_count,
+    completion_chunks,
+    include_usage,
+    max_tokens_of,
+    prompts_of,
+    stop_strings,
+    usage_block,
+)
 
 HEALTH_PATHS = {"sglang": ("/health", "/health_generate"), "vllm": ("/health", "/ping")}
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default
-MAX_CHOICES = 16
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
 
@@ -41,15 +53,6 @@ class EngineState:
     def mark_ready(self) -> None:
         self.phase = "ready"
         self._ready.set()
-
-
-class ApiError(Exception):
-    """A request the API answers with an OpenAI-style error object."""
-
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class EngineHTTPServer(ThreadingHTTPServer):
@@ -192,15 +195,15 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def _completions(self, body: dict) -> None:
         config = self.server.state.config
-        prompts = _prompts(body.get("prompt"))
-        max_tokens = _max_tokens(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
-        choices_per_prompt = _choice_count(body.get("n"))
-        stop = _stop_strings(body.get("stop"))
+        prompts = prompts_of(body.get("prompt"))
+        max_tokens = max_tokens_of(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
+        choices_per_prompt = choice_count(body.get("n"))
+        stop = stop_strings(body.get("stop"))
         prompt_tokens = 0
         generations: list[Generation] = []
         for prompt in prompts:
             tokens = count_tokens(prompt)
-            _check_context(config, tokens, max_tokens)
+            check_context(config, tokens, max_tokens)
             prompt_tokens += tokens
             generations += [
                 generate(
@@ -219,9 +222,9 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             "model": config.served_model_name,
             "system_fingerprint": STANDIN_FINGERPRINT,
         }
-        usage = _usage(prompt_tokens, generations)
+        usage = usage_block(prompt_tokens, generations)
         if body.get("stream"):
-            self._send_stream(_completion_chunks(envelope, generations, usage if _include_usage(body) else None))
+            self._send_stream(completion_chunks(envelope, generations, usage if include_usage(body) else None))
             return
         self._send_json(
             HTTPStatus.OK,
@@ -243,12 +246,12 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def _chat_completions(self, body: dict) -> None:
         config = self.server.state.config
-        prompt = _chat_prompt(body.get("messages"))
+        prompt = chat_prompt(body.get("messages"))
         prompt_tokens = count_tokens(prompt)
         requested = body.get("max_completion_tokens", body.get("max_tokens"))
-        max_tokens = _max_tokens(requested, max(config.context_length - prompt_tokens, 0))
-        _check_context(config, prompt_tokens, max_tokens)
-        stop = _stop_strings(body.get("stop"))
+        max_tokens = max_tokens_of(requested, max(config.context_length - prompt_tokens, 0))
+        check_context(config, prompt_tokens, max_tokens)
+        stop = stop_strings(body.get("stop"))
         generations = [
             generate(
                 model=config.served_model_name,
@@ -258,7 +261,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
                 choice_index=index,
                 leading_space=False,
             )
-            for index in range(_choice_count(body.get("n")))
+            for index in range(choice_count(body.get("n")))
         ]
         envelope = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -266,9 +269,9 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             "model": config.served_model_name,
             "system_fingerprint": STANDIN_FINGERPRINT,
         }
-        usage = _usage(prompt_tokens, generations)
+        usage = usage_block(prompt_tokens, generations)
         if body.get("stream"):
-            self._send_stream(_chat_chunks(envelope, generations, usage if _include_usage(body) else None))
+            self._send_stream(chat_chunks(envelope, generations, usage if include_usage(body) else None))
             return
         self._send_json(
             HTTPStatus.OK,
@@ -342,123 +345,3 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         self.server.log.server(f"WARNING:  {self.client_address[0]} - {format % args}")
-
-
-def _prompts(prompt: object) -> list[str]:
-    """The OpenAI `prompt` field as a list of texts: a string, strings, token ids, or lists of token ids."""
-    if isinstance(prompt, str):
-        return [prompt]
-    if isinstance(prompt, list) and prompt:
-        if all(isinstance(item, str) for item in prompt):
-            return list(prompt)
-        if all(isinstance(item, int) for item in prompt):
-            return [" ".join(map(str, prompt))]
-        if all(isinstance(item, list) and all(isinstance(t, int) for t in item) for item in prompt):
-            return [" ".join(map(str, item)) for item in prompt]
-    raise ApiError(HTTPStatus.BAD_REQUEST, "prompt must be a string, a list of strings or a list of token ids")
-
-
-def _chat_prompt(messages: object) -> str:
-    """The chat messages rendered in a plain template, the text the stand-in seeds and counts tokens from."""
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "messages must be a non-empty list")
-    lines = []
-    for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "every message needs a string role")
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        elif content is None:
-            content = ""
-        elif not isinstance(content, str):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "message content must be a string or a list of parts")
-        lines.append(f"<|{message['role']}|>\n{content}")
-    return "\n".join(lines) + "\n<|assistant|>\n"
-
-
-def _max_tokens(value: object, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"max_tokens must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _choice_count(value: object) -> int:
-    if value is None:
-        return 1
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHOICES:
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"n must be an integer in 1..{MAX_CHOICES}, got {value!r}")
-    return value
-
-
-def _stop_strings(value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    raise ApiError(HTTPStatus.BAD_REQUEST, "stop must be a string or a list of strings")
-
-
-def _check_context(config: LaunchConfig, prompt_tokens: int, max_tokens: int) -> None:
-    total = prompt_tokens + max_tokens
-    if total > config.context_length:
-        raise ApiError(
-            HTTPStatus.BAD_REQUEST,
-            f"Requested token count exceeds the model's maximum context length of {config.context_length} tokens. "
-            f"You requested a total of {total} tokens: {prompt_tokens} tokens from the input messages and "
-            f"{max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or "
-            "the completion to fit within the limit.",
-        )
-
-
-def _include_usage(body: dict) -> bool:
-    options = body.get("stream_options")
-    return isinstance(options, dict) and bool(options.get("include_usage"))
-
-
-def _usage(prompt_tokens: int, generations: list[Generation]) -> dict:
-    completion_tokens = sum(generation.completion_tokens for generation in generations)
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-def _completion_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
-    base = {**envelope, "object": "text_completion"}
-    for index, generation in enumerate(generations):
-        for piece in generation.pieces:
-            yield {**base, "choices": [{"index": index, "text": piece, "logprobs": None, "finish_reason": None}]}
-        yield {
-            **base,
-            "choices": [{"index": index, "text": "", "logprobs": None, "finish_reason": generation.finish_reason}],
-        }
-    if usage is not None:
-        yield {**base, "choices": [], "usage": usage}
-
-
-def _chat_chunks(envelope: dict, generations: list[Generation], usage: dict | None) -> Iterator[dict]:
-    base = {**envelope, "object": "chat.completion.chunk"}
-    for index, generation in enumerate(generations):
-        yield {
-            **base,
-            "choices": [
-                {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            ],
-        }
-        for piece in generation.pieces:
-            yield {
-                **base,
-                "choices": [{"index": index, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}],
-            }
-        yield {
-            **base,
-            "choices": [{"index": index, "delta": {}, "logprobs": None, "finish_reason": generation.finish_reason}],
-        }
-    if usage is not None:
-        yield {**base, "choices": [], "usage": usage}
