@@ -4,7 +4,6 @@ import signal
 
 import pulumi
 
-# When an update fails, Pulumi's language host stops the program with SIGINT; Python would answer with a
 from components import bootstrap as stack
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
 from spark_llm.plan import deployment as plan

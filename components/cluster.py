@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_command as command
 
 from components.connection import command_connection, docker_provider
 from components.engine_group import EngineGroup, EngineGroupArgs
@@ -79,14 +80,18 @@ class SparkCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
+        # Explicit providers only (Pulumi.yaml sets pulumi:disable-default-providers for command and docker): every
+        # command resource below inherits this one, every docker resource names its node's provider.
+        commands = command.Provider(f"{name}-command", opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, providers={"command": commands})
         connections = {n.name: command_connection(n.ssh, args.keys) for n in plan.nodes}
         # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
         providers = {
-            n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, pulumi.ResourceOptions(parent=self))
+            n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, child)
             for n in plan.nodes
         }
         # Which engines this state started: its own id, and each node's owner record (spark_llm.plan.drift).
-        identity = state_identity(f"{name}-state", pulumi.ResourceOptions(parent=self))
+        identity = state_identity(f"{name}-state", child)
         generation = identity.stdout.apply(
             lambda state_id: _group_generation(plan, args.observations, state_id), run_with_unknowns=True
         )
@@ -94,17 +99,17 @@ class SparkCluster(pulumi.ComponentResource):
         scripts = LaunchScripts(
             f"{name}-scripts",
             LaunchScriptsArgs(plan=plan, connections=connections, observations=observed),
-            pulumi.ResourceOptions(parent=self),
+            child,
         )
         image = EngineImage(
             f"{name}-image",
             EngineImageArgs(plan=plan, connections=connections, providers=providers, observations=observed),
-            pulumi.ResourceOptions(parent=self),
+            child,
         )
         weights = ModelWeights(
             f"{name}-weights",
             ModelWeightsArgs(plan=plan, connections=connections, observations=observed),
-            pulumi.ResourceOptions(parent=self),
+            child,
         )
         restart_on: dict[str, pulumi.Input[str]] = {
             "spark-llm.script": scripts.script_sha256,
@@ -130,7 +135,7 @@ class SparkCluster(pulumi.ComponentResource):
                 after=[scripts, image, weights],
                 restart_on=restart_on,
             ),
-            pulumi.ResourceOptions(parent=self),
+            child,
         )
         self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)

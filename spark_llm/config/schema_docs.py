@@ -110,10 +110,15 @@ def _replace_between(text: str, begin: str, end: str, body: str, where: str) -> 
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
+# Pulumi's own settings for every stack of the project. No default providers: a resource declared without its
+# node's provider would otherwise talk to the operator's own Docker engine, or run a command here.
+PROJECT_SETTINGS: dict[str, dict[str, Any]] = {"pulumi:disable-default-providers": {"value": ["command", "docker"]}}
+
+
 def rendered() -> dict[Path, str]:
     project = ROOT / "Pulumi.yaml"
     readme = ROOT / "README.md"
-    config_yaml = yaml.safe_dump({"config": declarations()}, sort_keys=False, width=120).rstrip()
+    config_yaml = yaml.safe_dump({"config": {**PROJECT_SETTINGS, **declarations()}}, sort_keys=False, width=120).rstrip()
     return {
         project: _replace_between(project.read_text(), YAML_BEGIN, YAML_END, config_yaml, str(project)),
         readme: _replace_between(readme.read_text(), BEGIN, END, table(), str(readme)),

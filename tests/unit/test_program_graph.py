@@ -11,6 +11,7 @@ import json
 
 import pulumi
 import pytest
+import yaml
 
 from components.commands import run_stdin_script
 from spark_llm.config import ConfigError, parse
@@ -19,6 +20,7 @@ from tests.unit.graph_mocks import (
     FAKE_PRIVATE_KEY,
     IMAGE_ID,
     RAY_TOKEN,
+    ROOT,
     SECRET_SIG,
     WEIGHTS_DIGEST,
     dual_spark_stack_file,
@@ -171,6 +173,21 @@ def test_containers_wait_for_the_image_on_every_node(registered):
 def test_a_new_image_id_restarts_the_group(registered):
     for name in ("spark-engine-spark-1", "spark-engine-spark-2"):
         assert _inputs(registered[name])["image"] == IMAGE_ID, name
+
+
+def test_every_command_and_docker_resource_uses_a_provider_the_program_declared(registered):
+    """Pulumi.yaml disables the default command and docker providers (a docker resource without its node's provider
+    would talk to the operator's own engine; a command without one would fail `up` with "Default provider ...
+    disabled"): every such resource names a provider the program declared."""
+    settings = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    assert settings["pulumi:disable-default-providers"]["value"] == ["command", "docker"]
+    declared = {r.type: r for r in registered.values() if r.type.startswith("pulumi:providers:")}
+    assert "pulumi:providers:command" in declared
+    users = [r for r in registered.values() if r.type.split(":")[0] in ("command", "docker")]
+    assert len(users) > 20
+    for request in users:
+        package = request.type.split(":")[0]
+        assert f"pulumi:providers:{package}::spark-" in request.provider, (request.name, request.provider)
 
 
 def test_each_node_image_comes_from_its_own_docker_provider_and_is_never_removed(registered):
