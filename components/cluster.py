@@ -86,10 +86,7 @@ class SparkCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, providers={"command": commands})
         connections = {n.name: command_connection(n.ssh, args.keys) for n in plan.nodes}
         # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
-        providers = {
-            n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, child)
-            for n in plan.nodes
-        }
+        providers = {n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, child) for n in plan.nodes}
         # Which engines this state started: its own id, and each node's owner record (spark_llm.plan.drift).
         identity = state_identity(f"{name}-state", child)
         generation = identity.stdout.apply(

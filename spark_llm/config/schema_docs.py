@@ -118,7 +118,8 @@ PROJECT_SETTINGS: dict[str, dict[str, Any]] = {"pulumi:disable-default-providers
 def rendered() -> dict[Path, str]:
     project = ROOT / "Pulumi.yaml"
     readme = ROOT / "README.md"
-    config_yaml = yaml.safe_dump({"config": {**PROJECT_SETTINGS, **declarations()}}, sort_keys=False, width=120).rstrip()
+    config = {**PROJECT_SETTINGS, **declarations()}
+    config_yaml = yaml.safe_dump({"config": config}, sort_keys=False, width=120).rstrip()
     return {
         project: _replace_between(project.read_text(), YAML_BEGIN, YAML_END, config_yaml, str(project)),
         readme: _replace_between(readme.read_text(), BEGIN, END, table(), str(readme)),
