@@ -13,12 +13,9 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from host import Progress, SimError, docker, run
-
-if TYPE_CHECKING:
-    from cluster import ClusterNames
+from names import ClusterNames
 
 # Subnets come from these ranges: mgmt 172.28.<n>.0/24, fabric 172.29.<n>.0/24, first free n.
 MGMT_SUBNET_FORMAT = "172.28.{}.0/24"

@@ -9,6 +9,7 @@ from the stand-in engine; restart restarts the group in order through Pulumi and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import yaml
 
 from tests.conftest import WORKER_KEY
 from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, STACK_FILE, Pulumi, SimCluster, run
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -210,7 +212,8 @@ def test_logs_follow_streams_every_node_until_ctrl_c(spark_llm, tmp_path):
             code = proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # the CLI dumps every thread's stack to stderr (faulthandler)
-            time.sleep(2)
+            with contextlib.suppress(AssertionError):  # a diagnostic: the failure below is reported without it
+                wait_for("the CLI's stack dump", lambda: "most recent call first" in errors.read_text(), timeout_s=5)
             proc.kill()
             proc.wait()
             raise AssertionError(f"logs --follow ignored Ctrl-C for 20 s; its stderr:\n{errors.read_text()}") from None

@@ -12,12 +12,15 @@ import fcntl
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.waits import StreamReader
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +34,10 @@ POOL_OVERLAPS = "Pool overlaps with other one on this address space"
 # sim/sim). PATCH, when set, is run first: the retry test uses it to hide a subnet from the first pick.
 ENSURE_NETWORKS = """
 import json, os, sys
-import cluster, host, networks
+import host, names, networks
 exec(os.environ.get("PATCH", ""))
-names = cluster.ClusterNames(sys.argv[1], owner=sys.argv[2])
-print(json.dumps(networks.ensure_networks(names, host.Progress())))
+cluster = names.ClusterNames(sys.argv[1], owner=sys.argv[2])
+print(json.dumps(networks.ensure_networks(cluster, host.Progress())))
 """
 
 
@@ -84,14 +87,20 @@ def test_two_sims_started_at_once_wait_for_the_lock_and_get_disjoint_subnets(pre
         # Hold the lock while both start: neither may pick and create while another sim holds it.
         fcntl.flock(fd, fcntl.LOCK_EX)
         procs = [start_ensure_networks(prefix) for prefix in prefixes]
-        time.sleep(3)
+        outputs = [(StreamReader(p.stdout), StreamReader(p.stderr)) for p in procs]  # type: ignore[arg-type]
+        # Each reaches the lock and says it waits for it (one that went on without it would create its networks).
+        waiting = re.escape(f"waiting for {NETWORKS_LOCK}")
+        for proc, (_out, err) in zip(procs, outputs, strict=True):
+            err.wait_for_line(waiting, "its wait for the lock", timeout_s=60, alive=lambda p=proc: p.poll() is None)
         assert [p.poll() for p in procs] == [None, None], "a sim went on without the lock"
         assert [network_subnet(f"{prefix}-mgmt") for prefix in prefixes] == [None, None]
     finally:
         os.close(fd)
     released = time.monotonic()
-    results = [p.communicate(timeout=120) for p in procs]
+    for proc in procs:
+        proc.wait(timeout=120)
     elapsed = time.monotonic() - released
+    results = [(out.finish(), err.finish()) for out, err in outputs]
     for proc, (_out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
         assert f"waiting for {NETWORKS_LOCK}" in err

@@ -10,12 +10,12 @@ recopies that one file. A copy killed half-way is resumed, not restarted.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.conftest import SIM, Pulumi, SimCluster, run
+from tests.waits import StreamReader, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,9 @@ MODEL_PATH = "/srv/models/it-fanout"
 BIG = 6  # files of 20 MiB (each its own rsync: above fanout.SMALL_FILE), small enough for 2 cores
 FILES = BIG + 12 + 1  # and 12 small ones, and config.json
 PARTIAL = ".spark-llm-partial"
-PROGRESS_WAIT = 6  # s: scripts/fanout.py prints a progress line per worker every 5 s
+# scripts/fanout.py prints a progress line per worker every 5 s: the deadline for one, on a loaded machine.
+PROGRESS_TIMEOUT_S = 60
+PROGRESS = r"weights worker-1: \d+% [\d.]+ [kMG]?B of [\d.]+ [kMG]?B, \d+ MB/s, \d+:\d\d left, from head"
 
 
 def write_model(sim: SimCluster) -> None:
@@ -109,39 +111,47 @@ def test_a_killed_copy_resumes_from_its_partial_file_and_ends_verified(pulumi, s
     # 40 Mbit/s per sending interface: each 20 MiB file takes seconds, so the kill lands mid-file.
     run([str(SIM), "link", "40"])
     proc = pulumi.start_up()
+    assert proc.stdout is not None
+    output = StreamReader(proc.stdout)
+
+    def alive() -> bool:
+        return proc.poll() is None
+
+    def receiving() -> bool:
+        """rsync's temp file of the file being received (`.NAME.XXXXXX` in the target directory) is over 1 MiB."""
+        assert alive(), f"`pulumi up` ended before worker-1 received anything:\n{output.text()[-3000:]}"
+        count = f"find {MODEL_PATH} -maxdepth 1 -name '.model-*' -size +1M | wc -l"
+        return int(sim_cluster.node_exec("worker-1", "bash", "-c", count).stdout.strip() or 0) > 0
+
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            # rsync's temp file of the file being received: `.NAME.XXXXXX` in the target directory.
-            sizes = sim_cluster.node_exec(
-                "worker-1", "bash", "-c", f"find {MODEL_PATH} -maxdepth 1 -name '.model-*' -size +1M | wc -l"
-            ).stdout
-            if int(sizes.strip() or 0) > 0:
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail("no file was being received after 300 s")
-        time.sleep(PROGRESS_WAIT)  # long enough for a progress line; the capped copy is still far from done
+        wait_for("worker-1 receiving a file (an rsync temp file over 1 MiB)", receiving, timeout_s=300)
+        # A progress line (scripts/fanout.py prints one per worker every 5 s); the capped copy is still far from done.
+        output.wait_for_line(PROGRESS, "a progress line of worker-1's copy", timeout_s=PROGRESS_TIMEOUT_S, alive=alive)
         # The head's side of the copy dies at once (a killed `pulumi up` on a flaky laptop looks the same to it).
         sim_cluster.node_exec("head", "pkill", "-9", "-f", "fanout.py")
         sim_cluster.node_exec("head", "pkill", "-9", "-x", "rsync", check=False)
-        out = proc.communicate(timeout=300)[0]
+        proc.wait(timeout=300)
+        out = output.finish()
     finally:
         if proc.poll() is None:
             proc.kill()
         run([str(SIM), "link", "off"])
     assert proc.returncode != 0, out[-3000:]
-    assert re.search(
-        r"weights worker-1: \d+% [\d.]+ [kMG]?B of [\d.]+ [kMG]?B, \d+ MB/s, \d+:\d\d left, from head", out
-    ), out[-3000:]
-    time.sleep(1)  # the receiving daemon moves the partial file aside as its connection drops
+    assert re.search(PROGRESS, out), out[-3000:]
+    daemons = ("pgrep", "-af", "rsync --daemon")
     for node in workers(sim_cluster):  # the daemons lived only as long as the copy (their ssh session)
-        deadline = time.monotonic() + 10
-        while daemons := sim_cluster.node_exec(node, "pgrep", "-af", "rsync --daemon", check=False).stdout.strip():
-            assert time.monotonic() < deadline, f"{node}: rsync daemon left running: {daemons}"
-            time.sleep(0.5)
-    kept = sim_cluster.node_exec("worker-1", "bash", "-c", f"ls -A {MODEL_PATH}/{PARTIAL} 2>/dev/null | wc -l").stdout
-    assert int(kept.strip()) > 0, "no partial file was kept"
+        wait_for(
+            f"{node}'s rsync daemon (`pgrep -af 'rsync --daemon'`) to end with the copy's ssh session",
+            lambda node=node: not sim_cluster.node_exec(node, *daemons, check=False).stdout.strip(),
+            timeout_s=10,
+        )
+    # The receiving daemon moves the partial file aside as its connection drops.
+    kept = f"ls -A {MODEL_PATH}/{PARTIAL} 2>/dev/null | wc -l"
+    wait_for(
+        f"a partial file kept in worker-1's {MODEL_PATH}/{PARTIAL}",
+        lambda: int(sim_cluster.node_exec("worker-1", "bash", "-c", kept).stdout.strip()) > 0,
+        timeout_s=10,
+    )
     out = pulumi.up().stdout
     matched = sum(int(m) for m in re.findall(r"fanout: worker-\d: sent .*matched (\d+) B", out))
     assert matched > 0, out[-4000:]

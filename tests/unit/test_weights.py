@@ -28,6 +28,7 @@ from spark_llm.plan.drift import step_token
 from spark_llm.plan.observation import NodeObservation, parse_probe
 from spark_llm.plan.weights_fanout import fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
+from tests.waits import wait_for
 
 TOOL = weights.MANIFEST_TOOL_PATH.read_text()
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
@@ -505,7 +506,16 @@ def test_interrupted_copy_resumes_from_the_partial_file(tmp_path):
         f"{dst}/",
     ]
     proc = subprocess.Popen([*argv, "--bwlimit=2000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.8)
+
+    def receiving() -> bool:
+        """rsync's temp file of big.bin (`.big.bin.XXXXXX` in the target) holds a part of it."""
+        assert proc.poll() is None, f"rsync ended (exit {proc.returncode}) before it could be interrupted mid-file"
+        try:
+            return any(p.stat().st_size >= 256 << 10 for p in dst.glob(".big.bin.*"))
+        except FileNotFoundError:  # renamed into place meanwhile: the next poll's assert says so
+            return False
+
+    wait_for("rsync receiving the first 256 KiB of big.bin", receiving, timeout_s=10, interval_s=0.05)
     proc.send_signal(signal.SIGINT)  # SIGINT, as when an operator interrupts `pulumi up` or the link drops
     proc.wait(timeout=10)
     assert proc.returncode != 0

@@ -1,0 +1,39 @@
+"""The engine and images on this machine and on the nodes: dockerd (sim/docker-engine.sh), the node image
+(sim/node-image.sh), and an image tarball `docker load`ed into nodes' own engines (`sim up --load-image`)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from host import Progress, docker, run
+from names import ClusterNames
+from paths import SIM_DIR
+from state import Node
+
+
+def ensure_engine(progress: Progress) -> None:
+    progress.step("ensuring the Docker engine runs (sim/docker-engine.sh)")
+    subprocess.run([str(SIM_DIR / "docker-engine.sh"), "ensure"], check=True)
+
+
+def ensure_node_image(progress: Progress) -> str:
+    progress.step("ensuring the node image (sim/node-image.sh; a cold build takes about a minute)")
+    result = subprocess.run([str(SIM_DIR / "node-image.sh"), "ensure"], check=True, stdout=subprocess.PIPE, text=True)
+    return result.stdout.strip().splitlines()[-1]
+
+
+def load_image_into(
+    names: ClusterNames, nodes: Sequence[Node], tarball: Path, load_on: str, image_tag: str | None, progress: Progress
+) -> None:
+    """`docker load` the tarball into the head's engine ("head": as if the head had pulled it, the program moves it
+    to the workers) or every node's ("all": already everywhere); tag it image_tag there too when given."""
+    targets = [n for n in nodes if load_on == "all" or n.role == "head"]
+    for node in targets:
+        progress.step(f"loading {tarball} into {node.name}'s engine")
+        result = run(["docker", "exec", "-i", names.container(node.name), "docker", "load"], stdin_file=tarball)
+        loaded = result.stdout.strip().rsplit("Loaded image: ", 1)[-1].strip()
+        if image_tag:
+            docker("exec", names.container(node.name), "docker", "tag", loaded, image_tag)
+        progress.step(f"{node.name}: {loaded}" + (f" (tagged {image_tag})" if image_tag else ""))

@@ -1,0 +1,80 @@
+"""The stack file `sim up` writes (Pulumi.sim.yaml): the nodes as the program's config reads them, the keys of
+sim/stack-defaults.yaml, and whatever Pulumi itself keeps in the file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+from host import SimError
+from paths import SimPaths
+from state import Node
+
+STACK_HEADER = (
+    "# Written by `sim up` (sim/sim) for the simulated cluster; do not edit: it is rewritten on\n"
+    "# every `sim up` and removed by `sim down`. Shared defaults come from sim/stack-defaults.yaml.\n"
+)
+
+
+class _Quoted(str):
+    """A string the stack file writes in double quotes (host keys, as in the documented shape)."""
+
+
+class _StackDumper(yaml.SafeDumper):
+    pass
+
+
+_StackDumper.add_representer(
+    _Quoted, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+)
+
+
+def load_stack_defaults(path: Path) -> dict:
+    """Keys of sim/stack-defaults.yaml: a mapping of config keys (or one `config:` mapping of them)."""
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if isinstance(data, dict) and set(data) == {"config"}:
+        data = data["config"] or {}
+    if not isinstance(data, dict):
+        raise SimError(f"{path}: expected a mapping of config keys, e.g. 'spark-llm:engine: vllm'")
+    return data
+
+
+def node_config(node: Node) -> dict:
+    entry: dict = {
+        "name": node.name,
+        "role": node.role,
+        "host": node.ssh_host,
+        "port": 22,
+        "user": "root",
+        "fabricAddress": node.fabric_address,
+    }
+    if node.role == "worker":
+        entry["via"] = "head"
+    entry["hostKey"] = _Quoted(node.host_key)
+    return entry
+
+
+def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
+    config = {
+        "spark-llm:sshKeyPath": str(paths.operator_key),
+        "spark-llm:nodes": [node_config(node) for node in nodes],
+    }
+    for key, value in load_stack_defaults(paths.stack_defaults).items():
+        config.setdefault(key, value)
+    document: dict = {}
+    # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...).
+    if paths.stack_file.exists():
+        existing = yaml.safe_load(paths.stack_file.read_text()) or {}
+        if isinstance(existing, dict):
+            document.update((key, value) for key, value in existing.items() if key != "config")
+    document["config"] = config
+    return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
+
+
+def write_stack_file(paths: SimPaths, nodes: Sequence[Node]) -> None:
+    tmp = paths.stack_file.with_suffix(".yaml.tmp")
+    tmp.write_text(stack_text(paths, nodes))
+    tmp.replace(paths.stack_file)
