@@ -43,7 +43,7 @@ from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, gb
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan, node_launches
 from spark_llm.plan.node_commands import SELECTED, StackRef, read_host_key
 
-# Written on every sim node by `sim up` (sim/cluster.py): a node without a GPU on purpose.
+# Written on every sim node by `sim up` (sim/nodes.py): a node without a GPU on purpose.
 SIM_MARKER = "/etc/spark-llm/simulated-node"
 GB = 1_000_000_000
 # IPv4 + ICMP headers: a ping payload of MTU - 28 bytes fills one packet of the MTU exactly.
