@@ -20,7 +20,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.hosts import SshHost, operator_ssh_options
 
 
 def _command_hop(hop: SshHost, keys: dict[str, str]) -> dict:
@@ -46,36 +46,10 @@ def command_connection(target: SshHost, keys: dict[str, str]) -> command.remote.
 
 
 def _ssh_options(hop: SshHost) -> list[str]:
-    """OpenSSH options that authenticate with the node's key file and accept only its pinned host key."""
-    key_type, key_body = hop.host_key.split()[:2]
-    return [
-        "-i",
-        hop.key_path,
-        "-o",
-        "IdentitiesOnly=yes",
-        # Known hosts come from the config alone, under the node's name: no file here to go stale.
-        "-o",
-        f"HostKeyAlias={hop.name}",
-        "-o",
-        f"KnownHostsCommand=/bin/echo {hop.name} {key_type} {key_body}",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=15",
-        # A dead node fails the step within a minute.
-        "-o",
-        "ServerAliveInterval=15",
-        "-o",
-        "ServerAliveCountMax=4",
-        "-o",
-        "LogLevel=ERROR",
-    ]
+    """OpenSSH options that authenticate with the node's key file and accept only its pinned host key, printed by
+    KnownHostsCommand (no known_hosts file to keep anywhere): the operator's options (plan.hosts), as `-o` words."""
+    options = [word for key, value in operator_ssh_options(hop) for word in ("-o", f"{key}={value}")]
+    return ["-i", hop.key_path, *options]
 
 
 def docker_ssh_opts(target: SshHost) -> list[str]:
