@@ -20,7 +20,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.plan.hosts import SshHost, operator_ssh_options
+from spark_llm.plan.hosts import SshHost, ssh_option_words
 
 
 def _command_hop(hop: SshHost, keys: dict[str, str]) -> dict:
@@ -45,19 +45,12 @@ def command_connection(target: SshHost, keys: dict[str, str]) -> command.remote.
     return command.remote.ConnectionArgs(**_command_hop(target, keys), proxy=proxy)
 
 
-def _ssh_options(hop: SshHost) -> list[str]:
-    """OpenSSH options that authenticate with the node's key file and accept only its pinned host key, printed by
-    KnownHostsCommand (no known_hosts file to keep anywhere): the operator's options (plan.hosts), as `-o` words."""
-    options = [word for key, value in operator_ssh_options(hop) for word in ("-o", f"{key}={value}")]
-    return ["-i", hop.key_path, *options]
-
-
 def docker_ssh_opts(target: SshHost) -> list[str]:
     """`ssh_opts` for the docker provider: the pinned hop, and for a worker a ProxyCommand through the head."""
-    opts = _ssh_options(target)
+    opts = ssh_option_words(target)
     if target.via is not None:
         via = target.via
-        jump = ["ssh", *_ssh_options(via), "-p", str(via.port), "-W", "%h:%p", f"{via.user}@{via.host}"]
+        jump = ["ssh", *ssh_option_words(via), "-p", str(via.port), "-W", "%h:%p", f"{via.user}@{via.host}"]
         # ssh runs ProxyCommand through the shell: each word quoted once.
         opts += ["-o", "ProxyCommand=" + " ".join(shlex.quote(w) if w != "%h:%p" else w for w in jump)]
     return opts

@@ -87,3 +87,10 @@ def operator_ssh_options(hop: SshHost, known_hosts_file: str | None = None) -> l
     else:
         pin = [("KnownHostsCommand", f"/bin/echo {known_hosts_line(hop)}"), ("UserKnownHostsFile", "/dev/null")]
     return [("HostKeyAlias", hop.name), *pin, *SSH_OPTIONS, ("LogLevel", "ERROR")]
+
+
+def ssh_option_words(hop: SshHost) -> list[str]:
+    """`operator_ssh_options` as OpenSSH's argv words, with the key file and the pin printed by KnownHostsCommand:
+    for the docker provider, pulumi-command's local steps and a command printed for a person (an ssh tunnel)."""
+    options = [word for key, value in operator_ssh_options(hop) for word in ("-o", f"{key}={value}")]
+    return ["-i", hop.key_path, *options]
