@@ -20,7 +20,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
-from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.hosts import SshHost, ssh_option_words
 
 
 def _command_hop(hop: SshHost, keys: dict[str, str]) -> dict:
@@ -45,45 +45,12 @@ def command_connection(target: SshHost, keys: dict[str, str]) -> command.remote.
     return command.remote.ConnectionArgs(**_command_hop(target, keys), proxy=proxy)
 
 
-def _ssh_options(hop: SshHost) -> list[str]:
-    """OpenSSH options that authenticate with the node's key file and accept only its pinned host key."""
-    key_type, key_body = hop.host_key.split()[:2]
-    return [
-        "-i",
-        hop.key_path,
-        "-o",
-        "IdentitiesOnly=yes",
-        # Known hosts come from the config alone, under the node's name: no file here to go stale.
-        "-o",
-        f"HostKeyAlias={hop.name}",
-        "-o",
-        f"KnownHostsCommand=/bin/echo {hop.name} {key_type} {key_body}",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=15",
-        # A dead node fails the step within a minute.
-        "-o",
-        "ServerAliveInterval=15",
-        "-o",
-        "ServerAliveCountMax=4",
-        "-o",
-        "LogLevel=ERROR",
-    ]
-
-
 def docker_ssh_opts(target: SshHost) -> list[str]:
     """`ssh_opts` for the docker provider: the pinned hop, and for a worker a ProxyCommand through the head."""
-    opts = _ssh_options(target)
+    opts = ssh_option_words(target)
     if target.via is not None:
         via = target.via
-        jump = ["ssh", *_ssh_options(via), "-p", str(via.port), "-W", "%h:%p", f"{via.user}@{via.host}"]
+        jump = ["ssh", *ssh_option_words(via), "-p", str(via.port), "-W", "%h:%p", f"{via.user}@{via.host}"]
         # ssh runs ProxyCommand through the shell: each word quoted once.
         opts += ["-o", "ProxyCommand=" + " ".join(shlex.quote(w) if w != "%h:%p" else w for w in jump)]
     return opts

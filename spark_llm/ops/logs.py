@@ -10,7 +10,6 @@ import argparse
 import json
 import queue
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -23,10 +22,10 @@ from rich.console import Console
 from rich.text import Text
 
 from spark_llm.ops import render
-from spark_llm.ops.nodes import quote, run_on, ssh_failure
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.remote.ssh import ssh_argv, ssh_files
+from spark_llm.remote.runner import failure_of, quote
+from spark_llm.remote.runner import run as run_on
 
 # In --follow, a line waits this long for older lines from slower nodes before it is printed.
 HOLD_SECONDS = 0.5
@@ -132,7 +131,7 @@ def show(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: Pr
     failed = 0
     for node, run in zip(nodes, runs, strict=True):
         if run.ssh_failed:
-            failure = ssh_failure(run)
+            failure = failure_of(run)
             sys.stderr.write(f"{node.name}: {failure.kind}: {failure.message}\n")
             failed += 1
         elif not run.ok:
@@ -147,29 +146,15 @@ def show(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: Pr
 def follow(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: Printer) -> int:
     """Stream every node's log until Ctrl-C (or until every stream ends), in time order within HOLD_SECONDS."""
     arrivals: queue.Queue[tuple[float, LogLine] | str] = queue.Queue()
-    procs: list[subprocess.Popen[str]] = []
-    lock = threading.Lock()
     stop = threading.Event()
 
     def stream(node: NodePlan) -> None:
-        with ssh_files(node.ssh, multiplex=False) as config:
-            proc = subprocess.Popen(
-                ssh_argv(config, node.ssh, ["bash", "-s"]),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            with lock:
-                procs.append(proc)
-            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-            proc.stdin.write(logs_command(plan.container, tail, True))
-            proc.stdin.close()
-            for raw in proc.stdout:
-                arrivals.put((time.monotonic(), parse_line(node.name, raw)))
-            code = proc.wait()
-            if code != 0 and not stop.is_set():
-                sys.stderr.write(f"{node.name}: the log stream ended (exit {code}) {proc.stderr.read().strip()}\n")
+        def arrived(raw: str) -> None:
+            arrivals.put((time.monotonic(), parse_line(node.name, raw)))
+
+        run = run_on(node.ssh, logs_command(plan.container, tail, True), timeout=None, on_line=arrived, cancel=stop)
+        if run.code != 0 and not stop.is_set():
+            sys.stderr.write(f"{node.name}: the log stream ended (exit {run.code}) {run.stderr.strip()}\n")
         arrivals.put(node.name)  # this node's stream ended
 
     threads = [threading.Thread(target=stream, args=(n,), daemon=True) for n in nodes]
@@ -199,11 +184,9 @@ def follow(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: 
     except KeyboardInterrupt:
         printer.write(sorted((line for _, line in pending), key=lambda line: line.time_ns))
     finally:
-        stop.set()
-        with lock:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
+        stop.set()  # every stream's ssh is killed by its runner
+        for thread in threads:
+            thread.join(timeout=5)
     return 0
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spark_llm.ops import nodes
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.remote.runner import run_attached
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,4 +41,4 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     if not remote:
         sys.stderr.write(f"spark-llm exec: no command given; e.g. `spark-llm exec {node.name} -- docker ps`\n")
         return 2
-    return nodes.run_attached(node.ssh, remote)
+    return run_attached(node.ssh, remote)

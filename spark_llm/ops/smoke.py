@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import shlex
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from rich.table import Table
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.hosts import ssh_option_words
 
 FIRST_PROMPT = "In one sentence: what does a head node do in a multi-node LLM deployment?"
 LOAD_PROMPT = "Write a short note to the operator of a two-node DGX Spark cluster. Request {n}."
@@ -225,10 +227,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
     if not args.endpoint and ipaddress.ip_address(plan.config.engine.host).is_loopback:
         head = plan.head.ssh
+        # Pinned as every ssh of ours (the stack's key and hostKey): a bare `ssh` would trust whatever answers.
+        forward = f"{plan.port}:{plan.api_address}:{plan.port}"
+        tunnel = ["ssh", "-N", "-L", forward, *ssh_option_words(head), "-p", str(head.port), f"{head.user}@{head.host}"]
         sys.stderr.write(
             f"spark-llm smoke: spark-llm:engine.host is {plan.config.engine.host}: the API answers on the head only."
-            f" Open a tunnel (ssh -N -L {plan.port}:{plan.api_address}:{plan.port} -p {head.port}"
-            f" {head.user}@{head.host}) and run again with --endpoint http://127.0.0.1:{plan.port}\n"
+            f" Open a tunnel (`{shlex.join(tunnel)}`) and run again with --endpoint http://127.0.0.1:{plan.port}\n"
         )
         return 2
     endpoint = (args.endpoint or plan.endpoint).rstrip("/")

@@ -1,11 +1,12 @@
 """`spark-llm status`: what runs on every node against what the config gives now, and the head's health.
 
 Per node: the engine container, its state, uptime, exit code when it exited, and the group revision it was
-started with (its `spark-llm.group-revision` label) against `plan.group_revision`; on the head, `/health`
-and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview` judges
-it (`judge_group`: a member absent, exited, on another revision or restarted after the head; spark_llm.plan.drift
-makes the program restart the group for the same facts), so when this says "drift" it also says what `pulumi up`
-does.
+started with (its group revision label, spark_llm.plan.container.LABEL_REVISION) against `plan.group_revision`,
+read by the program's own container probe (spark_llm.plan.observation.ENGINE_STATE_FUNCTION); on the head,
+`/health` and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview`
+judges it (`differences`: a member absent, exited, on another revision or restarted after the head;
+spark_llm.plan.drift makes the program restart the group for the same facts), so when this says "drift" it also
+says what `pulumi up` does.
 Exit 1 on drift or an unhealthy head.
 """
 
@@ -23,18 +24,14 @@ from rich.table import Table
 from rich.text import Text
 
 from spark_llm.ops import render
-from spark_llm.ops.nodes import SECTION_FUNCTION, NodeRun, Section, parse_sections, quote, run_on, ssh_failure
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
-from spark_llm.plan.observation import TOKENS_DIR
-
-# docker inspect fields, `|`-separated (none of them can hold a `|`).
-INSPECT_FORMAT = (
-    "{{.State.Status}}|{{.State.ExitCode}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|"
-    '{{index .Config.Labels "spark-llm.group-revision"}}|{{.Id}}|{{.State.OOMKilled}}'
-)
-
+from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
+from spark_llm.remote.runner import NodeRun, failure_of, quote
+from spark_llm.remote.runner import run as run_on
 
 # curl's exit codes for "the engine does not answer", in words.
 CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
@@ -76,8 +73,8 @@ class Health:
 
 def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
     lines = [
-        SECTION_FUNCTION,
-        f"capture inspect docker inspect --format {quote(INSPECT_FORMAT)} {quote(plan.container)}",
+        SECTION_FUNCTION + ENGINE_STATE_FUNCTION,
+        f"capture engine engine_state {quote(plan.container)}",
         "capture now date -u +%s.%N",
         f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
     ]
@@ -110,38 +107,37 @@ def parse_time(text: str) -> float | None:
 def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     """Pure: a node's status from what its script printed."""
     if run.ssh_failed:
-        failure = ssh_failure(run)
+        failure = failure_of(run)
         return NodeStatus(node.name, node.role, container, "unreachable", error=f"{failure.kind}: {failure.message}")
     sections = parse_sections(run.stdout)
-    inspect = sections.get("inspect")
-    if inspect is None:
+    section = sections.get("engine")
+    if section is None:
         return NodeStatus(node.name, node.role, container, "unknown", error=run.stderr.strip()[-200:])
-    if not inspect.ok:
-        if "no such" in inspect.body.lower():
-            return NodeStatus(node.name, node.role, container, "absent")
-        return NodeStatus(node.name, node.role, container, "unknown", error=inspect.first_line)
-    fields = inspect.first_line.split("|")
-    fields += [""] * (7 - len(fields))
-    state, code, started, finished, revision, container_id, oom = fields[:7]
+    seen = parse_probe(node.name, section.body)
+    engine = seen.engine
+    if seen.error is not None:
+        return NodeStatus(node.name, node.role, container, "unknown", error=seen.error)
+    if engine.status == "absent":
+        return NodeStatus(node.name, node.role, container, "absent")
     owner_section = sections.get("owner")
     owner_state, owner_container = owner_record(owner_section.first_line if owner_section and owner_section.ok else "")
     now_section = sections.get("now")
     now = float(now_section.first_line) if now_section and now_section.ok else None
-    started_s = parse_time(started)
-    uptime = now - started_s if state == "running" and now is not None and started_s is not None else None
+    started_s = parse_time(engine.started_at)
+    uptime = now - started_s if engine.running and now is not None and started_s is not None else None
     return NodeStatus(
         node=node.name,
         role=node.role,
         container=container,
-        state=state,
-        exit_code=int(code) if code.lstrip("-").isdigit() and state != "running" else None,
-        started_at=started,
-        finished_at=finished if state != "running" else "",
-        revision=revision,
-        container_id=container_id[:12],
-        oom_killed=oom == "true",
+        state=engine.status,
+        exit_code=None if engine.running else engine.exit_code,
+        started_at=engine.started_at,
+        finished_at="" if engine.running else engine.finished_at,
+        revision=engine.labels.get(LABEL_REVISION, ""),
+        container_id=engine.container_id[:12],
+        oom_killed=engine.oom_killed,
         uptime_s=uptime,
-        owner=owner_state if owner_container == container_id and container_id else "",
+        owner=owner_state if owner_container == engine.container_id and engine.container_id else "",
     )
 
 
@@ -166,33 +162,6 @@ def head_health(run: NodeRun) -> Health:
         code = None
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     return Health(code, models, error)
-
-
-def judge_group(statuses: dict[str, str], head: str, revision: str) -> str | None:
-    """Pure: from each member's `launch.sh status` line, None if the group is whole, else what is wrong."""
-    started: dict[str, str] = {}
-    for name, status in statuses.items():
-        fields = status.split()
-        if not fields or fields[0] != "running":
-            return f"{name} is {status or 'absent'}; the group restarts in order"
-        if len(fields) < 4 or fields[3] != revision:
-            return f"{name} runs group revision {fields[3] if len(fields) > 3 else '?'}, not {revision}"
-        started[name] = fields[2]
-    late = [name for name, at in started.items() if name != head and at > started[head]]
-    if late:
-        return f"{', '.join(late)} restarted after the head, outside the group; the group restarts in order"
-    return None
-
-
-def launch_status_line(status: NodeStatus) -> str:
-    """Pure: the line `launch.sh status` prints for this container (what the Pulumi drift check reads)."""
-    if status.state == "running":
-        return f"running {status.container_id} {status.started_at} {status.revision}"
-    if status.state == "absent":
-        return "absent"
-    if status.state in ("unreachable", "unknown"):
-        return f"{status.state} ({status.error})"
-    return f"exited {status.exit_code} {status.container_id}"
 
 
 def restart_order(plan: DeploymentPlan) -> str:
@@ -238,7 +207,6 @@ def verdict(
 ) -> tuple[str, str]:
     """Pure: ("in sync" | "drift" | "unhealthy" | "not deployed", one sentence on what `pulumi up` will do)."""
     diffs = differences(plan, statuses, state_id)
-    problem = judge_group({s.node: launch_status_line(s) for s in statuses}, plan.head.name, plan.group_revision)
     if all(s.state == "absent" for s in statuses):
         order = ", ".join(f"{n} started" for n in plan.start_order)
         return "not deployed", f"no engine container on any node: `pulumi up` starts the group in order: {order}"
@@ -247,9 +215,8 @@ def verdict(
             "; ".join(diffs) + ": `pulumi preview` cannot read that node either and counts it as drift; "
             "fix its ssh first (`spark-llm preflight`)"
         )
-    if problem is not None or diffs:
-        what = "; ".join(diffs or [problem or ""])
-        return "drift", f"{what}: `pulumi up` restarts the group in order: {restart_order(plan)}"
+    if diffs:
+        return "drift", f"{'; '.join(diffs)}: `pulumi up` restarts the group in order: {restart_order(plan)}"
     if health is not None and not health.healthy:
         seen = f"answers {health.http_code}" if health.http_code else f"does not answer ({health.error})"
         return "unhealthy", (

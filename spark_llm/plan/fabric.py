@@ -10,18 +10,12 @@ from __future__ import annotations
 import shlex
 
 from spark_llm.plan.deployment import NodePlan
+from spark_llm.plan.hosts import SSH_OPTIONS
 
-# The options of every head -> worker ssh (besides the key, the pinned known_hosts file and the port): the bash
-# snippet below and scripts/fanout.py (through its plan, spark_llm.plan.weights_fanout) both use them.
-FABRIC_SSH_OPTIONS = (
-    "IdentitiesOnly=yes",
-    "BatchMode=yes",
-    "StrictHostKeyChecking=yes",
-    "GlobalKnownHostsFile=/dev/null",
-    "ConnectTimeout=15",
-    "ServerAliveInterval=15",
-    "ServerAliveCountMax=4",
-)
+# The options of every head -> worker ssh (besides the key, the pinned known_hosts file and the port), as `-o`
+# values: the bash snippet below and scripts/fanout.py (through its plan, spark_llm.plan.weights_fanout) use them.
+# The same list as every other ssh (plan.hosts.SSH_OPTIONS); the head's ssh keeps its default log level.
+FABRIC_SSH_OPTIONS = tuple(f"{key}={value}" for key, value in SSH_OPTIONS)
 
 
 def fabric_ssh_setup(worker: NodePlan, key_path: str) -> str:

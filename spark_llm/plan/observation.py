@@ -26,6 +26,8 @@ class EngineState:
     container_id: str = ""
     started_at: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    finished_at: str = ""
+    oom_killed: bool = False
 
     @property
     def running(self) -> bool:
@@ -57,7 +59,27 @@ class NodeObservation:
         return self.error is None
 
 
-_INSPECT_FORMAT = '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "labels": {{json .Config.Labels}}}'  # noqa: E501
+_INSPECT_FORMAT = '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "finished_at": "{{.State.FinishedAt}}", "oom_killed": {{.State.OOMKilled}}, "labels": {{json .Config.Labels}}}'  # noqa: E501
+
+# The one reading of a container's state on a node, shared by the program's probe (below), `spark-llm status` and
+# `spark-llm preflight`: `engine_state CONTAINER` prints `engine<TAB>JSON` (`parse_probe` reads it; "absent" when
+# there is no such container), or `docker<TAB>WHY` and fails when the Docker engine does not answer.
+ENGINE_STATE_FUNCTION = (
+    "engine_state() {\n"
+    "  local out\n"
+    # A stopped Docker engine must not read as "no container, no image": that is a fault, named as such.
+    "  if ! out=$(docker version -f '{{.Server.Version}}' 2>&1 >/dev/null); then\n"
+    "    printf \"docker\\t%s\\n\" \"$(printf '%s' \"$out\" | tr -s '\\t\\n' '  ')\"\n"
+    "    return 1\n"
+    "  fi\n"
+    # docker inspect prints an empty line before failing on a missing container: its exit code decides.
+    f'  if out=$(docker inspect -f {shlex.quote(_INSPECT_FORMAT)} "$1" 2>/dev/null); then\n'
+    '    printf "engine\\t%s\\n" "$out"\n'
+    "  else\n"
+    '    printf \'engine\\t{"status": "absent"}\\n\'\n'
+    "  fi\n"
+    "}\n"
+)
 
 
 def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
@@ -67,19 +89,10 @@ def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
     """
     tokens = f"{node.remote_dir}/{TOKENS_DIR}"
     return (
-        # A stopped Docker engine must not read as "no container, no image": that is a fault, named as such.
-        "if ! out=$(docker version -f '{{.Server.Version}}' 2>&1 >/dev/null); then\n"
-        "  printf \"docker\\t%s\\n\" \"$(printf '%s' \"$out\" | tr -s '\\t\\n' '  ')\"\n"
-        "  exit 0\n"
-        "fi\n"
-        f"container={shlex.quote(plan.container)}\n"
+        ENGINE_STATE_FUNCTION + f"container={shlex.quote(plan.container)}\n"
         f"image={shlex.quote(plan.config.image.ref)}\n"
         f"tokens={shlex.quote(tokens)}\n"
-        f'if out=$(docker inspect -f {shlex.quote(_INSPECT_FORMAT)} "$container" 2>/dev/null); then\n'
-        '  printf "engine\\t%s\\n" "$out"\n'
-        "else\n"
-        '  printf \'engine\\t{"status": "absent"}\\n\'\n'
-        "fi\n"
+        'engine_state "$container" || exit 0\n'
         "if out=$(docker image inspect -f '{{.Id}} {{.Os}}/{{.Architecture}}' \"$image\" 2>/dev/null); then\n"
         '  printf "image\\t%s\\n" "$out"\n'
         "fi\n"
@@ -88,6 +101,20 @@ def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
         '    [ -f "$f" ] && printf "token\\t%s %s\\n" "$(basename "$f")" "$(head -c 512 "$f" | tr -d "\\n\\t")"\n'
         "  done\n"
         "fi\n" + extra + "true\n"
+    )
+
+
+def parse_engine(value: str) -> EngineState:
+    """Pure: the JSON of an `engine` line (ENGINE_STATE_FUNCTION) -> the container's state."""
+    data = json.loads(value)
+    return EngineState(
+        status=data.get("status", "absent"),
+        exit_code=int(data.get("exit_code", 0)),
+        container_id=data.get("container_id", ""),
+        started_at=data.get("started_at", ""),
+        labels=data.get("labels") or {},
+        finished_at=data.get("finished_at", ""),
+        oom_killed=bool(data.get("oom_killed", False)),
     )
 
 
@@ -105,14 +132,7 @@ def parse_probe(node: str, output: str, run: str = "") -> NodeObservation:
                 node=node, error=f"its Docker engine does not answer: {detail}", docker_down=True, run=run
             )
         if section == "engine":
-            data = json.loads(value)
-            engine = EngineState(
-                status=data.get("status", "absent"),
-                exit_code=int(data.get("exit_code", 0)),
-                container_id=data.get("container_id", ""),
-                started_at=data.get("started_at", ""),
-                labels=data.get("labels") or {},
-            )
+            engine = parse_engine(value)
         elif section == "image":
             image = value.strip()
         elif section == "token":

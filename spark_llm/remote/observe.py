@@ -18,12 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation, parse_probe, probe_script
-from spark_llm.remote.ssh import HostKeyMismatchError, RemoteError, run_script
+from spark_llm.remote.runner import run_script
+from spark_llm.remote.ssh import HostKeyMismatchError, RemoteError
 
 
 def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) -> NodeObservation:
     try:
-        out = run_script(node.ssh, probe_script(plan, node, extra), stream=False, timeout=60)
+        out = run_script(node.ssh, probe_script(plan, node, extra), timeout=60)
     except RemoteError as err:
         refused = err.node if isinstance(err, HostKeyMismatchError) else None
         # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_llm.plan.hosts import SshHost
-from spark_llm.remote.ssh import RemoteError, run_script
+from spark_llm.remote.runner import run_script
+from spark_llm.remote.ssh import RemoteError
 
 POLL_SECONDS = 2.0
 LOG_LINES = 30
@@ -63,7 +64,7 @@ def redact(text: str, secret: str | None) -> str:
 
 def _status(member: Member) -> str:
     try:
-        out = run_script(member.ssh, f"{member.script_path} status {member.name}\n", stream=False, timeout=60)
+        out = run_script(member.ssh, f"{member.script_path} status {member.name}\n", timeout=60)
         return out.strip().splitlines()[-1] if out.strip() else "unknown"
     except RemoteError as err:
         return f"unreachable ({str(err).splitlines()[0]})"
@@ -73,7 +74,7 @@ def _log_tails(members: list[Member]) -> dict[str, str]:
     tails = {}
     for m in members:
         try:
-            text = run_script(m.ssh, f"{m.script_path} logs {m.name} {LOG_LINES}\n", stream=False, timeout=60)
+            text = run_script(m.ssh, f"{m.script_path} logs {m.name} {LOG_LINES}\n", timeout=60)
         except RemoteError as err:
             text = f"(could not read the log: {str(err).splitlines()[0]})"
         tails[m.name] = text.rstrip()
@@ -134,7 +135,7 @@ def wait_ready(spec: dict, *, say: Callable[[str], None]) -> float:
             if not state.startswith("running"):
                 tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
                 raise GroupNotReadyError(exited_message(members, m, state, tails))
-        probe = run_script(head.ssh, _probe_script(spec), stream=False, timeout=60).strip()
+        probe = run_script(head.ssh, _probe_script(spec), timeout=60).strip()
         if probe.endswith("HTTP200"):
             waited = round(time.monotonic() - start, 1)
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")

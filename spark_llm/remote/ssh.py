@@ -1,7 +1,8 @@
-"""OpenSSH to the nodes: pinned host keys, workers through the head as a jump host, scripts over stdin.
+"""OpenSSH to the nodes: pinned host keys, workers through the head as a jump host; what a failed ssh means.
 
-Used by the program's read-only probe (spark_llm.remote.observe), the readiness gate and the operator CLI, so all
-reach a node the same way.
+How a node is reached (the ssh_config written for it, its options from spark_llm.plan.hosts) and how ssh's
+failures read; spark_llm.remote.runner runs scripts with it for the program's probe (spark_llm.remote.observe),
+the readiness gate and the operator CLI, so all reach a node the same way.
 Why OpenSSH and not a library: ProxyJump, ControlMaster and known_hosts pinning are OpenSSH's own, and an
 operator can reproduce any step by hand with the same ssh_config this module writes.
 """
@@ -9,21 +10,21 @@ operator can reproduce any step by hand with the same ssh_config this module wri
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
 import contextlib
 import hashlib
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.hosts import SshHost, known_hosts_line, operator_ssh_options
 
 
 class RemoteError(RuntimeError):
@@ -76,18 +77,7 @@ def ssh_config(target: SshHost, known_hosts: Path, control_dir: Path | None = No
             f"  Port {hop.port}",
             f"  User {hop.user}",
             f"  IdentityFile {hop.key_path}",
-            "  IdentitiesOnly yes",
-            # Pin by node name, not address: the same key file serves every address the node is reached on.
-            f"  HostKeyAlias {hop.name}",
-            f"  UserKnownHostsFile {known_hosts}",
-            "  StrictHostKeyChecking yes",
-            "  GlobalKnownHostsFile /dev/null",
-            "  BatchMode yes",
-            "  ConnectTimeout 15",
-            # A dead node shows up within a minute instead of hanging a `pulumi up` forever.
-            "  ServerAliveInterval 15",
-            "  ServerAliveCountMax 4",
-            "  LogLevel ERROR",
+            *(f"  {key} {value}" for key, value in operator_ssh_options(hop, str(known_hosts))),
         ]
         if hop.via:
             lines.append(f"  ProxyJump {hop.via.name}")
@@ -104,7 +94,7 @@ def ssh_config(target: SshHost, known_hosts: Path, control_dir: Path | None = No
 
 
 def known_hosts(target: SshHost) -> str:
-    return "".join(f"{hop.name} {hop.host_key.strip()}\n" for hop in target.chain())
+    return "".join(known_hosts_line(hop) + "\n" for hop in target.chain())
 
 
 _control_dir: Path | None = None
@@ -179,103 +169,54 @@ def ssh_argv(config: Path, target: SshHost, remote: list[str]) -> list[str]:
     return ["ssh", "-F", str(config), target.name, "--", *remote]
 
 
-def _execute(
-    argv: list[str],
-    script: str,
-    *,
-    prefix: str,
-    stream: bool,
-    timeout: float | None,
-    tail_lines: int,
-    env: Mapping[str, str] | None = None,
-) -> tuple[int, str, deque[str]]:
-    """Run argv with `script` on stdin; echo its lines to stderr after `prefix`.
+@dataclass(frozen=True)
+class SshFailure:
+    kind: str
+    """host key mismatch | key refused | unreachable | no answer | ssh failed"""
+    message: str
 
-    Returns the exit code, the whole output and its last `tail_lines` lines; raises TimeoutError (with the last
-    lines) on timeout.
-    """
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=None if env is None else {**os.environ, **env},
-    )
-    assert proc.stdin is not None
-    lines: deque[str] = deque(maxlen=max(tail_lines, 1))
-    collected: list[str] = []
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode(errors="replace")
-            collected.append(line)
-            lines.append(line.rstrip("\n"))
-            if stream:
-                sys.stderr.write(prefix + line)
-                sys.stderr.flush()
+_MISMATCH = ("host key verification failed", "remote host identification has changed", "host key for")
+_REFUSED = ("permission denied", "too many authentication failures")
+_UNREACHABLE = (
+    "connection refused",
+    "connection timed out",
+    "operation timed out",
+    "no route to host",
+    "network is unreachable",
+    "could not resolve",
+    "name or service not known",
+    "connection closed",
+    "connection reset",
+    "kex_exchange_identification",
+    "stdio forwarding failed",
+    "open failed",
+)
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+
+def ssh_failure(stderr: str, *, answered: bool = True) -> SshFailure:
+    """Pure: what kind of ssh failure ssh's stderr shows (a host key mismatch is not an unreachable node);
+    `answered` False: the node gave no answer in time."""
+    text = stderr.strip()
+    lower = text.lower()
+    last = text.splitlines()[-1] if text else "exit 255"
+    if not answered:
+        return SshFailure("no answer", text or "no answer")
+    if any(m in lower for m in _MISMATCH):
+        return SshFailure("host key mismatch", last)
+    if "identity file" in lower and "not accessible" in lower:
+        return SshFailure("key refused", text.splitlines()[0])
+    if any(m in lower for m in _REFUSED):
+        return SshFailure("key refused", last)
+    if any(m in lower for m in _UNREACHABLE):
+        return SshFailure("unreachable", last)
+    return SshFailure("ssh failed", last)
+
+
+def fingerprint(key_line: str) -> str:
+    """Pure: `SHA256:...` of an OpenSSH public key line, as `ssh-keygen -lf` prints it."""
     try:
-        proc.stdin.write(("set -euo pipefail\n" + script).encode())
-        proc.stdin.flush()
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    try:
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise TimeoutError("\n".join(lines)) from None
-    reader.join(timeout=5)
-    return code, "".join(collected), lines
-
-
-def run_script(
-    target: SshHost,
-    script: str,
-    *,
-    label: str = "",
-    stream: bool = True,
-    timeout: float | None = None,
-    tail_lines: int = 40,
-) -> str:
-    """Run a bash script on `target`, sent over stdin so it never shows on a command line.
-
-    Output lines are echoed to stderr prefixed with `[label]` when `stream` is set (the Pulumi CLI shows a
-    provider's stderr as progress). Returns the combined output; raises RemoteError with the last
-    `tail_lines` lines when the script fails.
-    """
-    prefix = f"[{label or target.name}] "
-    with ssh_files(target) as config:
-        try:
-            code, output, lines = _execute(
-                ssh_argv(config, target, ["bash", "-s"]),
-                script,
-                prefix=prefix,
-                stream=stream,
-                timeout=timeout,
-                tail_lines=tail_lines,
-            )
-        except TimeoutError as err:
-            raise RemoteError(f"{target.name}: no answer after {timeout:.0f} s; last output:\n{err}") from None
-    if code != 0:
-        where = f"{target.name} ({target.user}@{target.host}" + (f" via {target.via.name})" if target.via else ")")
-        refused = host_key_mismatch(target, output) if code == 255 else None
-        if refused is not None:
-            raise HostKeyMismatchError(
-                f"{where}: exit {code}: ssh refused {refused}'s host key: it is not the pinned one. Last output:\n"
-                + "\n".join(lines),
-                refused,
-            )
-        if code == 255:
-            hint = (
-                "ssh could not connect or the host key did not match the pinned one; "
-                "check the node is up and its hostKey in the stack config"
-            )
-        else:
-            hint = "the script failed on the node"
-        raise RemoteError(f"{where}: exit {code}: {hint}. Last output:\n" + "\n".join(lines))
-    return output
+        blob = base64.b64decode(key_line.split()[1], validate=True)
+    except (IndexError, binascii.Error, ValueError):
+        return "?"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")

@@ -27,11 +27,14 @@ def loopback_plan(raw_config, tmp_path, monkeypatch):
 def test_smoke_asks_for_a_tunnel_when_the_api_listens_on_the_heads_loopback(loopback_plan, monkeypatch, capfd):
     monkeypatch.setattr(smoke, "chat_request", lambda *args: pytest.fail("smoke asked this machine's loopback"))
     assert cli.main(["smoke", "--stack", "dual-spark"]) == 2
-    assert capfd.readouterr().err == (
+    err = capfd.readouterr().err
+    assert err.startswith(
         "spark-llm smoke: spark-llm:engine.host is 127.0.0.1: the API answers on the head only. Open a tunnel"
-        " (ssh -N -L 30000:127.0.0.1:30000 -p 22 aurora@10.1.230.180) and run again with --endpoint"
-        " http://127.0.0.1:30000\n"
+        " (`ssh -N -L 30000:127.0.0.1:30000 -i "
     )
+    assert err.endswith("-p 22 aurora@10.1.230.180`) and run again with --endpoint http://127.0.0.1:30000\n")
+    # Pinned as every ssh of ours: the stack's hostKey, never whatever answers at the address.
+    assert "StrictHostKeyChecking=yes" in err and "'KnownHostsCommand=/bin/echo " in err
 
 
 def test_smoke_goes_through_the_tunnel_given_as_endpoint(loopback_plan, monkeypatch):

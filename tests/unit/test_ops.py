@@ -10,13 +10,26 @@ import time
 import pytest
 
 from spark_llm.config import parse, raw_from_pulumi
-from spark_llm.ops import cli, logs, nodes, preflight, restart, smoke, status
-from spark_llm.ops.nodes import NodeRun, Section, parse_sections
-from spark_llm.ops.preflight import GB, Check, Limits
+from spark_llm.ops import (
+    cli,
+    logs,
+    preflight,
+    preflight_checks,
+    preflight_network,
+    preflight_script,
+    restart,
+    smoke,
+    status,
+)
+from spark_llm.ops.preflight_checks import Check, Limits
+from spark_llm.ops.preflight_script import GB
 from spark_llm.ops.pulumi_cli import config_from_json
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, render_text
+from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.node_commands import StackRef
+from spark_llm.remote import runner, ssh
+from spark_llm.remote.runner import NodeRun
 from tests.conftest import HEAD_KEY, WORKER_KEY
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
@@ -54,6 +67,17 @@ ADDRS = (
 )
 
 
+# The engine container as the program's probe function prints it (spark_llm.plan.observation.ENGINE_STATE_FUNCTION).
+ABSENT = (0, 'engine\t{"status": "absent"}')
+RUNNING = (0, 'engine\t{"status": "running", "exit_code": 0, "container_id": "abc", "labels": {}}')
+
+
+def engine_section(state: str, code: int, started: str, finished: str, revision: str, cid: str, oom: str) -> str:
+    labels = json.dumps({"spark-llm.group-revision": revision} if revision else {})
+    fields = f'"status": "{state}", "exit_code": {code}, "container_id": "{cid}", "started_at": "{started}"'
+    return f'engine\t{{{fields}, "finished_at": "{finished}", "oom_killed": {oom}, "labels": {labels}}}'
+
+
 def healthy_head(**override: tuple[int, str]) -> str:
     sections = {
         "docker": (0, "28.3.1 linux/aarch64"),
@@ -62,7 +86,7 @@ def healthy_head(**override: tuple[int, str]) -> str:
         "memory": (0, "MemTotal:       125000000 kB\nMemAvailable:   118000000 kB"),
         "links": (0, LINKS),
         "addrs": (0, ADDRS),
-        "engine": (1, "Error: No such object: spark-llm-engine"),
+        "engine": ABSENT,
         "image": (0, "sha256:aaaa1111 linux/arm64"),
         "ports": (0, "LISTEN 0 128 0.0.0.0:22 0.0.0.0:*"),
         "fabric:spark-2": (0, PING_OK),
@@ -79,7 +103,7 @@ def healthy_worker(**override: tuple[int, str]) -> str:
         "memory": (0, "MemTotal:       125000000 kB\nMemAvailable:   118000000 kB"),
         "links": (0, LINKS),
         "addrs": (0, ADDRS.replace("192.168.200.12", "192.168.200.13")),
-        "engine": (1, "Error: No such object: spark-llm-engine"),
+        "engine": ABSENT,
         "image": (0, "sha256:aaaa1111 linux/arm64"),
         "fabric:spark-1": (0, PING_OK),
     }
@@ -104,7 +128,7 @@ def judged(spark_plan, head: NodeRun | None = None, worker: NodeRun | None = Non
 
 
 def test_capture_sections_round_trip_through_bash():
-    script = nodes.SECTION_FUNCTION + "capture a echo hi\ncapture b sh -c 'printf partial; exit 3'\ncapture c true\n"
+    script = SECTION_FUNCTION + "capture a echo hi\ncapture b sh -c 'printf partial; exit 3'\ncapture c true\n"
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
     assert parse_sections(out) == {"a": Section(0, "hi"), "b": Section(3, "partial"), "c": Section(0, "")}
 
@@ -117,15 +141,15 @@ def test_a_section_cut_short_is_left_out():
 def test_node_scripts_are_valid_bash(spark_plan, role, tmp_path):
     node = spark_plan.head if role == "head" else spark_plan.workers[0]
     path = tmp_path / "facts.sh"
-    path.write_text(nodes.clock_script(preflight.node_script(spark_plan, node, check_flags=True)))
+    path.write_text(runner.clock_script(preflight_script.node_script(spark_plan, node, check_flags=True)))
     subprocess.run(["bash", "-n", str(path)], check=True)
     path.write_text(status.node_script(spark_plan, node))
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
 def test_fabric_pings_fill_the_configured_mtu_from_both_sides(spark_plan):
-    head = preflight.node_script(spark_plan, spark_plan.head, check_flags=False)
-    worker = preflight.node_script(spark_plan, spark_plan.workers[0], check_flags=False)
+    head = preflight_script.node_script(spark_plan, spark_plan.head, check_flags=False)
+    worker = preflight_script.node_script(spark_plan, spark_plan.workers[0], check_flags=False)
     assert "capture fabric:spark-2 ping_mtu '192.168.200.13' 8972" in head
     assert "capture fabric:spark-1 ping_mtu '192.168.200.12' 8972" in worker
     assert "ping -n -q -M do -s" in head
@@ -142,11 +166,11 @@ def test_api_key_reaches_curl_through_a_descriptor_not_argv(raw_config):
 
 @pytest.fixture
 def local_bash(monkeypatch):
-    monkeypatch.setattr(nodes, "ssh_argv", lambda _config, _target, remote: remote)
+    monkeypatch.setattr(runner, "ssh_argv", lambda _config, _target, remote: remote)
 
 
 def test_clock_exchange_measures_skew_and_runs_the_script(local_bash, spark_plan):
-    run = nodes.run_with_clock(spark_plan.head.ssh, "echo done; cat; echo after", timeout=20)
+    run = runner.run(spark_plan.head.ssh, "echo done; cat; echo after", timeout=20, clock=True)
     assert run.ok and run.stdout == "done\nafter\n"  # the script's own commands read nothing from stdin
     # Same clock on both ends: the true skew (0) lies within the exchange's error bound.
     assert run.clock_skew is not None and run.clock_error is not None
@@ -156,12 +180,12 @@ def test_clock_exchange_measures_skew_and_runs_the_script(local_bash, spark_plan
 def test_failed_ssh_returns_at_once_not_at_the_timeout(monkeypatch, spark_plan):
     # Regression: the end of the output was consumed by the clock handshake and the rest waited for the deadline.
     monkeypatch.setattr(
-        nodes, "ssh_argv", lambda *_: ["bash", "-c", "echo 'Host key verification failed.' >&2; exit 255"]
+        runner, "ssh_argv", lambda *_: ["bash", "-c", "echo 'Host key verification failed.' >&2; exit 255"]
     )
     start = time.monotonic()
-    run = nodes.run_with_clock(spark_plan.head.ssh, "true", timeout=30)
+    run = runner.run(spark_plan.head.ssh, "true", timeout=30, clock=True)
     assert time.monotonic() - start < 5
-    assert run.code == 255 and nodes.ssh_failure(run).kind == "host key mismatch"
+    assert run.code == 255 and runner.failure_of(run).kind == "host key mismatch"
 
 
 @pytest.mark.parametrize(
@@ -178,13 +202,13 @@ def test_failed_ssh_returns_at_once_not_at_the_timeout(monkeypatch, spark_plan):
     ids=["mismatch", "refused", "no-route", "banner-timeout", "jump-cannot-reach", "reset", "other"],
 )
 def test_ssh_failure_kinds(stderr, kind):
-    assert nodes.ssh_failure(NodeRun("n", 255, "", stderr, 1.0)).kind == kind
+    assert ssh.ssh_failure(stderr).kind == kind
 
 
 def test_fingerprint_matches_ssh_keygen(tmp_path):
     (tmp_path / "key.pub").write_text(HEAD_KEY + "\n")
     keygen = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "key.pub")], capture_output=True, text=True)
-    assert nodes.fingerprint(HEAD_KEY) == keygen.stdout.split()[1]
+    assert ssh.fingerprint(HEAD_KEY) == keygen.stdout.split()[1]
 
 
 # ---------- preflight verdicts ----------
@@ -207,7 +231,7 @@ def test_host_key_mismatch_is_not_unreachable_and_names_the_key_to_pin(spark_pla
     worker = NodeRun("spark-2", 255, "", "Host key verification failed.", 0.3)
     check = judged(spark_plan, worker=worker, presented={"spark-2": HEAD_KEY})["spark-2", "ssh"]
     assert check.status == FAIL and check.detail.startswith("host key mismatch")
-    assert nodes.fingerprint(HEAD_KEY) in check.detail and nodes.fingerprint(WORKER_KEY) in check.detail
+    assert ssh.fingerprint(HEAD_KEY) in check.detail and ssh.fingerprint(WORKER_KEY) in check.detail
     # The worker's address is the head's view of it: the scan runs on the head, through the pinned ssh.
     assert "nodes[1].hostKey" in check.fix
     assert "`spark-llm exec spark-1 -- ssh-keyscan -t ed25519 -p 22 192.168.200.13`" in check.fix
@@ -255,7 +279,7 @@ def test_fabric_that_carries_only_small_packets_fails_on_the_mtu(spark_plan):
 def test_interfaces(spark_plan, interfaces, links, words):
     network = spark_plan.config.network.model_copy(update={"fabric_interfaces": interfaces})
     sections = parse_sections(facts(links=(0, links), addrs=(0, ADDRS)))
-    check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections)
+    check = preflight_network.check_interfaces("spark-1", network, "192.168.200.12", sections)
     assert check.status == (PASS if words is None else FAIL)
     assert words is None or words in check.detail
 
@@ -265,18 +289,22 @@ def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_check
     stack = StackRef("dual-spark", "conf/Pulumi.dual-spark.yaml")
     network = spark_plan.config.network.model_copy(update={"fabric_interfaces": ["enP2p1s0f0np0"]})
     sections = parse_sections(facts(links=(0, LINKS), addrs=(0, ADDRS)))
-    check = preflight.check_interfaces("spark-1", network, "192.168.200.12", sections, stack)
+    check = preflight_network.check_interfaces("spark-1", network, "192.168.200.12", sections, stack)
     exec_on = "spark-llm exec --stack dual-spark --config-file conf/Pulumi.dual-spark.yaml spark-1 --"
     assert f"`{exec_on} sudo ip link set enP2p1s0f0np0 up`" in check.fix
-    docker = preflight.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
+    docker = preflight_checks.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
     assert f"`{exec_on} sudo systemctl start docker`" in docker.fix
-    denied = preflight.check_docker("spark-1", Section(1, "permission denied while trying to connect"), stack, "aurora")
+    denied = preflight_checks.check_docker(
+        "spark-1", Section(1, "permission denied while trying to connect"), stack, "aurora"
+    )
     assert f"`{exec_on} sudo usermod -aG docker aurora`" in denied.fix
 
 
 def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan):
     network = spark_plan.config.network.model_copy(update={"fabric_interfaces": []})
-    check = preflight.check_interfaces("spark-1", network, "192.168.200.12", parse_sections(facts(addrs=(0, ADDRS))))
+    check = preflight_network.check_interfaces(
+        "spark-1", network, "192.168.200.12", parse_sections(facts(addrs=(0, ADDRS)))
+    )
     assert check.status == SKIP and "set it to [enp1s0f0np0]" in check.fix
 
 
@@ -288,25 +316,25 @@ def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan)
 def test_disk(spark_plan, free_gb, present_gb, size_gb, status):
     limits = Limits(size_gb and size_gb * GB, "test", 10 * GB, 4 * GB, 1.0)
     section = Section(0, f"{free_gb * GB} {4000 * GB} /home\n{present_gb * GB}")
-    assert preflight.check_disk("spark-2", spark_plan.config, section, limits).status == status
+    assert preflight_checks.check_disk("spark-2", spark_plan.config, section, limits).status == status
 
 
 def test_memory_counts_a_nodes_share_of_the_weights_unless_our_engine_holds_it(spark_plan):
     tight = {"memory": Section(0, "MemTotal: 125000000 kB\nMemAvailable: 40000000 kB")}  # 41 GB available
     small = Limits(60 * GB, "test", 10 * GB, 4 * GB, 1.0)  # 30 GB a node + 4
-    assert preflight.check_memory("spark-1", tight, small, 2).status == PASS
+    assert preflight_checks.check_memory("spark-1", tight, small, 2).status == PASS
     big = Limits(119 * GB, "test", 10 * GB, 4 * GB, 1.0)  # 59.5 GB a node + 4
-    assert preflight.check_memory("spark-1", tight, big, 2).status == FAIL
-    running = {**tight, "engine": Section(0, "running")}
-    assert preflight.check_memory("spark-1", running, big, 2).status == PASS
+    assert preflight_checks.check_memory("spark-1", tight, big, 2).status == FAIL
+    running = {**tight, "engine": Section(*RUNNING)}
+    assert preflight_checks.check_memory("spark-1", running, big, 2).status == PASS
 
 
 def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
     listening = Section(0, "LISTEN 0 5 0.0.0.0:30000 0.0.0.0:*\nLISTEN 0 64 192.168.200.12:20000 0.0.0.0:*")
-    ours = {"ports": listening, "engine": Section(0, "running")}
-    theirs = {"ports": listening, "engine": Section(1, "Error: No such object")}
-    assert preflight.check_ports(spark_plan.config, "spark-1", ours).status == PASS
-    check = preflight.check_ports(spark_plan.config, "spark-1", theirs)
+    ours = {"ports": listening, "engine": Section(*RUNNING)}
+    theirs = {"ports": listening, "engine": Section(*ABSENT)}
+    assert preflight_network.check_ports(spark_plan.config, "spark-1", ours).status == PASS
+    check = preflight_network.check_ports(spark_plan.config, "spark-1", theirs)
     assert check.status == FAIL and "30000 (engine.port), 20000 (engine.distPort)" in check.detail
 
 
@@ -315,8 +343,8 @@ def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
 )
 def test_ports_fail_when_engine_host_is_not_an_address_of_the_head(spark_plan, host, status):
     cfg = spark_plan.config.model_copy(update={"engine": spark_plan.config.engine.model_copy(update={"host": host})})
-    sections = {"ports": Section(0, ""), "engine": Section(1, "Error: No such object"), "addrs": Section(0, ADDRS)}
-    check = preflight.check_ports(cfg, "spark-1", sections)
+    sections = {"ports": Section(0, ""), "engine": Section(*ABSENT), "addrs": Section(0, ADDRS)}
+    check = preflight_network.check_ports(cfg, "spark-1", sections)
     assert check.status == status
     if status == FAIL:
         assert check.detail == (
@@ -351,12 +379,12 @@ def test_image(raw_config, mode, role, image, status):
     p = build(raw_config)
     node = p.head if role == "head" else p.workers[0]
     sections = parse_sections(facts(docker=(0, "28.3.1 linux/aarch64"), image=image))
-    assert preflight.check_image(p.config, node, sections, "sha256:aaaa1111").status == status
+    assert preflight_checks.check_image(p.config, node, sections, "sha256:aaaa1111").status == status
 
 
 def test_a_node_of_another_architecture_fails_the_image_check(spark_plan):
     sections = parse_sections(facts(docker=(0, "28.3.1 linux/x86_64"), image=(0, "sha256:aaaa1111 linux/arm64")))
-    check = preflight.check_image(spark_plan.config, spark_plan.head, sections, None)
+    check = preflight_checks.check_image(spark_plan.config, spark_plan.head, sections, None)
     assert check.status == FAIL and "runs linux/amd64" in check.detail
 
 
@@ -374,8 +402,8 @@ SGLANG_HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--served-
 def test_engine_flags_the_image_does_not_list_fail_and_abbreviations_pass(raw_config):
     raw_config["engine"] = {"flags": ["--language-model-only", "--mem-fraction-static", "0.8"]}
     p = build(raw_config)
-    assert preflight.engine_help_command(p.config) == ["python3", "-m", "sglang.launch_server", "--help"]
-    check = preflight.check_flags(p.config, "spark-1", Section(0, SGLANG_HELP))
+    assert preflight_script.engine_help_command(p.config) == ["python3", "-m", "sglang.launch_server", "--help"]
+    check = preflight_checks.check_flags(p.config, "spark-1", Section(0, SGLANG_HELP))
     # --tp is argparse's abbreviation of --tp-size: accepted. The seeds' vLLM flag is not.
     assert check.status == FAIL and "does not list --language-model-only (" in check.detail
 
@@ -404,12 +432,12 @@ def test_checks_table_shows_node_check_status_and_fix():
 REV = "0123456789abcdef"
 
 
-def node_run(node: str, inspect: tuple[int, str], **more: tuple[int, str]) -> NodeRun:
-    return ok_run(node, facts(inspect=inspect, now=(0, "1795000000.0"), **more))
+def node_run(node: str, engine: tuple[int, str], **more: tuple[int, str]) -> NodeRun:
+    return ok_run(node, facts(engine=engine, now=(0, "1795000000.0"), **more))
 
 
 def running(started: str, revision: str = REV) -> tuple[int, str]:
-    return 0, f"running|0|{started}|0001-01-01T00:00:00Z|{revision}|abcdef0123456789|false"
+    return 0, engine_section("running", 0, started, "0001-01-01T00:00:00Z", revision, "abcdef0123456789", "false")
 
 
 def statuses(spark_plan, head_inspect, worker_inspect):
@@ -451,7 +479,10 @@ def test_status_names_an_engine_another_state_of_the_stack_started(spark_plan, o
 
 def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_plan):
     p = with_revision(spark_plan)
-    exited = (0, f"exited|137|2026-11-30T10:00:01Z|2026-11-30T10:30:00Z|{REV}|abcdef012345|false")
+    exited = (
+        0,
+        engine_section("exited", 137, "2026-11-30T10:00:01Z", "2026-11-30T10:30:00Z", REV, "abcdef012345", "false"),
+    )
     s = statuses(p, running("2026-11-30T10:00:05Z"), exited)
     state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)))
     assert state == "drift"
@@ -465,7 +496,7 @@ def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_pl
     ("head", "worker", "words"),
     [
         (running("2026-11-30T10:00:05Z", "ffffffffffffffff"), None, "spark-1 runs revision ffffffffffffffff"),
-        (None, (1, "Error: No such object: spark-llm-engine"), "spark-2 has no spark-llm-engine container"),
+        (None, ABSENT, "spark-2 has no spark-llm-engine container"),
         (None, running("2026-11-30T10:09:00Z"), "spark-2 restarted after the head"),
     ],
     ids=["old-revision", "removed", "restarted-by-hand"],
@@ -479,7 +510,7 @@ def test_status_drift(spark_plan, head, worker, words):
 
 def test_status_not_deployed_and_unhealthy(spark_plan):
     p = with_revision(spark_plan)
-    absent = (1, "Error: No such object: spark-llm-engine")
+    absent = ABSENT
     assert status.verdict(p, statuses(p, absent, absent), None)[0] == "not deployed"
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     state, sentence = status.verdict(p, s, status.Health(503, ()))
@@ -502,7 +533,11 @@ def test_status_uptime_and_head_health_from_the_scripts_output(spark_plan):
 
 
 def test_a_head_that_does_not_listen_says_so():
-    run = node_run("spark-1", (0, "exited|1|x|y|z|id|false"), health=(7, "000curl: (7) Failed to connect"))
+    run = node_run(
+        "spark-1",
+        (0, engine_section("exited", 1, "x", "y", "z", "id", "false")),
+        health=(7, "000curl: (7) Failed to connect"),
+    )
     assert status.head_health(run) == status.Health(None, (), "nothing listens on the port")
 
 

@@ -85,3 +85,90 @@ def test_a_killed_runs_empty_control_dir_is_swept_and_nothing_else(tmp_path):
     ssh.remove_stale_control_dirs(tmp_path)
     assert not stale.exists()
     assert live.exists() and fresh.exists() and shared.exists()
+
+
+# ---------- one option list for every ssh ----------
+
+# FABRIC_SSH_OPTIONS as it was before it came from SSH_OPTIONS: its bytes are in the fabric steps' scripts (their
+# triggers), so a change here would re-run every image and weights transfer on upgrade.
+FABRIC_BEFORE = (
+    "IdentitiesOnly=yes",
+    "BatchMode=yes",
+    "StrictHostKeyChecking=yes",
+    "GlobalKnownHostsFile=/dev/null",
+    "ConnectTimeout=15",
+    "ServerAliveInterval=15",
+    "ServerAliveCountMax=4",
+)
+
+
+def test_every_ssh_takes_its_options_from_the_one_list():
+    from components.connection import docker_ssh_opts, ssh_command
+    from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
+    from spark_llm.plan.hosts import SSH_OPTIONS
+
+    assert FABRIC_SSH_OPTIONS == FABRIC_BEFORE == tuple(f"{k}={v}" for k, v in SSH_OPTIONS)
+    config = ssh.ssh_config(WORKER, Path("/kh"))
+    for key, value in SSH_OPTIONS:
+        assert config.count(f"  {key} {value}\n") == 2  # the worker and its jump host
+        assert docker_ssh_opts(HEAD).count(f"{key}={value}") == 1
+        assert ssh_command(WORKER).count(f"{key}={value}") == 1  # the head's copy is inside the ProxyCommand
+    # Both forms pin the same line: by node name, the key's type and body.
+    pin = f"/bin/echo spark-1 {' '.join(HEAD_KEY.split()[:2])}"
+    assert f"KnownHostsCommand={pin}" in docker_ssh_opts(HEAD)
+    assert ssh.known_hosts(HEAD) == f"spark-1 {' '.join(HEAD_KEY.split()[:2])}\n"
+
+
+# ---------- the one runner (bash standing in for ssh) ----------
+
+
+def stand_in(monkeypatch, argv: list[str] | None = None) -> None:
+    """Run the script with local bash instead of ssh (or `argv`, an ssh that fails its own way)."""
+    from spark_llm.remote import runner
+
+    monkeypatch.setattr(runner, "ssh_argv", lambda _config, _target, remote: argv or remote)
+
+
+def test_run_script_returns_stdout_and_raises_with_the_last_lines(monkeypatch):
+    from spark_llm.remote import runner
+
+    stand_in(monkeypatch)
+    assert runner.run_script(HEAD, "echo one; echo noise >&2; echo two\n", timeout=20) == "one\ntwo\n"
+    try:
+        runner.run_script(HEAD, "echo started; false; echo never\n", timeout=20)
+    except ssh.RemoteError as err:
+        assert "exit 1: the script failed on the node" in str(err) and str(err).endswith("started")
+    else:
+        raise AssertionError("a failed script must raise")
+
+
+def test_run_script_names_the_hop_whose_host_key_ssh_refused(monkeypatch):
+    from spark_llm.remote import runner
+
+    stand_in(monkeypatch, ["bash", "-c", f"printf %s {CHANGED.format(name='spark-1')!r} >&2; exit 255"])
+    try:
+        runner.run_script(WORKER, "true\n", timeout=20)
+    except ssh.HostKeyMismatchError as err:
+        assert err.node == "spark-1" and "ssh refused spark-1's host key" in str(err)
+    else:
+        raise AssertionError("a refused host key must raise")
+
+
+def test_run_streams_lines_and_stops_when_cancelled(monkeypatch):
+    import threading
+    import time
+
+    from spark_llm.remote import runner
+
+    stand_in(monkeypatch)
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def line(text: str) -> None:
+        seen.append(text)
+        cancel.set()
+
+    start = time.monotonic()
+    result = runner.run(HEAD, "echo first; exec sleep 30\n", timeout=None, on_line=line, cancel=cancel)
+    assert seen == ["first\n"] and result.code == runner.NO_ANSWER and time.monotonic() - start < 10
+    assert runner.run(HEAD, "exec sleep 30\n", timeout=1).stderr == "no answer within 1 s"

@@ -1,33 +1,43 @@
-"""`spark-llm status`: when is a deployed group whole, and when does `pulumi up` restart it in order."""
+"""`spark-llm status`: when is a deployed group whole, and when does `pulumi up` restart it in order.
+
+Judged from each member's container as the program's probe reads it (NodeStatus), never from `launch.sh status`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from spark_llm.ops.status import judge_group
+from spark_llm.ops.status import NodeStatus, differences
 
 REV = "0123456789abcdef"
-HEAD = f"running aaa 2026-11-30T10:00:05.000000000Z {REV}"
-WORKER = f"running bbb 2026-11-30T10:00:01.000000000Z {REV}"
+HEAD = NodeStatus("head", "head", "engine", "running", started_at="2026-11-30T10:00:05.000000000Z", revision=REV)
+WORKER = NodeStatus("w1", "worker", "engine", "running", started_at="2026-11-30T10:00:01.000000000Z", revision=REV)
+
+
+def worker(name: str = "w1", **changes: object) -> NodeStatus:
+    return dataclasses.replace(WORKER, node=name, **changes)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("statuses", "problem"),
     [
-        ({"head": HEAD, "w1": WORKER}, None),
-        ({"head": HEAD, "w1": "absent"}, "w1 is absent"),
-        ({"head": HEAD, "w1": "exited 1 bbb"}, "w1 is exited 1 bbb"),
-        ({"head": "exited 137 aaa", "w1": WORKER}, "head is exited 137"),
-        ({"head": HEAD, "w1": "unreachable (ssh: timeout)"}, "w1 is unreachable"),
-        ({"head": HEAD, "w1": WORKER.replace(REV, "ffffffffffffffff")}, "w1 runs group revision ffffffffffffffff"),
-        ({"head": HEAD, "w1": WORKER.replace("10:00:01", "10:09:00")}, "w1 restarted after the head"),
-        ({"head": HEAD, "w1": WORKER, "w2": WORKER.replace("10:00:01", "10:00:09")}, "w2 restarted after the head"),
+        ([HEAD, WORKER], None),
+        ([HEAD, worker(state="absent")], "w1 has no engine container"),
+        ([HEAD, worker(state="exited", exit_code=1)], "w1 exited (1)"),
+        ([dataclasses.replace(HEAD, state="exited", exit_code=137), WORKER], "head exited (137)"),
+        ([HEAD, worker(state="unreachable", error="ssh: timeout")], "w1 is unreachable"),
+        ([HEAD, worker(revision="ffffffffffffffff")], "w1 runs revision ffffffffffffffff"),
+        ([HEAD, worker(started_at="2026-11-30T10:09:00Z")], "w1 restarted after the head"),
+        ([HEAD, WORKER, worker("w2", started_at="2026-11-30T10:00:09Z")], "w2 restarted after the head"),
     ],
     ids=["whole", "absent", "exited", "head-exited", "unreachable", "old-revision", "worker-restarted", "one-of-two"],
 )
-def test_judge_group(statuses, problem):
-    verdict = judge_group(statuses, "head", REV)
+def test_group_differences(statuses, problem):
+    plan = type("Plan", (), {"head": type("Head", (), {"name": "head"})(), "group_revision": REV})()
+    found = differences(plan, statuses)  # type: ignore[arg-type]
     if problem is None:
-        assert verdict is None
+        assert found == []
     else:
-        assert verdict is not None and problem in verdict
+        assert any(problem in phrase for phrase in found), found
