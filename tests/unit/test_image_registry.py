@@ -90,6 +90,7 @@ def test_worker_holding_the_heads_image_untagged_is_tagged_and_sent_nothing(raw_
     assert f"worker docker tag {HEAD_ID} {REF}" in calls(stub)
     assert " load" not in calls(stub)  # the early docker save on the head is stopped unread
     assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
+    assert calls(stub).endswith("ssh -O exit\n")  # the step's shared ssh connection ends with it
 
 
 def test_a_worker_whose_images_cannot_be_listed_is_sent_nothing(raw_config, stub):
