@@ -320,7 +320,7 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _worker_from_head(cfg: StackConfig, head: NodePlan, worker: NodePlan) -> str:
+def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
     absent, mismatch = _hints(cfg, worker)
     return (
         _header(
@@ -371,7 +371,7 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
         elif node.role == "head":
             script, local = _head_from_operator(cfg, node), True
         else:
-            script, runs_on, needs_head_id = _worker_from_head(cfg, plan.head, node), plan.head, True
+            script, runs_on, needs_head_id = _worker_from_head(cfg, node), plan.head, True
         steps.append(
             ImageStep(node=node.name, runs_on=runs_on, script=script, needs_head_id=needs_head_id, local=local)
         )
