@@ -6,7 +6,7 @@ Same data for every method (7 x 320 MiB of random bytes + 100 x 64 KiB: 2.2 GiB)
   renders, manifest verification included), uncapped.
 - fanout: the project's step to one worker, then to three, with every node's fabric egress capped
   (`sim/sim link`), so the head's uplink is the limit a real cable would be.
-- image: the engine image head -> worker-1 by the project's step (a registry on the head) against docker save |
+- image: the engine image head -> worker-1 by the project's step against a bare docker save |
   load, and the bytes one changed 20 MiB layer moves (bench/image_transfer.py).
 Writes bench/results/transfer-<UTC>.json. Needs the sim (brought up here with 3 workers) and `make tools`.
 """

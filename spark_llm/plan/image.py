@@ -9,10 +9,9 @@ records the drift token (spark_llm.plan.drift) with that ID. Every failure says 
 - present: the step checks that the image is there.
 - pull: the step checks the platform; the RemoteImage pulls with `platform`.
 - transfer, source head: the head must have the image; each worker's step runs ON the head and, when the worker
-  lacks the image or has another ID, moves only the layers the worker lacks through a short-lived registry on the
-  head and a reverse tunnel over the fabric (spark_llm.plan.image_registry, spark_llm.plan.fabric); without
-  `docker-registry` on the head, it pipes `docker save` into `docker load` on the worker (the whole image).
-  Progress every few seconds. A worker that has the head's ID moves no bytes.
+  lacks the image or has another ID, pipes `docker save` into `docker load` on the worker over the fabric
+  (spark_llm.plan.fabric): the whole image to a worker that holds none of its layers, else only the layers it lacks
+  (spark_llm.plan.image_layers). Progress every few seconds. A worker that has the head's ID moves no bytes.
 - transfer, source operator: the head's step runs on the operator's machine and pipes its `docker save` into
   `docker load` on the head over plain OpenSSH (pinned, components.connection.ssh_command), when the head lacks
   that image ID; then the workers get it from the head as above.
@@ -26,7 +25,7 @@ from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.fabric import fabric_ssh_setup
-from spark_llm.plan.image_registry import PROGRESS_FUNCTIONS, send_functions
+from spark_llm.plan.image_layers import PROGRESS_FUNCTIONS, send_functions
 
 # The head's image ID in a worker's transfer script (prepended by `with_head_id`): the ID all nodes must have.
 HEAD_ID_ENV = "HEAD_IMAGE_ID"
@@ -111,26 +110,61 @@ verify() {
 
 # Runs where the image is (the head, or the operator's machine): docker save | dd (counts the bytes) | the
 # node's docker load (`load_on_node`, defined per step), a progress line every PROGRESS_SECONDS (the image's
-# unpacked size, about what the tar stream carries, gives the ETA). The fallback of a worker's registry transfer.
+# unpacked size, about what the tar stream carries, gives the ETA). `transfer` sends the whole image;
+# `transfer_layers DIFF_ID...` (a worker's step, spark_llm.plan.image_layers) only those layers, through LAYER_FILTER:
+# the node holds the others, and `docker load` takes them from its own store.
 _TRANSFER = r"""sent_bytes() {
   local sent
   sent=$(tr '\r' '\n' <"$progress_log" | sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' | tail -n 1)
   echo "${sent:-0}"
 }
 
-transfer() {
-  local size
+# A worker's step starts docker save before its checks (`save_early`): docker spends the first seconds of a save
+# writing the image to a temp dir before the first byte, which covers the step's ssh round trips. It runs on the
+# head only; nothing crosses the fabric until `send` reads it, and the step's cleanup stops it when nothing does.
+save_early() {
+  exec {saved_fd}< <(exec docker save "$IMAGE_REF")
+  save_pid=$!
+}
+
+# The archive docker save writes (the early one if any), filtered to the given layers after `some`; `send` reads
+# the early one itself when it sends all of it (one copy less).
+save_image() {
+  if [ "$1" = all ]; then
+    docker save "$IMAGE_REF"
+  elif shift && [ -n "${saved_fd:-}" ]; then
+    python3 -c "$LAYER_FILTER" "$@" <&"$saved_fd"
+  else
+    docker save "$IMAGE_REF" | python3 -c "$LAYER_FILTER" "$@"
+  fi
+}
+
+# send all | send some DIFF_ID...
+send() {
+  local size how=about
   size=$(docker image inspect --format '{{.Size}}' "$IMAGE_REF")
-  # Global, for the EXIT trap; the trap replaces fabric_ssh_setup's, so it removes its known_hosts file too.
+  # Global, for the EXIT trap (step_cleanup).
   progress_log=$(mktemp)
-  trap 'rm -f "${fabric_kh:-}" "$progress_log"' EXIT
-  echo "$NODE: sending $IMAGE_REF ($((size / 1000000)) MB unpacked) from $SOURCE_NAME $ROUTE"
-  (docker save "$IMAGE_REF" | dd bs=1M status=progress 2>"$progress_log" | load_on_node) &
-  watch_bytes $! "docker save | docker load $ROUTE" sent_bytes "$size" about \
+  if [ "$1" = all ]; then
+    echo "$NODE: sending $IMAGE_REF ($((size / 1000000)) MB unpacked) from $SOURCE_NAME $ROUTE"
+  else
+    how='at most'
+    echo "$NODE: sending $(($# - 1)) layers of $IMAGE_REF (at most $((size / 1000000)) MB unpacked) from" \
+      "$SOURCE_NAME $ROUTE"
+  fi
+  if [ "$1" = all ] && [ -n "${saved_fd:-}" ]; then
+    (dd if="/dev/fd/$saved_fd" bs=1M status=progress 2>"$progress_log" | load_on_node) &
+  else
+    (save_image "$@" | dd bs=1M status=progress 2>"$progress_log" | load_on_node) &
+  fi
+  watch_bytes $! "docker save | docker load $ROUTE" sent_bytes "$size" "$how" \
     || die "$NODE: the transfer failed (docker save on $SOURCE_NAME | docker load on $NODE);" \
       "the lines above say which side. Run pulumi up again to retry."
   echo "$NODE: sent $(tr '\r' '\n' <"$progress_log" | grep ' copied, ' | tail -n 1)"
 }
+
+transfer() { send all; }
+transfer_layers() { send some "$@"; }
 """
 
 
@@ -154,16 +188,22 @@ def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatc
 
 
 _ON_THIS_NODE = 'on_node() { "$@" </dev/null; }\n'
-# ssh joins its arguments into one command line for the remote shell: quote each word once more.
+# ssh joins its arguments into one command line for the remote shell: quote each word once more. The step's short
+# ssh calls (platform, image, layers, verify) ride one connection (ControlMaster): a handshake costs about 0.5 s on
+# the sim's loaded cores. The transfer has a connection of its own: through the master, every byte would take one
+# more hop (client -> master). The master ends with the step (step_cleanup, which replaces fabric_ssh_setup's EXIT
+# trap and removes its file too).
 _ON_WORKER = (
-    'on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
-    'load_on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load; }\n'
-    # CMD on the worker with a reverse tunnel (ssh -R FORWARD) to the head's registry, failing if it cannot listen.
-    "tunnel_to_node() {\n"
-    "  local forward=$1\n"
-    "  shift\n"
-    '  "${FABRIC_SSH[@]}" -o ExitOnForwardFailure=yes -R "$forward" "$FABRIC_TARGET" "${*@Q}" </dev/null\n'
+    "fabric_mux=$(mktemp -d)\n"
+    'FABRIC_MUX=(-o ControlMaster=auto -o "ControlPath=$fabric_mux/%C" -o ControlPersist=60)\n'
+    "step_cleanup() {\n"
+    '  [ -z "${save_pid:-}" ] || kill "$save_pid" 2>/dev/null || true\n'
+    '  "${FABRIC_SSH[@]}" "${FABRIC_MUX[@]}" -O exit "$FABRIC_TARGET" >/dev/null 2>&1 || true\n'
+    '  rm -rf "$fabric_mux" "$fabric_kh" "${progress_log:-}"\n'
     "}\n"
+    "trap step_cleanup EXIT\n"
+    'on_node() { "${FABRIC_SSH[@]}" "${FABRIC_MUX[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
+    'load_on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load; }\n'
     "SOURCE_NAME='the head'\nROUTE='over the fabric'\n"
 )
 # From the operator's machine: the pinned OpenSSH command the component puts in the environment.
@@ -173,7 +213,8 @@ _ON_HEAD_FROM_HERE = (
     'on_node() { "${SSH[@]}" "$SSH_TARGET" "${*@Q}" </dev/null; }\n'
     'load_on_node() { "${SSH[@]}" "$SSH_TARGET" docker load; }\n'
     "SOURCE_NAME=\"this machine (the operator's)\"\nROUTE='over ssh'\n"
-    "fabric_kh=''  # no fabric hop from here (the transfer's EXIT trap names it)\n"
+    'step_cleanup() { rm -f "${progress_log:-}"; }\n'
+    "trap step_cleanup EXIT\n"
 )
 
 
@@ -279,7 +320,7 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _worker_from_head(cfg: StackConfig, head: NodePlan, worker: NodePlan) -> str:
+def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
     absent, mismatch = _hints(cfg, worker)
     return (
         _header(
@@ -291,12 +332,13 @@ def _worker_from_head(cfg: StackConfig, head: NodePlan, worker: NodePlan) -> str
         + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
         + PROGRESS_FUNCTIONS
         + _TRANSFER
-        + send_functions(f"{head.remote_dir}/logs")
+        + send_functions()
         + f"HEAD_IMAGE_ID=${{{HEAD_ID_ENV}:?set by the EngineImage component: the image ID of the head}}\n"
-        + "require_node_platform\n"
         + "head_id=$(docker image inspect --format '{{.Id}}' \"$IMAGE_REF\" 2>/dev/null) || head_id=absent\n"
         + '[ "$head_id" = "$HEAD_IMAGE_ID" ] || die "the head\'s $IMAGE_REF is now $head_id, not $HEAD_IMAGE_ID as'
         ' when this update checked it; nothing was sent to $NODE. Run pulumi up again."\n'
+        + "save_early\n"
+        + "require_node_platform\n"
         + "have=$(image_facts)\n"
         + 'if [ "${have%% *}" = "$HEAD_IMAGE_ID" ]; then\n'
         + '  echo "$NODE already has $IMAGE_REF ($HEAD_IMAGE_ID): nothing to transfer"\n'
@@ -329,7 +371,7 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
         elif node.role == "head":
             script, local = _head_from_operator(cfg, node), True
         else:
-            script, runs_on, needs_head_id = _worker_from_head(cfg, plan.head, node), plan.head, True
+            script, runs_on, needs_head_id = _worker_from_head(cfg, node), plan.head, True
         steps.append(
             ImageStep(node=node.name, runs_on=runs_on, script=script, needs_head_id=needs_head_id, local=local)
         )

@@ -1,8 +1,8 @@
 """The pure image steps: which node runs what, valid bash, and what each script does against stub nodes.
 
 The stub `docker` answers from files (one set per node), the stub `ssh` runs the fabric command as the worker,
-so a rendered script runs here as it would on the head: its messages and the bytes it moves are checked. Here
-the head lacks `docker-registry` (a worker gets `docker save | docker load`); test_image_registry.py has it.
+so a rendered script runs here as it would on the head: its messages and the bytes it moves are checked.
+test_image_layers.py has the layer-by-layer moves.
 """
 
 from __future__ import annotations
@@ -34,10 +34,8 @@ def steps(raw, mode="transfer", source="head", platform=None):
 
 @pytest.fixture
 def stub(tmp_path: Path):
-    """The stub nodes (tests/unit/image_stubs.py) without `docker-registry` on the head: the save | load path."""
-    if shutil.which("docker-registry"):
-        pytest.skip("docker-registry is installed here: the stub head cannot lack it")
-    return stub_nodes(tmp_path, registry=False)
+    """The stub nodes (tests/unit/image_stubs.py)."""
+    return stub_nodes(tmp_path)
 
 
 # ---------- the table: which node runs which step ----------
@@ -99,7 +97,8 @@ def test_node_of_another_platform_fails_naming_the_node_before_anything_moves(ra
     assert f"{node} is linux/amd64 (docker info on {node}), but spark-llm:image.platform is linux/arm64" in out.stderr
     assert "DGX Spark is linux/arm64" in out.stderr
     calls = (stub.state / "calls.log").read_text()
-    assert " save" not in calls and " pull" not in calls and " load" not in calls
+    # (a worker's step may have started docker save on the head early: it is stopped unread)
+    assert " pull" not in calls and " load" not in calls
 
 
 def test_image_of_another_platform_fails_naming_the_node_and_what_it_is(raw_config, stub):
@@ -189,14 +188,14 @@ def test_transfer_from_the_head_needs_the_image_on_the_head(raw_config, stub):
     assert "spark-llm:image.source operator" in out.stderr
 
 
-def test_head_without_docker_registry_sends_docker_save_to_a_worker_that_lacks_it(raw_config, stub):
+def test_a_worker_without_any_layer_gets_the_whole_docker_save(raw_config, stub):
     out = stub(steps(raw_config, "transfer", "head")["spark-2"].script)
     assert out.returncode == 0, out.stderr
-    assert "warning: docker-registry is not on the head: sending all of lmsysorg/sglang:spark" in out.stdout
-    assert "`sudo apt install docker-registry` there makes a changed image move only its new layers" in out.stdout
-    assert (stub.state / "worker.loaded").read_text() == "IMAGE-TAR-FROM-head"
+    assert "spark-2 holds none of the image's 2 layers: sending all of it" in out.stdout
+    assert (stub.state / "worker.loaded").read_bytes() == (stub.state / "head.save.tar").read_bytes()
     assert "spark-2: sending lmsysorg/sglang:spark (123 MB unpacked) from the head over the fabric" in out.stdout
-    assert "spark-2: sent 19 bytes" in out.stdout  # dd's count of what went through
+    size = (stub.state / "head.save.tar").stat().st_size
+    assert f"spark-2: sent {size} bytes" in out.stdout  # dd's count of what went through
     assert out.stdout.splitlines()[-1] == f"image {HEAD_ID} linux/arm64"
 
 
@@ -214,7 +213,7 @@ def test_worker_with_the_heads_id_moves_no_bytes(raw_config, stub):
     assert out.returncode == 0, out.stderr
     assert "nothing to transfer" in out.stdout
     calls = (stub.state / "calls.log").read_text()
-    assert " save" not in calls and " load" not in calls
+    assert " load" not in calls  # the early docker save on the head is stopped unread
 
 
 def test_transfer_refuses_when_the_heads_image_changed_since_the_head_step(raw_config, stub):
