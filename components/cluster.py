@@ -14,20 +14,18 @@ from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
-from spark_llm.plan import drift, node_files
-from spark_llm.plan import weights as weights_plan
+from spark_llm.plan import drift
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.steps import build_steps
 
 
 def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
-    """The `extra` probe sections of spark_llm.remote.observe.observe for this plan (the weights' and the launch files'
-    live digests)."""
-    tool = weights_plan.MANIFEST_TOOL_PATH.read_text()
-    return lambda node: (
-        node_files.probe(node_files.launch_files(plan, node)) + weights_plan.render_probe(plan.config, node, tool)
-    )
+    """The `extra` probe sections of spark_llm.remote.observe.observe for this plan (the weights' and the launch
+    files' live digests: spark_llm.plan.steps)."""
+    probes = build_steps(plan).probes
+    return lambda node: probes[node.name]
 
 
 def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object) -> str:
@@ -84,6 +82,8 @@ class SparkCluster(pulumi.ComponentResource):
         # command resource below inherits this one, every docker resource names its node's provider.
         commands = command.Provider(f"{name}-command", opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers={"command": commands})
+        # Every step's script and the values it uses, resolved once from the plan: the children only declare them.
+        steps = build_steps(plan)
         connections = {n.name: command_connection(n.ssh, args.keys) for n in plan.nodes}
         # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
         providers = {n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, child) for n in plan.nodes}
@@ -95,7 +95,7 @@ class SparkCluster(pulumi.ComponentResource):
         observed = args.observations
         scripts = LaunchScripts(
             f"{name}-scripts",
-            LaunchScriptsArgs(plan=plan, connections=connections, observations=observed),
+            LaunchScriptsArgs(plan=plan, files=steps.files, connections=connections, observations=observed),
             child,
         )
         image = EngineImage(
@@ -105,7 +105,7 @@ class SparkCluster(pulumi.ComponentResource):
         )
         weights = ModelWeights(
             f"{name}-weights",
-            ModelWeightsArgs(plan=plan, connections=connections, observations=observed),
+            ModelWeightsArgs(plan=plan, steps=steps.weights, connections=connections, observations=observed),
             child,
         )
         restart_on: dict[str, pulumi.Input[str]] = {
@@ -120,6 +120,7 @@ class SparkCluster(pulumi.ComponentResource):
             f"{name}-engine",
             EngineGroupArgs(
                 plan=plan,
+                stops=steps.stops,
                 providers=providers,
                 connections=connections,
                 # The head's ID for every node: each node's verify step (a prerequisite) proved it has that ID, and

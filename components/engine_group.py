@@ -34,13 +34,15 @@ import pulumi_docker as docker
 from components.commands import NodeCommand, discarding_stdin
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.drift import OWNER_STEP, record_token_script
+from spark_llm.plan.drift import owner_watch_script
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineGroupArgs:
     plan: DeploymentPlan
     """The deployment plan: nodes in rank order, container specs' inputs, group revision."""
+    stops: dict[str, str]
+    """Each node's step that stops its engine before the group is replaced (spark_llm.plan.steps.build_steps)."""
     providers: dict[str, docker.Provider]
     """Each node's docker provider."""
     connections: dict[str, command.remote.ConnectionArgs]
@@ -117,13 +119,10 @@ def _watch(
     state_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> NodeCommand:
-    """Records which state started the container (before watching: it did, whether or not it survives its start),
-    then fails with its log lines if it stops within the startup grace."""
+    """Records which state started the container, then fails with its log lines if it stops within the startup
+    grace (spark_llm.plan.drift.owner_watch_script)."""
     script = pulumi.Output.all(pulumi.Output.from_input(state_id), container.id).apply(
-        lambda ids: (
-            record_token_script(node.remote_dir, OWNER_STEP, ids[0] or "unknown", ids[1])
-            + f"{node.script_path} watch {shlex.quote(node.name)}\n"
-        )
+        lambda ids: owner_watch_script(node, ids[0], ids[1])
     )
     return NodeCommand(name, connection=connection, script=script, triggers=[container.id], opts=opts)
 
@@ -147,12 +146,7 @@ class EngineGroup(pulumi.ComponentResource):
                 NodeCommand(
                     f"{name}-stop-{node.name}",
                     connection=args.connections[node.name],
-                    # Stopped, then removed: a container this state does not know (its state lost, or a
-                    # stack re-created on another backend) would otherwise hold the name and fail the create.
-                    # The docker provider's delete of the container it knew tolerates it being gone.
-                    script=f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
-                    f"docker rm -f {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
-                    f"echo 'stopped the engine on {node.name} (if it ran): the group restarts in order'\n",
+                    script=args.stops[node.name],
                     triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
                     secret=secret,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *stops[-1:]]),
@@ -223,7 +217,7 @@ def readiness_spec(plan: DeploymentPlan) -> dict:
         "port": plan.port,
         "model": plan.model_name,
         "timeout": plan.ready_timeout,
-        "api_key": plan.config.api_key or "",
+        "api_key": plan.api_key or "",
     }
 
 
@@ -241,7 +235,7 @@ def _readiness_gate(
         # shows once, in the step's error.
         logging=command.local.Logging.STDOUT,
         # The spec carries the API key: over stdin (encrypted in state), never on a command line.
-        stdin=pulumi.Output.secret(spec) if plan.config.api_key else spec,
+        stdin=pulumi.Output.secret(spec) if plan.api_key else spec,
         triggers=[head.id],
         add_previous_output_in_env=False,
         opts=opts,

@@ -17,15 +17,16 @@ moves it, and nothing else leaks it. It never passes through config, a command l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
 import pulumi_command as command
 
 from components.commands import NodeCommand
+from components.drift_notes import noted_step_token
 from spark_llm.plan import node_files
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.drift import first_run, record_token_script, step_token
-from spark_llm.plan.node_files import file_script, remove_file_command, sha256_text
+from spark_llm.plan.node_files import NodeFile, sha256_text
 from spark_llm.plan.observation import NodeObservation
 
 # Prints the new Ray token (64 hex digits) and nothing else, or fails: an empty token file would stop Ray.
@@ -35,7 +36,9 @@ RAY_TOKEN_COMMAND = "t=$(od -An -vtx1 -N32 /dev/urandom | tr -d ' \\n') && [ ${#
 @dataclass(frozen=True, kw_only=True)
 class LaunchScriptsArgs:
     plan: DeploymentPlan
-    """The deployment plan: nodes, rendered script and env file."""
+    """The deployment plan: nodes, and whether there is an API key and a Ray token."""
+    files: dict[str, tuple[NodeFile, ...]]
+    """The files each node gets, by node name (spark_llm.plan.steps.build_steps)."""
     connections: dict[str, command.remote.ConnectionArgs]
     """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     observations: dict[str, NodeObservation] | None = None
@@ -57,57 +60,23 @@ class LaunchScripts(pulumi.ComponentResource):
         def token(node: NodePlan, path: str) -> str:
             observation = (args.observations or {}).get(node.name)
             live = node_files.live_value(observation.facts, path) if observation else None
-            value, why = step_token(observation, node_files.drift_step(path), live)
-            if live in (node_files.DIRECTORY, node_files.NONEMPTY_DIRECTORY):
+            directory = live in (node_files.DIRECTORY, node_files.NONEMPTY_DIRECTORY)
+            if live is not None and directory:
                 # Named whatever the records say: docker made it when a container started before the file was
                 # there (the other state's `destroy` removed file and records alike), and every later container
                 # mounts it.
                 pulumi.log.warn(node_files.directory_warning(node.name, path, live))
-            elif why and not first_run(observation, node_files.drift_step(path)):
-                state = "removed" if live is None else "edited"
-                pulumi.log.warn(f"drift: {path} on {node.name} was {state} since `pulumi up`; `up` writes it again")
-            return value
-
-        def node_file(
-            resource: str, node: NodePlan, path: str, content: pulumi.Input[str], mode: str, secret: bool
-        ) -> NodeCommand:
-            text = pulumi.Output.secret(content) if secret else pulumi.Output.from_input(content)
-            step = node_files.drift_step(path)
-            drift_token = token(node, path)
-            return NodeCommand(
-                resource,
-                connection=args.connections[node.name],
-                script=text.apply(
-                    lambda c: file_script(
-                        path, c, mode, record_token_script(node.remote_dir, step, drift_token, sha256_text(c))
-                    )
-                ),
-                delete=remove_file_command(path, node.remote_dir),
-                triggers=[drift_token],
-                # A secret file's script (its content) is encrypted in state, and so is its digest.
-                secret=secret,
-                # The old file's delete must run before the new one is written, not after (same path).
-                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            state = "removed" if live is None else "edited"
+            return noted_step_token(
+                observation,
+                node_files.drift_step(path),
+                live,
+                on_drift=None
+                if directory
+                else lambda _: f"drift: {path} on {node.name} was {state} since `pulumi up`; `up` writes it again",
             )
 
-        self.files = {}
-        for node in plan.nodes:
-            self.files[node.name] = [
-                node_file(f"{name}-{node.name}-script", node, node.script_path, plan.launch_script, "0755", False),
-                # The env file may carry secrets: a secret in state, and 0600 on the node.
-                node_file(f"{name}-{node.name}-env", node, node.env_path, plan.env_file, "0600", True),
-            ]
-        self.api_config_digest = None
-        if plan.api_config and plan.api_config_path:
-            # The API key, for the head's engine only (the rank that serves the API): a secret in state, 0600 on
-            # the node, handed to the engine as `--config` so it is on no command line.
-            self.files[plan.head.name].append(
-                node_file(
-                    f"{name}-{plan.head.name}-api-key", plan.head, plan.api_config_path, plan.api_config, "0600", True
-                )
-            )
-            # A new key must restart the group (the engine reads the file at start): its digest, kept secret.
-            self.api_config_digest = pulumi.Output.secret(sha256_text(plan.api_config))
+        ray_token: pulumi.Output[str] | None = None
         self.ray_token_digest = None
         if plan.ray_auth:
             made = command.local.Command(
@@ -119,12 +88,33 @@ class LaunchScripts(pulumi.ComponentResource):
             )
             printed: pulumi.Input[str] = made.stdout
             ray_token = pulumi.Output.secret(printed)
-            for node in plan.nodes:
-                # Every Ray node needs it: the head's Ray checks it, the workers' Ray and vLLM's driver send it.
-                self.files[node.name].append(
-                    node_file(f"{name}-{node.name}-ray-token", node, node.ray_token_path, ray_token, "0600", True)
-                )
             # A new token (a new stack on the same nodes) must restart the group: its digest, kept secret.
             self.ray_token_digest = pulumi.Output.secret(ray_token.apply(sha256_text))
+        self.api_config_digest = None
+        if plan.api_config:
+            # A new key must restart the group (the engine reads the file at start): its digest, kept secret.
+            self.api_config_digest = pulumi.Output.secret(sha256_text(plan.api_config))
+
+        self.files = {}
+        for node in plan.nodes:
+            self.files[node.name] = []
+            for file in args.files[node.name]:
+                content = file.content if file.content is not None else ray_token
+                assert content is not None  # a file without content is the Ray token, made above (plan.ray_auth)
+                text = pulumi.Output.secret(content) if file.secret else pulumi.Output.from_input(content)
+                drift_token = token(node, file.path)
+                self.files[node.name].append(
+                    NodeCommand(
+                        f"{name}-{node.name}-{file.name}",
+                        connection=args.connections[node.name],
+                        script=text.apply(partial(node_files.file_step, node, file, token=drift_token)),
+                        delete=file.delete,
+                        triggers=[drift_token],
+                        # A secret file's script (its content) is encrypted in state, and so is its digest.
+                        secret=file.secret,
+                        # The old file's delete must run before the new one is written, not after (same path).
+                        opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                    )
+                )
         self.script_sha256 = pulumi.Output.from_input(sha256_text(plan.launch_script))
         self.register_outputs({"script_sha256": self.script_sha256})

@@ -20,7 +20,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 import pulumi_command as command
@@ -28,17 +27,18 @@ import pulumi_command as command
 from components import bootstrap as stack
 from components.commands import NodeCommand, OperatorCommand
 from components.connection import ssh_command, ssh_destination
-from spark_llm.plan import weights, weights_fanout, weights_sync
+from components.drift_notes import noted_step_token
+from spark_llm.plan import weights, weights_sync
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.drift import first_run, step_token
-from spark_llm.plan.node_files import file_script, remove_file_command
 from spark_llm.plan.observation import NodeObservation
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelWeightsArgs:
     plan: DeploymentPlan
-    """The deployment plan: model path and source, nodes, fabric key, transfer timeout, HF token."""
+    """The deployment plan: the nodes in rank order."""
+    steps: weights.WeightsPlan
+    """The weights steps, resolved from the config by the plan (spark_llm.plan.steps.build_steps)."""
     connections: dict[str, command.remote.ConnectionArgs]
     """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     observations: dict[str, NodeObservation] | None = None
@@ -80,46 +80,41 @@ class ModelWeights(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:ModelWeights", name, None, opts)
         plan = args.plan
-        cfg = plan.config
-        source = cfg.model.effective_source
-        tool = weights.MANIFEST_TOOL_PATH.read_text()
-        fanout_tool = weights_fanout.fanout_sources()
+        steps = args.steps
         head = plan.head
         conn = args.connections
 
         def token(node: NodePlan) -> str:
             observation = (args.observations or {}).get(node.name)
-            live = weights.live_value(cfg, node, observation.facts) if observation else None
-            value, why = step_token(observation, weights.DRIFT_STEP, live)
-            if why and first_run(observation, weights.DRIFT_STEP):
-                pulumi.log.info(f"{why}: `pulumi up` puts the weights at {cfg.model.path}")
-            elif why:
-                pulumi.log.warn(f"drift: {why} (weights at {cfg.model.path}); `pulumi up` syncs what differs")
-            return value
+            return noted_step_token(
+                observation,
+                weights.DRIFT_STEP,
+                steps.live(node, observation.facts) if observation else None,
+                on_first_run=lambda why: f"{why}: `pulumi up` puts the weights at {steps.path}",
+                on_drift=lambda why: f"drift: {why} (weights at {steps.path}); `pulumi up` syncs what differs",
+            )
 
         retention = {
             node.name: NodeCommand(
                 f"{name}-{node.name}-retention",
                 connection=conn[node.name],
-                script=weights.render_retention(cfg, node, tool),
-                delete_phase=weights.RETENTION_DELETE_PHASE if weights.purges(cfg, node) else None,
+                script=steps.retention[node.name],
+                delete_phase=weights.RETENTION_DELETE_PHASE if steps.purges[node.name] else None,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for node in plan.nodes
         }
         # What the head's copy is made from: changing any of it re-obtains and re-syncs every worker.
-        identity = [source.kind, source.repo or "", source.revision or "", source.path or "", cfg.model.path]
+        identity = list(steps.identity)
         head_deps: list[pulumi.Resource] = [retention[head.name]]
         tokens = {node.name: token(node) for node in plan.nodes}
         digest: pulumi.Output[str]
         head_copy: NodeCommand | OperatorCommand
-        if source.kind == "local":
-            assert source.path
-            local_dir = str(Path(source.path).expanduser().resolve())
-            local_digest = local_manifest_digest(local_dir)
+        if steps.local_dir is not None:
+            local_digest = local_manifest_digest(steps.local_dir)
             head_copy = OperatorCommand(
                 f"{name}-{head.name}",
-                script=weights.render_upload(cfg, head, tool, local_dir, tokens[head.name]),
+                script=steps.head_script(tokens[head.name]),
                 # The ssh command (key path, host key, port) is no trigger: a new one re-runs nothing.
                 environment={
                     weights_sync.SSH_ENV: "\n".join(ssh_command(head.ssh)),
@@ -131,16 +126,13 @@ class ModelWeights(pulumi.ComponentResource):
             # Known at program run: preview shows exactly whether the group restarts.
             digest = pulumi.Output.from_input(local_digest)
         else:
-            if source.kind == "huggingface" and cfg.hf_token:
-                env_path = weights.hf_env_path(head)
+            if steps.hf_env_script is not None:
                 head_deps.append(
                     NodeCommand(
                         f"{name}-{head.name}-hf-token",
                         connection=conn[head.name],
-                        script=pulumi.Output.secret(weights.render_hf_env(cfg.hf_token)).apply(
-                            lambda c: file_script(env_path, c, "0600")
-                        ),
-                        delete=remove_file_command(env_path),
+                        script=pulumi.Output.secret(steps.hf_env_script),
+                        delete=steps.hf_env_delete,
                         secret=True,
                         opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                     )
@@ -148,10 +140,10 @@ class ModelWeights(pulumi.ComponentResource):
             head_copy = NodeCommand(
                 f"{name}-{head.name}",
                 connection=conn[head.name],
-                script=weights.render_obtain(cfg, head, tool, tokens[head.name]),
+                script=steps.head_script(tokens[head.name]),
                 triggers=[*identity, tokens[head.name]],
                 # A new connection must not lose the digest the group restarts on: the update reprints it.
-                update=weights.head_digest_command(cfg),
+                update=steps.head_digest_command,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),
             )
             digest = head_copy.stdout.apply(weights.parse_digest)
@@ -162,14 +154,12 @@ class ModelWeights(pulumi.ComponentResource):
                 f"{name}-workers",
                 # Runs on the head: the bytes go over the fabric, never through this machine.
                 connection=conn[head.name],
-                script=weights_fanout.render_fanout(
-                    cfg, head, list(plan.workers), tool, fanout_tool, tokens, weights.DRIFT_STEP
-                ),
-                triggers=[head_copy.id, digest, cfg.model.path, *(f"{w.name}={tokens[w.name]}" for w in plan.workers)],
+                script=steps.fanout_script(tokens),
+                triggers=[head_copy.id, digest, steps.path, *(f"{w.name}={tokens[w.name]}" for w in plan.workers)],
                 opts=pulumi.ResourceOptions(
                     parent=self, depends_on=[head_copy, *(retention[w.name] for w in plan.workers)]
                 ),
             )
         self.manifest_digest = digest
-        self.path = pulumi.Output.from_input(cfg.model.path)
+        self.path = pulumi.Output.from_input(steps.path)
         self.register_outputs({"manifest_digest": self.manifest_digest, "path": self.path})

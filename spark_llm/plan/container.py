@@ -6,6 +6,7 @@ for each docker option are written there, beside the option.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from spark_llm.plan.deployment import (
@@ -85,4 +86,18 @@ def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
         gpus=cfg.engine.gpus,
         rdma=bool(cfg.network.roce_devices),
         labels={LABEL_NODE: node.name, LABEL_ROLE: node.role, LABEL_REVISION: plan.group_revision},
+    )
+
+
+def stop_script(plan: DeploymentPlan, node: NodePlan) -> str:
+    """The step that stops a node's engine before any member of the group is replaced (components.engine_group).
+
+    Stopped, then removed: a container this state does not know (its state lost, or a stack re-created on another
+    backend) would otherwise hold the name and fail the create. The docker provider's delete of the container it
+    knew tolerates it being gone.
+    """
+    return (
+        f"docker stop -t 10 {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
+        f"docker rm -f {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
+        f"echo 'stopped the engine on {node.name} (if it ran): the group restarts in order'\n"
     )

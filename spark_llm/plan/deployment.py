@@ -2,7 +2,8 @@
 
 The plan fixes the start order (workers, then the head), renders the one launch script every node gets, the
 engine command line per role, and the group revision: a digest of everything that, when it changes, needs
-the whole group restarted in order.
+the whole group restarted in order. Every value a component or the CLI needs from the config is a field here,
+read once (key paths, the API key, each node's config key); spark_llm.plan.steps builds the node steps from it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from spark_llm.config import Node, StackConfig
+from spark_llm.config import NAMESPACE, Node, StackConfig
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
 
 TEMPLATE_PATH = LAUNCH_TEMPLATE
@@ -26,31 +28,6 @@ CONTAINER_SCRIPT = "/spark-llm/launch.sh"
 CONTAINER_ENV_FILE = "/spark-llm/engine.env"
 # Where a Ray container sees the group's Ray token (RAY_AUTH_TOKEN_PATH), read-only; see `ray_auth`.
 CONTAINER_RAY_TOKEN = "/spark-llm/ray-token"
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """What one node runs: its rank, how ssh reaches it, and where its files live."""
-
-    name: str
-    role: str
-    rank: int
-    ssh: SshHost
-    fabric_address: str
-    remote_dir: str
-
-    @property
-    def script_path(self) -> str:
-        return f"{self.remote_dir}/launch.sh"
-
-    @property
-    def env_path(self) -> str:
-        return f"{self.remote_dir}/engine.env"
-
-    @property
-    def ray_token_path(self) -> str:
-        """The group's Ray token on this node (0600): only with the Ray executor (DeploymentPlan.ray_auth)."""
-        return f"{self.remote_dir}/{RAY_TOKEN_NAME}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +49,10 @@ class DeploymentPlan:
     """Where the head itself reaches its API (the readiness gate, `spark-llm status`); see `api_address_on_head`."""
     ray_auth: bool = False
     """Ray's token authentication is on (the Ray executor): every node gets the stack's Ray token as a 0600 file."""
+    api_key: str | None = None
+    """spark-llm:apiKey (secret), what clients send; the readiness gate sends it too. None: no key."""
+    fabric_key_path: str = ""
+    """The head's private key for its hops to the workers over the fabric (`fabric_key_path`): a path on the head."""
 
     @property
     def head(self) -> NodePlan:
@@ -88,12 +69,8 @@ class DeploymentPlan:
 
 
 API_CONFIG_NAME = "api-key.yaml"
-RAY_TOKEN_NAME = "ray-token"
-
-
-def remote_dir(user: str) -> str:
-    """Where the launch script and env file live on a node: the login user's home."""
-    return "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
+# Defined in spark_llm.plan.nodes (the step planners take a node without importing this module); named here too.
+__all__ = ["RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "build_plan", "remote_dir"]
 
 
 def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
@@ -117,6 +94,12 @@ def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
     for node in cfg.nodes:
         build(node)
     return hosts
+
+
+def fabric_key_path(cfg: StackConfig) -> str:
+    """The head's key for the fabric hops (spark-llm:network.fabricKeyPath), as the head's own ssh reads it: a path
+    on the head, used as written (not expanded here: this machine's home is not the head's)."""
+    return cfg.network.fabric_key_path
 
 
 def api_config_path(cfg: StackConfig) -> str | None:
@@ -241,6 +224,7 @@ def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan,
 def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     hosts = ssh_hosts(cfg)
     ordered = [cfg.head, *cfg.workers]
+    index = {n.name: i for i, n in enumerate(cfg.nodes)}  # the stack file's order (rank order puts the head first)
     nodes = tuple(
         NodePlan(
             name=n.name,
@@ -249,6 +233,7 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
             ssh=hosts[n.name],
             fabric_address=n.fabric_address,
             remote_dir=remote_dir(n.user),
+            config_key=f"{NAMESPACE}:nodes[{index[n.name]}]",
         )
         for rank, n in enumerate(ordered)
     )
@@ -270,4 +255,6 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         api_config_path=api_config_path(cfg),
         api_address=api_address_on_head(cfg.engine.host),
         ray_auth=ray_auth(cfg),
+        api_key=cfg.api_key,
+        fabric_key_path=fabric_key_path(cfg),
     )

@@ -20,6 +20,7 @@ import hashlib
 import shlex
 
 from spark_llm.plan.container import LABEL_GENERATION
+from spark_llm.plan.nodes import NodePlan
 from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
 
 REPAIR_PREFIX = "repair-"
@@ -73,6 +74,15 @@ def record_token_script(remote_dir: str, step: str, token: str, value_expr: str)
         f"mkdir -p {directory}\n"
         f'printf "%s %s\\n" {shlex.quote(token)} "{value_expr}" > {path}.tmp\n'
         f"mv -f {path}.tmp {path}\n"
+    )
+
+
+def owner_watch_script(node: NodePlan, state_id: str, container_id: str) -> str:
+    """The watch step after a node's engine container is created: record which state started it (before watching:
+    it did, whether or not it survives its start), then `launch.sh watch`, which fails with its log lines if it
+    stops within the startup grace. `state_id`: empty while this state has none (recorded as `unknown`)."""
+    return record_token_script(node.remote_dir, OWNER_STEP, state_id or "unknown", container_id) + (
+        f"{node.script_path} watch {shlex.quote(node.name)}\n"
     )
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
+from dataclasses import dataclass
 
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.observation import TOKENS_DIR
 
 # Probe section prefix: `file:PATH<TAB>SHA256` (or `directory` when an empty directory stands at PATH, as docker
@@ -126,15 +128,48 @@ def probe(paths: list[str]) -> str:
     return out
 
 
-def launch_files(plan: DeploymentPlan, node: NodePlan) -> list[str]:
+@dataclass(frozen=True)
+class NodeFile:
+    """One file components.launch_scripts writes on a node, and how."""
+
+    name: str
+    """Its step's name after the node's (`{component}-{node}-{name}`)."""
+    path: str
+    mode: str
+    secret: bool
+    """Its content is a secret: encrypted in state, 0600 on the node."""
+    content: str | None
+    """None: the stack's Ray token, made at the first `pulumi up` (components.launch_scripts), not by the plan."""
+    delete: str
+    """Its step's delete (`remove_file_command`): the file and its drift token go with the step."""
+
+
+def launch_files(plan: DeploymentPlan, node: NodePlan) -> tuple[NodeFile, ...]:
     """The files components.launch_scripts writes on `node`: launch script, env file, the head's API key and, with
     Ray, the group's Ray token."""
-    paths = [node.script_path, node.env_path]
+    files: list[tuple[str, str, str, bool, str | None]] = [
+        (node.script_path, "script", "0755", False, plan.launch_script),
+        # The env file may carry secrets: a secret in state, and 0600 on the node.
+        (node.env_path, "env", "0600", True, plan.env_file),
+    ]
     if plan.api_config and plan.api_config_path and node.role == "head":
-        paths.append(plan.api_config_path)
+        # The API key, for the head's engine only (the rank that serves the API), handed to the engine as
+        # `--config` so it is on no command line.
+        files.append((plan.api_config_path, "api-key", "0600", True, plan.api_config))
     if plan.ray_auth:
-        paths.append(node.ray_token_path)
-    return paths
+        # Every Ray node needs it: the head's Ray checks it, the workers' Ray and vLLM's driver send it.
+        files.append((node.ray_token_path, "ray-token", "0600", True, None))
+    return tuple(
+        NodeFile(name, path, mode, secret, content, remove_file_command(path, node.remote_dir))
+        for path, name, mode, secret, content in files
+    )
+
+
+def file_step(node: NodePlan, file: NodeFile, content: str, token: str) -> str:
+    """The step that writes `file` with `content` on `node` and records its drift token (`token`) with the
+    content's sha256 (`content`: the file's, or the Ray token once it is made)."""
+    record = record_token_script(node.remote_dir, drift_step(file.path), token, sha256_text(content))
+    return file_script(file.path, content, file.mode, record)
 
 
 def live_value(facts: dict[str, str], path: str) -> str | None:

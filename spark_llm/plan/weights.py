@@ -15,11 +15,17 @@ text is passed in, as the launch template is to spark_llm.plan.deployment.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 
 from spark_llm.config import StackConfig
-from spark_llm.plan.deployment import NodePlan
+from spark_llm.plan import weights_fanout
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
-from spark_llm.plan.scripts import MANIFEST_TOOL
+from spark_llm.plan.node_files import file_script, remove_file_command
+from spark_llm.plan.scripts import MANIFEST_TOOL, bash_lib
 from spark_llm.plan.weights_sync import (
     final_digest,
     from_operator,
@@ -98,12 +104,9 @@ fi
 mkdir -p "$MODEL_PATH" "$(dirname "$DOWNLOAD_LOG")"
 WHAT=download
 last_bytes=0
-download_progress() {{
-  local bytes
-  bytes=$(du -sb --exclude=.cache "$MODEL_PATH" | cut -f1)
-  say "$WHAT: $(human "$bytes") in $MODEL_PATH (+$(human $(( (bytes - last_bytes) / PROGRESS_SECONDS )))/s)"
-  last_bytes=$bytes
-}}
+"""
+        out += bash_lib("weights_download")
+        out += f"""\
 say "$WHAT: {source.repo}@{source.revision[:12]} to $MODEL_PATH with ${{HF[0]}} (resumes; log $DOWNLOAD_LOG)"
 "${{HF[@]}}" {shlex.quote(source.repo)} --revision {source.revision} --local-dir "$MODEL_PATH" \\
   > "$DOWNLOAD_LOG" 2>&1 &
@@ -252,3 +255,86 @@ def render_retention(cfg: StackConfig, node: NodePlan, tool: str) -> str:
     if purges(cfg, node):
         out += tool_prelude(tool) + f'python3 "$tool" purge {shlex.quote(cfg.model.path)}\n'
     return out + 'rm -f "$MARK"\n'
+
+
+# ---------- every weights step of a deployment ----------
+
+
+@dataclass(frozen=True)
+class WeightsPlan:
+    """Every weights step of a deployment, its config resolved once (components.model_weights declares them).
+
+    The scripts that record a drift token are functions of that token alone: the token comes from this program
+    run's observation of the node (spark_llm.plan.drift), which needs the plan first.
+    """
+
+    path: str
+    """model.path on every node."""
+    kind: str
+    """model.source.kind: huggingface, head or local."""
+    identity: tuple[str, ...]
+    """What the head's copy is made from: a change re-obtains it and re-syncs every worker."""
+    local_dir: str | None
+    """Kind local: the operator's directory, absolute (scripts/manifest.py hashes it here at every program run)."""
+    hf_env_script: str | None
+    """Kind huggingface with spark-llm:hfToken: the step that writes the head's 0600 env file holding it (secret)."""
+    hf_env_delete: str
+    """That step's delete: the env file goes with it."""
+    head_digest_command: str
+    """The head copy's `update`: reprints its digest line (head_digest_command)."""
+    retention: dict[str, str]
+    """Each node's retention step (render_retention), by node name."""
+    purges: dict[str, bool]
+    """Whether `pulumi destroy` deletes the node's copy (`purges`), by node name."""
+    probes: dict[str, str]
+    """Each node's probe sections (render_probe), by node name."""
+    head_script: Callable[[str], str]
+    """The head's copy (render_obtain, or render_upload for kind local), given its drift token."""
+    fanout_script: Callable[[dict[str, str]], str]
+    """The head's copy to every worker (weights_fanout.render_fanout), given each worker's drift token."""
+    live: Callable[[NodePlan, dict[str, str]], str | None]
+    """The value a node's weights step recorded, as the node has it now (live_value)."""
+
+
+def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
+    """The weights steps of `plan`: every config value they use read here, once."""
+    cfg = plan.config
+    source = cfg.model.effective_source
+    tool = MANIFEST_TOOL_PATH.read_text()
+    head = plan.head
+    local_dir = None
+    head_script: Callable[[str], str]
+    if source.kind == "local":
+        assert source.path
+        # Symlinks resolved: the upload and the local digest read the very directory rsync sends from.
+        local_dir = str(Path(source.path).expanduser().resolve())
+        head_script = partial(render_upload, cfg, head, tool, local_dir)
+    else:
+        head_script = partial(render_obtain, cfg, head, tool)
+    return WeightsPlan(
+        path=cfg.model.path,
+        kind=source.kind,
+        identity=(source.kind, source.repo or "", source.revision or "", source.path or "", cfg.model.path),
+        local_dir=local_dir,
+        hf_env_script=(
+            file_script(hf_env_path(head), render_hf_env(cfg.hf_token), "0600")
+            if source.kind == "huggingface" and cfg.hf_token
+            else None
+        ),
+        hf_env_delete=remove_file_command(hf_env_path(head)),
+        head_digest_command=head_digest_command(cfg),
+        retention={n.name: render_retention(cfg, n, tool) for n in plan.nodes},
+        purges={n.name: purges(cfg, n) for n in plan.nodes},
+        probes={n.name: render_probe(cfg, n, tool) for n in plan.nodes},
+        head_script=head_script,
+        fanout_script=partial(
+            weights_fanout.render_fanout,
+            cfg,
+            head,
+            list(plan.workers),
+            tool,
+            weights_fanout.fanout_sources(),
+            step=DRIFT_STEP,
+        ),
+        live=partial(live_value, cfg),
+    )

@@ -13,7 +13,7 @@ import json
 import shlex
 
 from spark_llm.config import StackConfig
-from spark_llm.plan.deployment import NodePlan
+from spark_llm.plan.deployment import NodePlan, fabric_key_path
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
@@ -45,7 +45,7 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
             }
             for w in workers
         ],
-        "fabric_key": cfg.network.fabric_key_path,
+        "fabric_key": fabric_key_path(cfg),
         "ssh_options": list(FABRIC_SSH_OPTIONS),
         "streams": cfg.transfer.streams,
         "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",

@@ -2,7 +2,7 @@
 
 How the bytes move (a transport: on the head itself, head -> worker over the fabric, or this machine -> head),
 the shared bash functions (progress, errors), the manifest tool's prelude and the rsync body that sends what the
-manifests say differs and verifies the result. No Pulumi, no I/O.
+manifests say differs and verifies the result. No Pulumi; the bash functions come from `scripts/lib/weights.sh`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from spark_llm.plan.deployment import NodePlan
+from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.scripts import bash_lib
 
 PARTIAL_DIR = ".spark-llm-partial"
 # The operator's OpenSSH command to the head (argv, shlex-joined) and its user@host, for kind local: in the
@@ -41,33 +42,10 @@ RSYNC_OPTIONS = (
 )
 
 
-COMMON = f"""\
-say() {{ printf '%s\\n' "$*"; }}
-die() {{ printf 'weights: %s\\n' "$*" >&2; exit 1; }}
-human() {{ numfmt --to=si --round=nearest --suffix=B "$1" 2>/dev/null || echo "$1B"; }}
-now_ns() {{ python3 -c 'import time; print(time.time_ns())'; }}
-PROGRESS_SECONDS={PROGRESS_SECONDS}
-# While PID runs, print REPORTER's line every PROGRESS_SECONDS (the first one after PROGRESS_SECONDS).
-watch_progress() {{
-  local pid=$1 reporter=$2 ticks=0
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 0.2
-    ticks=$((ticks + 1))
-    if [ $((ticks % (PROGRESS_SECONDS * 5))) -eq 0 ]; then
-      "$reporter"
-    fi
-  done
-}}
-# The newest `rsync --info=progress2` line of $RSYNC_LOG, shortened: "LABEL: 45% 1.2GB 640MB/s 0:01:23 left".
-rsync_progress() {{
-  local line done_bytes pct rate eta
-  line=$(tail -c 512 "$RSYNC_LOG" | tr '\\r' '\\n' | grep -E '^ *[0-9][0-9,.]* +[0-9]+%' | tail -n 1 || true)
-  if [ -n "$line" ]; then
-    read -r done_bytes pct rate eta _ <<< "$line"
-    say "$WHAT: $pct $(human "${{done_bytes//,/}}") $rate $eta left"
-  fi
-}}
-"""
+# The functions every weights step starts with (say, die, human, now_ns, watch_progress, rsync_progress).
+COMMON = bash_lib("weights")
+if f"\nPROGRESS_SECONDS={PROGRESS_SECONDS}\n" not in COMMON:
+    raise ValueError("scripts/lib/weights.sh must set PROGRESS_SECONDS to spark_llm.plan.weights_sync.PROGRESS_SECONDS")
 
 
 def heredoc(path: str, text: str, delimiter: str) -> str:

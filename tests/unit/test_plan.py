@@ -171,7 +171,7 @@ def test_only_a_ray_group_gets_the_token_file_on_every_node_and_its_drift_probe(
         if ray_auth:
             assert mounts["/spark-llm/ray-token"].source == token and mounts["/spark-llm/ray-token"].read_only
         # The probe of every program run reads the file's digest: removed or edited on a node, `up` writes it again.
-        assert (token in node_files.launch_files(p, node)) is ray_auth
+        assert (token in [f.path for f in node_files.launch_files(p, node)]) is ray_auth
 
 
 def test_no_ray_token_on_any_rendered_command_line_or_in_the_env_file(raw_config):

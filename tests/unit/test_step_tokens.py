@@ -45,3 +45,27 @@ def test_a_repaired_node_is_a_no_op_next_time():
 )
 def test_first_run(observation, expected):
     assert first_run(observation, "image") is expected
+
+
+@pytest.mark.parametrize(
+    ("observation", "said"),
+    [
+        (None, []),
+        (node({"image": f"tok-1 {ID}"}), []),
+        (node(), [("info", "image has not run on worker-1 yet: first")]),
+        (node({"image": f"tok-1 {OTHER}"}), [("warn", f"drift: image on worker-1: now {ID}, was {OTHER}")]),
+        (node(error="ssh: no route"), []),
+    ],
+)
+def test_components_say_info_on_a_first_run_and_warn_on_drift(monkeypatch, observation, said):
+    import pulumi
+
+    from components.drift_notes import noted_step_token
+
+    lines: list[tuple[str, str]] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda m, *a, **k: lines.append(("info", m)))
+    monkeypatch.setattr(pulumi.log, "warn", lambda m, *a, **k: lines.append(("warn", m)))
+    token = noted_step_token(
+        observation, "image", ID, on_first_run=lambda why: f"{why}: first", on_drift=lambda why: f"drift: {why}"
+    )
+    assert token == step_token(observation, "image", ID)[0] and lines == said
