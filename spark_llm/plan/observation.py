@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.scripts import bash_lib
 
 # Where a step records the token it ran with (spark_llm.plan.drift): one file a step, under the node's remote dir.
 TOKENS_DIR = "state"
@@ -59,27 +60,10 @@ class NodeObservation:
         return self.error is None
 
 
-_INSPECT_FORMAT = '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "finished_at": "{{.State.FinishedAt}}", "oom_killed": {{.State.OOMKilled}}, "labels": {{json .Config.Labels}}}'  # noqa: E501
-
 # The one reading of a container's state on a node, shared by the program's probe (below), `spark-llm status` and
 # `spark-llm preflight`: `engine_state CONTAINER` prints `engine<TAB>JSON` (`parse_probe` reads it; "absent" when
 # there is no such container), or `docker<TAB>WHY` and fails when the Docker engine does not answer.
-ENGINE_STATE_FUNCTION = (
-    "engine_state() {\n"
-    "  local out\n"
-    # A stopped Docker engine must not read as "no container, no image": that is a fault, named as such.
-    "  if ! out=$(docker version -f '{{.Server.Version}}' 2>&1 >/dev/null); then\n"
-    "    printf \"docker\\t%s\\n\" \"$(printf '%s' \"$out\" | tr -s '\\t\\n' '  ')\"\n"
-    "    return 1\n"
-    "  fi\n"
-    # docker inspect prints an empty line before failing on a missing container: its exit code decides.
-    f'  if out=$(docker inspect -f {shlex.quote(_INSPECT_FORMAT)} "$1" 2>/dev/null); then\n'
-    '    printf "engine\\t%s\\n" "$out"\n'
-    "  else\n"
-    '    printf \'engine\\t{"status": "absent"}\\n\'\n'
-    "  fi\n"
-    "}\n"
-)
+ENGINE_STATE_FUNCTION = bash_lib("engine_state")
 
 
 def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
