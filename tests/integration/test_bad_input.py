@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.unit.test_config_bad_input import BROKEN, Mutation
+from tests.unit.config.test_config_bad_input import BROKEN, Mutation
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_standin_engine import (
+from tests.unit.sim.test_standin_engine import (
     ENGINE_DIR,
     FINGERPRINT,
     MODEL_PATH,

@@ -7,7 +7,7 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-SIM = Path(__file__).resolve().parents[2] / "sim"
+SIM = Path(__file__).resolve().parents[3] / "sim"
 MAX_LINES = 400
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ENGINE_DIR = Path(__file__).resolve().parents[2] / "sim" / "engine"
+ENGINE_DIR = Path(__file__).resolve().parents[3] / "sim" / "engine"
 MODEL_PATH = "/models/standin-test"
 SERVED_MODEL_NAME = "standin-test"
 FINGERPRINT = "spark-llm-standin"

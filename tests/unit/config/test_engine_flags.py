@@ -27,7 +27,7 @@ from spark_llm.config.engine_flags import (
 from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CATALOGS = ROOT / "spark_llm" / "config" / "engine_catalogs"
 SHARED_CATALOGS = ROOT.parent / "shared" / "engine-flags"
 
