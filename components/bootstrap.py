@@ -100,12 +100,6 @@ def _remove_command(node: NodePlan, container: str) -> str:
     return node_commands.exec_on(pulumi.get_stack(), node.name, ["docker", "rm", "-f", container])
 
 
-def config_key_of(plan: DeploymentPlan, node: str) -> str:
-    """`spark-llm:nodes[i]` of a node, as the stack config names it."""
-    index = next(i for i, n in enumerate(plan.config.nodes) if n.name == node)
-    return f"{NAMESPACE}:nodes[{index}]"
-
-
 def _under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
@@ -131,7 +125,7 @@ def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) 
         else:
             faults.append(
                 f"{node.name} cannot be read now: {seen.error}\n"
-                f"Check {config_key_of(plan, node.name)}.host and .hostKey and that the node and its sshd are up: "
+                f"Check {node.config_key}.host and .hostKey and that the node and its sshd are up: "
                 "preview shows its steps as to be redone, and `pulumi up` fails until it answers."
             )
     return faults

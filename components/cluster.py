@@ -100,7 +100,9 @@ class SparkCluster(pulumi.ComponentResource):
         )
         image = EngineImage(
             f"{name}-image",
-            EngineImageArgs(plan=plan, connections=connections, providers=providers, observations=observed),
+            EngineImageArgs(
+                plan=plan, steps=steps.image, connections=connections, providers=providers, observations=observed
+            ),
             child,
         )
         weights = ModelWeights(

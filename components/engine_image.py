@@ -30,17 +30,19 @@ import pulumi_docker as docker
 
 from components.commands import NodeCommand, OperatorCommand
 from components.connection import ssh_command, ssh_destination
-from spark_llm.config import StackConfig
+from components.drift_notes import noted_step_token
 from spark_llm.plan import image
-from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.drift import first_run, step_token
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.image import ImagePlan
 from spark_llm.plan.observation import NodeObservation
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineImageArgs:
     plan: DeploymentPlan
-    """The deployment plan: nodes in rank order and the image config."""
+    """The deployment plan: the nodes in rank order."""
+    steps: ImagePlan
+    """The image steps, resolved from the config by the plan (spark_llm.plan.steps.build_steps)."""
     connections: dict[str, command.remote.ConnectionArgs]
     """pulumi-command's connection to each node, by node name (components.connection.command_connection)."""
     providers: dict[str, docker.Provider]
@@ -63,10 +65,6 @@ def local_image_facts(ref: str) -> str:
     return out.stdout.strip()
 
 
-def _verify(cfg: StackConfig, node: NodePlan, token: str, expected_id: str) -> str:
-    return image.verify_script(cfg, node, expected_id, token)
-
-
 class EngineImage(pulumi.ComponentResource):
     """Puts the image on every node by the configured mode; `image_ids` is each node's, `image_id` the head's."""
 
@@ -77,22 +75,21 @@ class EngineImage(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EngineImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:EngineImage", name, None, opts)
-        plan = args.plan
-        cfg = plan.config
-        nodes = {n.name: n for n in plan.nodes}
+        steps = args.steps
+        nodes = {n.name: n for n in args.plan.nodes}
         self.images, self.verified, self.image_ids = {}, {}, {}
         head_id: pulumi.Output[str] | None = None
         head_verified: list[pulumi.Resource] = []
-        for step in image.image_steps(plan):
+        for step in steps.steps:
             node = nodes[step.node]
             observation = (args.observations or {}).get(node.name)
-            token, why = step_token(
-                observation, image.DRIFT_STEP, image.live_image_id(observation.image) if observation else None
+            token = noted_step_token(
+                observation,
+                image.DRIFT_STEP,
+                image.live_image_id(observation.image) if observation else None,
+                on_first_run=lambda why: f"{why}: `pulumi up` puts image {steps.ref} there",
+                on_drift=lambda why: f"drift: {why} (image {steps.ref}); `pulumi up` repairs it",
             )
-            if why and first_run(observation, image.DRIFT_STEP):
-                pulumi.log.info(f"{why}: `pulumi up` puts image {cfg.image.ref} there")
-            elif why:
-                pulumi.log.warn(f"drift: {why} (image {cfg.image.ref}); `pulumi up` repairs it")
             child = pulumi.ResourceOptions(parent=self, depends_on=head_verified)
             prepare: pulumi.Resource
             if step.local:
@@ -104,7 +101,7 @@ class EngineImage(pulumi.ComponentResource):
                         image.SSH_ENV: "\n".join(ssh_command(node.ssh)),
                         image.SSH_TARGET_ENV: ssh_destination(node.ssh),
                     },
-                    triggers=[token, local_image_facts(cfg.image.ref)],
+                    triggers=[token, local_image_facts(steps.ref)],
                     opts=child,
                 )
             else:
@@ -123,9 +120,9 @@ class EngineImage(pulumi.ComponentResource):
                 )
             remote = docker.RemoteImage(
                 f"{name}-{node.name}-image",
-                name=cfg.image.ref,
+                name=steps.ref,
                 keep_locally=True,
-                platform=cfg.image.platform if cfg.image.mode == "pull" else None,
+                platform=steps.pull_platform,
                 # Replaced (read again, pulled again in mode pull) with the step: drift, or a new head image.
                 triggers={"token": token, **({"head": head_id} if head_id is not None else {})},
                 opts=pulumi.ResourceOptions(
@@ -137,7 +134,7 @@ class EngineImage(pulumi.ComponentResource):
             verify = NodeCommand(
                 f"{name}-{node.name}-verify",
                 connection=args.connections[node.name],
-                script=expected.apply(partial(_verify, cfg, node, token)),
+                script=expected.apply(partial(step.verify, token)),
                 triggers=[token, own_id],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[remote]),
             )

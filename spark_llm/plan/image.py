@@ -19,13 +19,16 @@ records the drift token (spark_llm.plan.drift) with that ID. Every failure says 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.fabric import fabric_ssh_setup
-from spark_llm.plan.image_layers import PROGRESS_FUNCTIONS, send_functions
+from spark_llm.plan.image_layers import send_functions
+from spark_llm.plan.scripts import bash_lib
 
 # The head's image ID in a worker's transfer script (prepended by `with_head_id`): the ID all nodes must have.
 HEAD_ID_ENV = "HEAD_IMAGE_ID"
@@ -54,118 +57,23 @@ class ImageStep:
     """Checks the platform and gets the image there (or checks that it is there)."""
     needs_head_id: bool
     """The script needs the head's image ID (`with_head_id`): a worker's transfer."""
+    verify: Callable[[str, str], str]
+    """`verify(token, expected_id)`: the node's verify script (`verify_script`), once its token and the ID it must
+    have are known."""
     local: bool = False
     """The script runs on the operator's machine (source operator), reaching the head with $SPARK_LLM_SSH."""
 
 
-# Bash functions every step uses. `on_node CMD...` runs CMD on the node the step is about: here, or over the
-# fabric from the head (defined per step). Its stdin is /dev/null: the script itself arrives on bash's stdin,
-# and a command that reads stdin (ssh does) would swallow the rest of it.
-_FUNCTIONS = r"""die() { echo "$*" >&2; exit 1; }
+@dataclass(frozen=True)
+class ImagePlan:
+    """The engine image's steps, resolved from the config (components.engine_image declares them)."""
 
-# docker info says x86_64/aarch64 for a machine, docker image inspect amd64/arm64 for an image: compare the latter.
-arch_name() {
-  case "$1" in
-    x86_64 | amd64) echo amd64 ;;
-    aarch64 | arm64) echo arm64 ;;
-    *) echo "$1" ;;
-  esac
-}
-
-# The platform docker runs containers as on the node, e.g. linux/arm64.
-node_platform() {
-  local info
-  info=$(on_node docker info --format '{{.OSType}}/{{.Architecture}}' 2>&1) \
-    || die "$NODE: \`docker info\` failed: $info. Is docker running there, and is the login user in the docker group?"
-  echo "${info%%/*}/$(arch_name "${info#*/}")"
-}
-
-require_node_platform() {
-  local found
-  found=$(node_platform)
-  [ "$found" = "$PLATFORM" ] || die "$NODE is $found (docker info on $NODE), but spark-llm:image.platform is" \
-    "$PLATFORM. Nothing was started. A DGX Spark is linux/arm64: set spark-llm:image.platform to the nodes'" \
-    "platform ($found) if this cluster is meant to be $found, or deploy to nodes of the image's platform."
-}
-
-# "ID OS/ARCH" of IMAGE_REF on the node; nothing when the node does not have it.
-image_facts() {
-  on_node docker image inspect --format '{{.Id}} {{.Os}}/{{.Architecture}}' "$IMAGE_REF" 2>/dev/null || true
-}
-
-# The step's last line, "image ID OS/ARCH", once IMAGE_REF is on the node, is PLATFORM and has ID $1 (if given).
-verify() {
-  local expected=${1:-} facts id platform
-  facts=$(image_facts)
-  [ -n "$facts" ] || die "$NODE: image $IMAGE_REF is not there. $ABSENT_HINT"
-  id=${facts%% *}
-  platform=${facts#* }
-  [ "$platform" = "$PLATFORM" ] || die "$NODE: image $IMAGE_REF ($id) is $platform, but spark-llm:image.platform" \
-    "is $PLATFORM. Use an image built for $PLATFORM (docker pull --platform $PLATFORM ...), or fix the platform."
-  [ -z "$expected" ] || [ "$id" = "$expected" ] || die "$NODE has $IMAGE_REF as $id, but the head has" \
-    "$expected; every node must run the same image. $MISMATCH_HINT"
-  echo "image $id $platform"
-}
-"""
-
-# Runs where the image is (the head, or the operator's machine): docker save | dd (counts the bytes) | the
-# node's docker load (`load_on_node`, defined per step), a progress line every PROGRESS_SECONDS (the image's
-# unpacked size, about what the tar stream carries, gives the ETA). `transfer` sends the whole image;
-# `transfer_layers DIFF_ID...` (a worker's step, spark_llm.plan.image_layers) only those layers, through LAYER_FILTER:
-# the node holds the others, and `docker load` takes them from its own store.
-_TRANSFER = r"""sent_bytes() {
-  local sent
-  sent=$(tr '\r' '\n' <"$progress_log" | sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' | tail -n 1)
-  echo "${sent:-0}"
-}
-
-# A worker's step starts docker save before its checks (`save_early`): docker spends the first seconds of a save
-# writing the image to a temp dir before the first byte, which covers the step's ssh round trips. It runs on the
-# head only; nothing crosses the fabric until `send` reads it, and the step's cleanup stops it when nothing does.
-save_early() {
-  exec {saved_fd}< <(exec docker save "$IMAGE_REF")
-  save_pid=$!
-}
-
-# The archive docker save writes (the early one if any), filtered to the given layers after `some`; `send` reads
-# the early one itself when it sends all of it (one copy less).
-save_image() {
-  if [ "$1" = all ]; then
-    docker save "$IMAGE_REF"
-  elif shift && [ -n "${saved_fd:-}" ]; then
-    python3 -c "$LAYER_FILTER" "$@" <&"$saved_fd"
-  else
-    docker save "$IMAGE_REF" | python3 -c "$LAYER_FILTER" "$@"
-  fi
-}
-
-# send all | send some DIFF_ID...
-send() {
-  local size how=about
-  size=$(docker image inspect --format '{{.Size}}' "$IMAGE_REF")
-  # Global, for the EXIT trap (step_cleanup).
-  progress_log=$(mktemp)
-  if [ "$1" = all ]; then
-    echo "$NODE: sending $IMAGE_REF ($((size / 1000000)) MB unpacked) from $SOURCE_NAME $ROUTE"
-  else
-    how='at most'
-    echo "$NODE: sending $(($# - 1)) layers of $IMAGE_REF (at most $((size / 1000000)) MB unpacked) from" \
-      "$SOURCE_NAME $ROUTE"
-  fi
-  if [ "$1" = all ] && [ -n "${saved_fd:-}" ]; then
-    (dd if="/dev/fd/$saved_fd" bs=1M status=progress 2>"$progress_log" | load_on_node) &
-  else
-    (save_image "$@" | dd bs=1M status=progress 2>"$progress_log" | load_on_node) &
-  fi
-  watch_bytes $! "docker save | docker load $ROUTE" sent_bytes "$size" "$how" \
-    || die "$NODE: the transfer failed (docker save on $SOURCE_NAME | docker load on $NODE);" \
-      "the lines above say which side. Run pulumi up again to retry."
-  echo "$NODE: sent $(tr '\r' '\n' <"$progress_log" | grep ' copied, ' | tail -n 1)"
-}
-
-transfer() { send all; }
-transfer_layers() { send some "$@"; }
-"""
+    ref: str
+    """spark-llm:image.ref: what every node's docker.RemoteImage reads."""
+    pull_platform: str | None
+    """The RemoteImage's `platform` (mode pull: the pull's); None in the other modes (it only reads)."""
+    steps: tuple[ImageStep, ...]
+    """The head's step, then one per worker."""
 
 
 def _q(value: str) -> str:
@@ -187,35 +95,37 @@ def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatc
     )
 
 
-_ON_THIS_NODE = 'on_node() { "$@" </dev/null; }\n'
-# ssh joins its arguments into one command line for the remote shell: quote each word once more. The step's short
-# ssh calls (platform, image, layers, verify) ride one connection (ControlMaster): a handshake costs about 0.5 s on
-# the sim's loaded cores. The transfer has a connection of its own: through the master, every byte would take one
-# more hop (client -> master). The master ends with the step (step_cleanup, which replaces fabric_ssh_setup's EXIT
-# trap and removes its file too).
+# Where a step's `on_node` runs a command (scripts/lib/image.sh): the node itself ...
+_ON_THIS_NODE = "NODE_SSH=()\n"
+# ... the worker, from the head over the fabric (fabric_ssh_setup before it). The step's short ssh calls (platform,
+# image, layers, verify) ride one connection (ControlMaster): a handshake costs about 0.5 s on the sim's loaded
+# cores. The transfer has its own (LOAD_SSH, scripts/lib/image_transfer.sh).
+# The master ends with the step (step_cleanup, which replaces fabric_ssh_setup's EXIT trap and removes its file too).
 _ON_WORKER = (
-    "fabric_mux=$(mktemp -d)\n"
-    'FABRIC_MUX=(-o ControlMaster=auto -o "ControlPath=$fabric_mux/%C" -o ControlPersist=60)\n'
-    "step_cleanup() {\n"
-    '  [ -z "${save_pid:-}" ] || kill "$save_pid" 2>/dev/null || true\n'
-    '  "${FABRIC_SSH[@]}" "${FABRIC_MUX[@]}" -O exit "$FABRIC_TARGET" >/dev/null 2>&1 || true\n'
-    '  rm -rf "$fabric_mux" "$fabric_kh" "${progress_log:-}"\n'
-    "}\n"
-    "trap step_cleanup EXIT\n"
-    'on_node() { "${FABRIC_SSH[@]}" "${FABRIC_MUX[@]}" "$FABRIC_TARGET" "${*@Q}" </dev/null; }\n'
-    'load_on_node() { "${FABRIC_SSH[@]}" "$FABRIC_TARGET" docker load; }\n'
+    "mux_dir=$(mktemp -d)\n"
+    'FABRIC_MUX=(-o ControlMaster=auto -o "ControlPath=$mux_dir/%C" -o ControlPersist=60)\n'
+    'NODE_SSH=("${FABRIC_SSH[@]}" "${FABRIC_MUX[@]}" "$FABRIC_TARGET")\n'
+    'LOAD_SSH=("${FABRIC_SSH[@]}" "$FABRIC_TARGET")\n'
     "SOURCE_NAME='the head'\nROUTE='over the fabric'\n"
 )
-# From the operator's machine: the pinned OpenSSH command the component puts in the environment.
+# ... or the head, from the operator's machine: the pinned OpenSSH command the component puts in the environment.
 _ON_HEAD_FROM_HERE = (
     f'mapfile -t SSH <<<"${{{SSH_ENV}:?set by the EngineImage component}}"\n'
     f"SSH_TARGET=${{{SSH_TARGET_ENV}:?set by the EngineImage component}}\n"
-    'on_node() { "${SSH[@]}" "$SSH_TARGET" "${*@Q}" </dev/null; }\n'
-    'load_on_node() { "${SSH[@]}" "$SSH_TARGET" docker load; }\n'
+    'NODE_SSH=("${SSH[@]}" "$SSH_TARGET")\n'
+    'LOAD_SSH=("${SSH[@]}" "$SSH_TARGET")\n'
     "SOURCE_NAME=\"this machine (the operator's)\"\nROUTE='over ssh'\n"
-    'step_cleanup() { rm -f "${progress_log:-}"; }\n'
-    "trap step_cleanup EXIT\n"
 )
+
+
+def _checks() -> str:
+    """The functions every step uses (scripts/lib/image.sh)."""
+    return bash_lib("image")
+
+
+def _transfer() -> str:
+    """The functions of a step that sends the image (scripts/lib/image_transfer.sh), then its EXIT trap."""
+    return f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n" + bash_lib("image_transfer") + "trap step_cleanup EXIT\n"
 
 
 def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str]:
@@ -255,7 +165,7 @@ def _present(cfg: StackConfig, node: NodePlan) -> str:
     return (
         _header("check that the image is there (mode present)", cfg, node.name, absent, mismatch)
         + _ON_THIS_NODE
-        + _FUNCTIONS
+        + _checks()
         + "require_node_platform\n"
         + 'verify ""\n'
     )
@@ -267,7 +177,7 @@ def _pull(cfg: StackConfig, node: NodePlan) -> str:
     return (
         _header("check the platform before the pull (mode pull)", cfg, node.name, absent, mismatch)
         + _ON_THIS_NODE
-        + _FUNCTIONS
+        + _checks()
         + "require_node_platform\n"
         + 'echo "$NODE is $PLATFORM: the docker provider pulls $IMAGE_REF for $PLATFORM if it is not there"\n'
     )
@@ -278,7 +188,7 @@ def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
     return (
         _header("check the image the workers get is here (mode transfer, source head)", cfg, node.name, absent, "")
         + _ON_THIS_NODE
-        + _FUNCTIONS
+        + _checks()
         + "require_node_platform\n"
         + 'verify ""\n'
     )
@@ -299,14 +209,12 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
             mismatch,
         )
         + _ON_HEAD_FROM_HERE
-        + _FUNCTIONS
-        + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
-        + PROGRESS_FUNCTIONS
-        + _TRANSFER
+        + _checks()
+        + _transfer()
         + f'source_facts=$(docker image inspect --format {_q(FACTS_FORMAT)} "$IMAGE_REF" 2>/dev/null) \\\n'
-        + f"  || die {_q(missing)}\n"
+        + f"  || fail {_q(missing)}\n"
         + "source_id=${source_facts%% *}\n"
-        + '[ "${source_facts#* }" = "$PLATFORM" ] || die "$IMAGE_REF on this machine (the operator\'s) is'
+        + '[ "${source_facts#* }" = "$PLATFORM" ] || fail "$IMAGE_REF on this machine (the operator\'s) is'
         " ${source_facts#* }, but spark-llm:image.platform is $PLATFORM. Nothing was sent: build or pull it for"
         ' $PLATFORM here (docker pull --platform $PLATFORM $IMAGE_REF)."\n'
         + "require_node_platform\n"
@@ -328,14 +236,12 @@ def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
         )
         + fabric_ssh_setup(worker, cfg.network.fabric_key_path)
         + _ON_WORKER
-        + _FUNCTIONS
-        + f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n"
-        + PROGRESS_FUNCTIONS
-        + _TRANSFER
+        + _checks()
+        + _transfer()
         + send_functions()
         + f"HEAD_IMAGE_ID=${{{HEAD_ID_ENV}:?set by the EngineImage component: the image ID of the head}}\n"
         + "head_id=$(docker image inspect --format '{{.Id}}' \"$IMAGE_REF\" 2>/dev/null) || head_id=absent\n"
-        + '[ "$head_id" = "$HEAD_IMAGE_ID" ] || die "the head\'s $IMAGE_REF is now $head_id, not $HEAD_IMAGE_ID as'
+        + '[ "$head_id" = "$HEAD_IMAGE_ID" ] || fail "the head\'s $IMAGE_REF is now $head_id, not $HEAD_IMAGE_ID as'
         ' when this update checked it; nothing was sent to $NODE. Run pulumi up again."\n'
         + "save_early\n"
         + "require_node_platform\n"
@@ -373,9 +279,29 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
         else:
             script, runs_on, needs_head_id = _worker_from_head(cfg, node), plan.head, True
         steps.append(
-            ImageStep(node=node.name, runs_on=runs_on, script=script, needs_head_id=needs_head_id, local=local)
+            ImageStep(
+                node=node.name,
+                runs_on=runs_on,
+                script=script,
+                needs_head_id=needs_head_id,
+                verify=partial(_verify, cfg, node),
+                local=local,
+            )
         )
     return tuple(steps)
+
+
+def image_plan(plan: DeploymentPlan) -> ImagePlan:
+    image = plan.config.image
+    return ImagePlan(
+        ref=image.ref,
+        pull_platform=image.platform if image.mode == "pull" else None,
+        steps=image_steps(plan),
+    )
+
+
+def _verify(cfg: StackConfig, node: NodePlan, token: str, expected_id: str) -> str:
+    return verify_script(cfg, node, expected_id, token)
 
 
 def verify_script(cfg: StackConfig, node: NodePlan, expected_id: str, token: str) -> str:
@@ -387,7 +313,7 @@ def verify_script(cfg: StackConfig, node: NodePlan, expected_id: str, token: str
     return (
         _header("verify the image and record it (spark_llm.plan.drift)", cfg, node.name, absent, mismatch)
         + _ON_THIS_NODE
-        + _FUNCTIONS
+        + _checks()
         + f"EXPECTED={_q(expected_id)}\n"
         + 'verify "$EXPECTED"\n'
         + record_token_script(node.remote_dir, DRIFT_STEP, token, "$EXPECTED")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import container, node_files, weights
+from spark_llm.plan import container, image, node_files, weights
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.image import ImagePlan
 from spark_llm.plan.node_files import NodeFile
 from spark_llm.plan.weights import WeightsPlan
 
@@ -19,6 +20,8 @@ from spark_llm.plan.weights import WeightsPlan
 class DeploymentSteps:
     """The steps of one deployment, by node name where a step is per node."""
 
+    image: ImagePlan
+    """The engine image on every node (components.engine_image)."""
     weights: WeightsPlan
     """The weights at model.path on every node (components.model_weights)."""
     files: dict[str, tuple[NodeFile, ...]]
@@ -34,6 +37,7 @@ def build_steps(plan: DeploymentPlan) -> DeploymentSteps:
     weights_steps = weights.weights_plan(plan)
     files = {n.name: node_files.launch_files(plan, n) for n in plan.nodes}
     return DeploymentSteps(
+        image=image.image_plan(plan),
         weights=weights_steps,
         files=files,
         probes={

@@ -18,6 +18,7 @@ import pytest
 from spark_llm.config import parse
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import image, image_layers
+from spark_llm.plan.scripts import bash_lib
 from tests.unit.image_stubs import HEAD_ID, LAYER_TARS, LAYERS, OTHER_ID, save_tar, stub_nodes
 
 TEMPLATE = plan.TEMPLATE_PATH.read_text()
@@ -140,7 +141,7 @@ def test_the_filter_passes_a_repeated_layers_symlink():
 
 
 def progress(*args: str) -> str:
-    script = "NODE=worker-1\n" + image_layers.PROGRESS_FUNCTIONS + 'progress_line "$@"\n'
+    script = "NODE=worker-1\n" + bash_lib("image_transfer") + 'progress_line "$@"\n'
     out = subprocess.run(["bash", "-c", script, "progress", *args], capture_output=True, text=True, check=True)
     return out.stdout.strip()
 

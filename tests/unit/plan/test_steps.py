@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
-from spark_llm.plan import deployment, node_files, weights, weights_fanout
+from spark_llm.plan import deployment, image, node_files, weights, weights_fanout
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
 from spark_llm.plan.steps import build_steps
@@ -109,19 +109,14 @@ def _python_sources() -> list[Path]:
     return sorted([*(PROJECT_DIR / "components").glob("*.py"), *(PROJECT_DIR / "spark_llm" / "plan").rglob("*.py")])
 
 
-# Files other branches are moving: spark_llm/plan/image*.py and components/engine_image.py (their own bash and
-# config reads), components/bootstrap.py (its config key lookup; NodePlan.config_key now carries it).
-NOT_YET = {"image.py", "image_layers.py", "engine_image.py", "bootstrap.py"}
-
-
 def test_no_component_reads_the_config_from_the_plan():
     readers = [p.name for p in (PROJECT_DIR / "components").glob("*.py") if "plan.config" in p.read_text()]
-    assert set(readers) <= NOT_YET
+    assert readers == []
 
 
 def test_no_bash_function_is_defined_in_a_python_string():
     definition = re.compile(r"^\s*[\"']?([a-z_][a-z0-9_]*)\(\) \{", re.MULTILINE)
-    found = {p.name: definition.findall(p.read_text()) for p in _python_sources() if p.name not in NOT_YET}
+    found = {p.name: definition.findall(p.read_text()) for p in _python_sources()}
     assert {name: functions for name, functions in found.items() if functions} == {}
 
 
@@ -129,3 +124,27 @@ def test_each_bash_lib_function_is_defined_once():
     definition = re.compile(r"^([a-z_][a-z0-9_]*)\(\) \{", re.MULTILINE)
     names = [n for path in BASH_LIB_DIR.glob("*.sh") for n in definition.findall(path.read_text())]
     assert names and len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(("mode", "source"), [("present", "head"), ("pull", "head"), ("transfer", "operator")])
+def test_the_image_steps_are_the_renderers_output_for_the_config(mode, source):
+    raw = dual_spark_raw()
+    raw["image"] = dict(raw["image"], mode=mode, source=source)
+    cfg, p = build(raw)
+    steps = build_steps(p).image
+    assert steps.ref == cfg.image.ref
+    assert steps.pull_platform == (cfg.image.platform if mode == "pull" else None)
+    assert [s.script for s in steps.steps] == [s.script for s in image.image_steps(p)]
+    for step, node in zip(steps.steps, p.nodes, strict=True):
+        assert step.node == node.name
+        assert step.verify("tok", "sha256:x") == image.verify_script(cfg, node, "sha256:x", "tok")
+
+
+def test_the_image_functions_run_in_bash():
+    out = subprocess.run(
+        ["bash", "-c", bash_lib("image") + bash_lib("image_transfer") + "human_size 1500000; (fail nope) 2>&1 || true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.splitlines() == ["1.5 MB", "nope"]
