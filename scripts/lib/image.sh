@@ -60,7 +60,8 @@ verify() {
   id=${facts%% *}
   image_platform=${facts#* }
   [ "$image_platform" = "$PLATFORM" ] || fail "$NODE: image $IMAGE_REF ($id) is $image_platform, but" \
-    "spark-llm:image.platform is $PLATFORM. Use an image built for $PLATFORM (docker pull --platform $PLATFORM ...), or fix the platform."
+    "spark-llm:image.platform is $PLATFORM. Use an image built for $PLATFORM" \
+    "(docker pull --platform $PLATFORM ...), or fix the platform."
   [ -z "$expected" ] || [ "$id" = "$expected" ] || fail "$NODE has $IMAGE_REF as $id, but the head has" \
     "$expected; every node must run the same image. $MISMATCH_HINT"
   echo "image $id $image_platform"
