@@ -36,13 +36,14 @@ def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) ->
 
 
 def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
-    """Every node's observation, all read at once: one ssh session a node, one round trip each.
+    """Every node's observation, read in parallel (the head first: workers ride on its ssh connection).
 
-    A worker's session does not wait for the head's: it makes its own jump through the head (its handshake runs
-    beside the head's) rather than riding the head's connection once that is up, which made the probe two round
-    trips long. `extra(node)`: more read-only probe bash for that node (see `probe_script`).
+    `extra(node)`: more read-only probe bash for that node (see `probe_script`).
     """
     run = secrets.token_hex(8)
-    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
-        found = list(pool.map(lambda n: _observe_node(plan, n, extra(n), run), plan.nodes))
-    return {o.node: o for o in found}
+    head = _observe_node(plan, plan.head, extra(plan.head), run)
+    if not plan.workers:
+        return {head.node: head}
+    with ThreadPoolExecutor(max_workers=len(plan.workers)) as pool:
+        workers = list(pool.map(lambda n: _observe_node(plan, n, extra(n), run), plan.workers))
+    return {o.node: o for o in [head, *workers]}
