@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -107,7 +108,10 @@ def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations
     def run():
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
 
-    run()
+    try:
+        run()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)  # a fake private key must not outlive the test in /tmp
     return {r.name: r for r in monitor.requests}
 
 
