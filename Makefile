@@ -62,7 +62,7 @@ unit: venv ## tests without network or cluster
 # (docker-engine.sh also locks, for anyone who runs pytest directly).
 INTEGRATION_WORKERS ?= 2
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
-	$(ENV); sim/docker-engine.sh ensure; $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration
+	$(ENV); sim/docker-engine.sh ensure; $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --durations=40 tests/integration
 
 test: tools lint unit integration ## everything CI runs (installs what is missing first)
 

@@ -3,8 +3,8 @@ same, raising RemoteError on a failure), `run_attached` (this terminal's stdin a
 
 Scripts go over ssh's stdin (never on a command line), through spark_llm.remote.ssh (pinned host keys, workers
 through the head as a jump host). The program's probe and readiness gate share one master connection per node
-within a run (`multiplex=True`); the operator's commands give every script its own connection, so no master opened
-earlier stands in for a host key check.
+(`multiplex=True`: kept for the next program run, spark_llm.remote.ssh.control_dir); the operator's commands give
+every script its own connection.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def run(
     """Run a bash script on `target` (sent over stdin, after `set -uo pipefail`, `-e` too with `errexit`); never
     raises for a node's failure: the NodeRun says what happened (255: ssh failed, NO_ANSWER: no answer in time).
 
-    `multiplex`: share this process's master connection to the node (spark_llm.remote.ssh.control_dir).
+    `multiplex`: ride on the node's master connection (spark_llm.remote.ssh.control_dir), opening it if needed.
     `clock`: measure the node's clock against this one once the session is up (NTP-style: the node's time against
     the midpoint of a round trip that excludes the ssh handshake). `on_line`: called with each output line as it
     comes (`spark-llm logs --follow`). `cancel`: set it to end the script early (its run reads as NO_ANSWER).
@@ -227,7 +227,7 @@ def run(
 
 
 def run_script(target: SshHost, script: str, *, timeout: float | None = None, tail_lines: int = 40) -> str:
-    """`run` for the program (`set -euo pipefail`, the run's master connection): its output, or RemoteError with
+    """`run` for the program (`set -euo pipefail`, the node's master connection): its output, or RemoteError with
     the node, the exit code and the last `tail_lines` lines (HostKeyMismatchError naming the hop ssh refused)."""
     result = run(target, script, timeout=timeout, multiplex=True, errexit=True)
     if result.code == NO_ANSWER:

@@ -14,8 +14,10 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -60,11 +62,23 @@ def host_key_mismatch(target: SshHost, output: str) -> str | None:
 
 
 def connection_id(hop: SshHost) -> str:
-    """Pure: what identifies a reusable (multiplexed) connection to `hop`: every setting of it and of its jump
-    hosts, the pinned host keys included. A master connection opened under another pin is never reused: a
-    changed `hostKey` is checked by a new handshake."""
-    fields = [(h.name, h.host, h.port, h.user, h.key_path, " ".join(h.host_key.split()[:2])) for h in hop.chain()]
+    """What identifies a reusable (multiplexed) connection to `hop`: every setting of it and of its jump hosts, the
+    pinned host keys and the identity file as it is now included. A master opened under another pin, or with a key
+    file since replaced (rotated), is never reused: a changed `hostKey` is checked by a new handshake."""
+    fields = [
+        (h.name, h.host, h.port, h.user, h.key_path, _key_file_stamp(h.key_path), " ".join(h.host_key.split()[:2]))
+        for h in hop.chain()
+    ]
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:32]
+
+
+def _key_file_stamp(path: str) -> tuple[int, int, int] | None:
+    """The key file's inode, size and mtime (its metadata only: the key itself is never read here)."""
+    try:
+        st = os.stat(os.path.expanduser(path))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def ssh_config(target: SshHost, known_hosts: Path, control_dir: Path | None = None) -> str:
@@ -82,12 +96,13 @@ def ssh_config(target: SshHost, known_hosts: Path, control_dir: Path | None = No
         if hop.via:
             lines.append(f"  ProxyJump {hop.via.name}")
         if control_dir:
-            # One TCP+auth handshake per node for the probe of a program run, not one per command. The socket is
-            # named by the pins (connection_id) in a directory of this process only (control_dir).
+            # One TCP+auth handshake per node for the program's runs within a minute of each other (`preview` then
+            # `up`), not one per command. The socket is named by the pins (connection_id), in this user's own
+            # directory (control_dir).
             lines += [
                 "  ControlMaster auto",
                 f"  ControlPath {control_dir}/{connection_id(hop)}",
-                "  ControlPersist 30",
+                f"  ControlPersist {CONTROL_PERSIST_SECONDS}",
             ]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
@@ -97,33 +112,90 @@ def known_hosts(target: SshHost) -> str:
     return "".join(known_hosts_line(hop) + "\n" for hop in target.chain())
 
 
+CONTROL_PERSIST_SECONDS = 60
+"""How long an idle master connection stays up for the next program run."""
+# A master that does not answer a no-op within this is let go (its network went away under it): the run connects
+# afresh, and a fault reads as ssh's own words ("Connection refused"), not as a mux error.
+MASTER_CHECK_SECONDS = 5
+
 _control_dir: Path | None = None
 _control_lock = threading.Lock()
+_checked: set[str] = set()
 _CONTROL_PREFIX = "spark-llm-ssh-ctl-"
+_USER_CONTROL_DIR = f"spark-llm-masters-{os.getuid()}"
 # A unix socket path holds at most 107 bytes, and ssh first binds a temp name 17 bytes longer than ControlPath.
 _MAX_CONTROL_DIR = 107 - 17 - 1 - 32
 
 
 def control_dir() -> Path | None:
-    """This process's private dir for master connections (0700), made on first use; None if its path is too long
-    for a socket.
+    """This user's dir for master connections, made on first use; None if its path is too long for a socket.
 
-    Masters are shared within one process (one program run: the head's connection carries its workers' probes)
-    and never across runs: a master left by an earlier run would stand in for this run's host key check, and it
-    dies with that run's faults ("mux_client_request_alive: write packet: Broken pipe" where ssh's own "Connection
-    refused" belongs). The masters are stopped and the dir removed when the process exits.
+    A master outlives its program run by CONTROL_PERSIST_SECONDS, so `pulumi preview` then `pulumi up` make one
+    handshake per node, not one each. It never stands in for a check it should not: its socket is named by the
+    pins and the key file (connection_id), and a master is tried with a no-op before a run rides on it
+    (check_masters). The dir is 0700 and this user's: one that is not (made by someone else, a symlink) is not
+    used; this process then keeps its masters in a private dir of its own, stopped when it exits.
     """
     global _control_dir
     with _control_lock:
         if _control_dir is None:
-            remove_stale_control_dirs(Path(tempfile.gettempdir()))
-            path = Path(tempfile.mkdtemp(prefix=_CONTROL_PREFIX))
-            if len(str(path)) > _MAX_CONTROL_DIR:
-                path.rmdir()
+            shared = Path(tempfile.gettempdir()) / _USER_CONTROL_DIR
+            if len(str(shared)) > _MAX_CONTROL_DIR:
                 return None
-            _control_dir = path
-            atexit.register(close_masters, path)
+            with contextlib.suppress(FileExistsError):
+                shared.mkdir(mode=0o700)
+            st = shared.lstat()
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0:
+                _control_dir = shared
+            else:
+                remove_stale_control_dirs(Path(tempfile.gettempdir()))
+                _control_dir = Path(tempfile.mkdtemp(prefix=_CONTROL_PREFIX))
+                atexit.register(close_masters, _control_dir)
         return _control_dir
+
+
+def _master(config: Path, hop: SshHost, operation: str) -> bool:
+    """`ssh -O operation` on hop's master (its socket from `config`); whether ssh said yes."""
+    try:
+        return (
+            subprocess.run(
+                ["ssh", "-F", str(config), "-O", operation, hop.name],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=MASTER_CHECK_SECONDS,
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def check_masters(config: Path, target: SshHost, control: Path) -> None:
+    """Before a run rides on masters left by an earlier run: each hop's (the jump host first) must still carry a
+    no-op within MASTER_CHECK_SECONDS, else it is stopped and its socket removed (the run then connects afresh).
+    Once per hop and process."""
+    for hop in target.chain():
+        socket = control / connection_id(hop)
+        with _control_lock:
+            if socket.name in _checked:
+                continue
+            _checked.add(socket.name)
+        if not socket.exists():
+            continue
+        if _master(config, hop, "check"):
+            # ControlMaster=no: ride on the master or fail, never open a connection of its own.
+            noop = ["ssh", "-F", str(config), "-o", "ControlMaster=no", hop.name, "true"]
+            try:
+                alive = subprocess.run(
+                    noop, stdin=subprocess.DEVNULL, capture_output=True, timeout=MASTER_CHECK_SECONDS
+                )
+                if alive.returncode == 0:
+                    continue
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            _master(config, hop, "exit")
+        with contextlib.suppress(OSError):
+            socket.unlink()
 
 
 def remove_stale_control_dirs(parent: Path, *, older_than: float = 600) -> None:
@@ -154,14 +226,16 @@ def close_masters(directory: Path) -> None:
 def ssh_files(target: SshHost, *, multiplex: bool = True) -> Iterator[Path]:
     """A private temp dir with `config` and `known_hosts` for `target`; yields the config path.
 
-    `multiplex=True` shares one master connection per node within this process (control_dir); `False` makes
-    every connection its own handshake.
+    `multiplex=True` shares one master connection per node with this process's other runs and the next program
+    run's (control_dir, check_masters); `False` makes every connection its own handshake.
     """
     with tempfile.TemporaryDirectory(prefix="spark-llm-ssh-") as tmp:
         d = Path(tmp)
         (d / "known_hosts").write_text(known_hosts(target))
         control = control_dir() if multiplex else None
         (d / "config").write_text(ssh_config(target, d / "known_hosts", control))
+        if control is not None:
+            check_masters(d / "config", target, control)
         yield d / "config"
 
 

@@ -37,8 +37,9 @@ pytestmark = pytest.mark.integration
 
 # Where a process of an unprivileged user may leave files outside its home: the temp dirs (cleaned up after).
 TEMP_DIRS = ("/tmp/", "/var/tmp/", "/dev/shm/")
-# ssh's ControlPath directory and its sockets (spark_llm/remote/ssh.py), in the temp dir.
-SSH_CONTROL = re.compile(r"/tmp/spark-llm-ssh-ctl-[^/]+(/[^/]+)?")
+# ssh's ControlPath directory and its sockets (spark_llm/remote/ssh.py), in the temp dir: the user's own (masters
+# kept for the next run), or a run's private one.
+SSH_CONTROL = re.compile(r"/tmp/spark-llm-(masters-\d+|ssh-ctl-[^/]+)(/[^/]+)?")
 # What the user's environment keeps from this one: how this machine reaches PyPI (a mirror, a proxy, a CA).
 PASSED_ENV = re.compile(r"PIP_\w+|(?i:https?_proxy|no_proxy)|REQUESTS_CA_BUNDLE|SSL_CERT_FILE")
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote import ssh
@@ -46,13 +52,65 @@ def test_the_same_settings_give_the_same_connection_and_a_socket_path_that_fits(
     assert dir_ is not None and len(f"{dir_}/{ssh.connection_id(WORKER)}") + 17 <= 107
 
 
-def test_each_process_has_its_own_control_dir_removed_when_it_exits():
-    """No master connection outlives its program run: the next run makes its own handshake."""
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path: a socket's path holds at most 107 bytes (pytest's tmp_path is too long)."""
+    path = Path(tempfile.mkdtemp(prefix="sl-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def control_dir_of_a_process(tmpdir: Path) -> Path:
     code = "from spark_llm.remote import ssh; print(ssh.control_dir())"
-    dirs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()]
-    dirs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
-    assert dirs[0] != dirs[1]
-    assert not any(Path(d).exists() for d in dirs)
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return Path(out.stdout.strip())
+
+
+def test_program_runs_share_the_users_own_control_dir_so_masters_serve_the_next_run(short_tmp):
+    """`preview` then `up`: the second run finds the first one's masters (one handshake per node, not two)."""
+    first, second = control_dir_of_a_process(short_tmp), control_dir_of_a_process(short_tmp)
+    assert first == second == short_tmp / f"spark-llm-masters-{os.getuid()}"
+    mode = first.lstat().st_mode
+    assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == 0o700 and first.lstat().st_uid == os.getuid()
+
+
+@pytest.mark.parametrize("unsafe", ["open to others", "a symlink"])
+def test_a_shared_dir_that_others_could_use_is_not_used(short_tmp, unsafe):
+    """Anyone who can reach a master's socket runs commands on the node as the operator: such a dir is left alone,
+    and the run keeps its masters in a private dir that goes when it exits."""
+    shared = short_tmp / f"spark-llm-masters-{os.getuid()}"
+    if unsafe == "open to others":
+        shared.mkdir(mode=0o777)
+        shared.chmod(0o777)
+    else:
+        (short_tmp / "elsewhere").mkdir(mode=0o700)
+        shared.symlink_to(short_tmp / "elsewhere")
+    used = control_dir_of_a_process(short_tmp)
+    assert used.parent == short_tmp and used.name.startswith("spark-llm-ssh-ctl-")
+    assert not used.exists()  # removed when that process exited
+    assert not any((short_tmp / "elsewhere").iterdir()) if unsafe == "a symlink" else True
+
+
+def test_a_replaced_key_file_never_rides_on_the_master_its_predecessor_opened(tmp_path):
+    key = tmp_path / "id"
+    key.write_text("one")
+    host = dataclasses.replace(HEAD, key_path=str(key))
+    before = ssh.connection_id(host)
+    assert ssh.connection_id(host) == before
+    key.unlink()
+    key.write_text("two, rotated")
+    assert ssh.connection_id(host) != before
+
+
+def test_a_socket_left_without_its_master_is_removed_before_a_run_rides_on_it(tmp_path):
+    """A master that died (its node rebooted, its run killed) leaves its socket: the next run connects afresh."""
+    config = tmp_path / "config"
+    config.write_text(ssh.ssh_config(HEAD, tmp_path / "known_hosts", tmp_path))
+    socket = tmp_path / ssh.connection_id(HEAD)
+    socket.touch()
+    ssh.check_masters(config, HEAD, tmp_path)
+    assert not socket.exists()
 
 
 CHANGED = (
