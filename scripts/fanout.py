@@ -47,11 +47,11 @@ from fanout_transport import (  # beside this file on the head (sys.path[0])
     Job,
     Node,
     Receiver,
-    feed_rsync,
+    disk_full,
     human,
     link_cut,
-    rsync_options,
     say,
+    start_rsync,
 )
 
 PROGRESS_SECONDS = 5.0
@@ -99,34 +99,8 @@ class Copy:
     # ---------- sending ----------
 
     def start(self, job: Job) -> None:
-        names = "".join(f["path"] + "\0" for f in job.files)
-        job.size = sum(f["size"] for f in job.files)
-        opts = rsync_options(job)
-        if self.transport == "ssh":
-            t = job.target
-            rsh = " ".join(shlex.quote(a) for a in self.fabric.ssh(t, "")[:-2])
-            argv = ["rsync", *opts, "-e", f"{rsh} -c aes128-gcm@openssh.com", self.path + "/"]
-            argv.append(f"{t.user}@{t.address}:{self.path}/")
-            env = None
-            command = argv
-        else:
-            url = self.receivers[job.target.name].url()
-            rsync = shlex.join(["rsync", *opts, self.path + "/", url])
-            if job.source.is_head:
-                command = ["bash", "-c", f"exec {rsync}"]
-                env = dict(os.environ, RSYNC_PASSWORD=self.secret)
-            else:
-                # The secret reaches the sending worker on the session's stdin, first line, never in argv.
-                command = self.fabric.ssh(
-                    job.source, f"IFS= read -r RSYNC_PASSWORD; export RSYNC_PASSWORD; exec {rsync}"
-                )
-                names = self.secret + "\n" + names
-                env = None
-        job.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-        )
-        job.reader = threading.Thread(target=feed_rsync, args=(job, names.encode()), daemon=True)
-        job.reader.start()
+        receiver = None if self.transport == "ssh" else self.receivers[job.target.name]
+        start_rsync(job, self.fabric, self.path, self.secret, receiver)
 
     def run(self) -> None:
         say(f"fanout: reading the manifests of {self.head.name} and {len(self.workers)} worker(s)")
@@ -207,19 +181,6 @@ class Copy:
                 + "\nnothing was copied. Free space there (or set spark-llm:model.path to a larger disk), then run"
                 " pulumi up again"
             )
-
-    def disk_full(self, node: Node, left: int) -> CopyError:
-        """rsync hit a full disk mid-copy: say where, how much is still to come and how much is free now."""
-        try:
-            free = int(self.fabric.run(node, f"df -B1 --output=avail {shlex.quote(self.path)} | tail -n 1", what="df"))
-            now = f"{human(free)} ({free} B) free there now"
-        except (CopyError, ValueError):
-            now = "free space unknown"
-        return CopyError(
-            f"{node.name}: the disk under {self.path} is full (No space left on device) with {human(left)} ({left} B)"
-            f" of the weights still to come; {now}. Free space on {node.name}, then run"
-            " pulumi up again: the files already copied are kept, a partial one resumes"
-        )
 
     def send(
         self,
@@ -306,7 +267,8 @@ class Copy:
                     job.reader.join(timeout=10)  # its last lines (rsync's stats, or its error) are read
                     if job.proc.returncode != 0:
                         if any("No space left on device" in line for line in job.tail):
-                            raise self.disk_full(job.target, todo[job.target.name] - done_bytes[job.target.name])
+                            left = todo[job.target.name] - done_bytes[job.target.name]
+                            raise disk_full(self.fabric, job.target, self.path, left)
                         if job.proc.returncode == IO_TIMEOUT_EXIT:
                             raise link_cut(job, done_bytes[job.target.name], todo[job.target.name])
                         raise CopyError(

@@ -1,5 +1,7 @@
 """spark-llm weights fan-out, the moving parts: ssh to the workers over the fabric, the rsync daemon a worker
-runs to receive, the hasher that hashes each file as it lands, and rsync's options.
+runs to receive, the hasher that hashes each file as it lands, and each rsync stream: its options, how it starts
+(into a worker's daemon from the head or a worker, or over ssh from the head), its output read, and what its
+failure says (a cut link, a full disk).
 
 Runs ON the head beside scripts/fanout.py (python3 standard library only), which plans and schedules the copy.
 """
@@ -224,6 +226,20 @@ def link_cut(job: Job, arrived: int, total: int) -> CopyError:
     )
 
 
+def disk_full(fabric: Fabric, node: Node, path: str, left: int) -> CopyError:
+    """rsync hit a full disk mid-copy: say where, how much is still to come and how much is free now."""
+    try:
+        free = int(fabric.run(node, f"df -B1 --output=avail {shlex.quote(path)} | tail -n 1", what="df"))
+        now = f"{human(free)} ({free} B) free there now"
+    except (CopyError, ValueError):
+        now = "free space unknown"
+    return CopyError(
+        f"{node.name}: the disk under {path} is full (No space left on device) with {human(left)} ({left} B)"
+        f" of the weights still to come; {now}. Free space on {node.name}, then run"
+        " pulumi up again: the files already copied are kept, a partial one resumes"
+    )
+
+
 def rsync_options(job: Job) -> list[str]:
     # --no-owner/--no-group: the receiving node's user owns the files, whatever uid they had on the sender.
     opts = [
@@ -268,3 +284,35 @@ def feed_rsync(job: Job, data: bytes) -> None:
                 job.stats[STATS[key]] = int(value.split()[0].replace(",", ""))
             elif not line.startswith(STATS_NOISE):
                 job.tail = (job.tail + [line])[-8:]
+
+
+def start_rsync(job: Job, fabric: Fabric, path: str, secret: str, receiver: Receiver | None) -> None:
+    """Start a job's rsync and the thread that feeds it its file list and reads its output: into the target's
+    daemon (`receiver`, transport rsyncd) from the head or from a worker that has the files, or with no receiver
+    (transport ssh) over ssh from the head."""
+    names = "".join(f["path"] + "\0" for f in job.files)
+    job.size = sum(f["size"] for f in job.files)
+    opts = rsync_options(job)
+    if receiver is None:
+        t = job.target
+        rsh = " ".join(shlex.quote(a) for a in fabric.ssh(t, "")[:-2])
+        argv = ["rsync", *opts, "-e", f"{rsh} -c aes128-gcm@openssh.com", path + "/"]
+        argv.append(f"{t.user}@{t.address}:{path}/")
+        env = None
+        command = argv
+    else:
+        url = receiver.url()
+        rsync = shlex.join(["rsync", *opts, path + "/", url])
+        if job.source.is_head:
+            command = ["bash", "-c", f"exec {rsync}"]
+            env = dict(os.environ, RSYNC_PASSWORD=secret)
+        else:
+            # The secret reaches the sending worker on the session's stdin, first line, never in argv.
+            command = fabric.ssh(job.source, f"IFS= read -r RSYNC_PASSWORD; export RSYNC_PASSWORD; exec {rsync}")
+            names = secret + "\n" + names
+            env = None
+    job.proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    job.reader = threading.Thread(target=feed_rsync, args=(job, names.encode()), daemon=True)
+    job.reader.start()

@@ -21,11 +21,6 @@ from tests.unit.graph_mocks import (
 HEAD, WORKER = "spark-engine-spark-1", "spark-engine-spark-2"
 
 
-@pytest.fixture
-def registered(monkeypatch):
-    return register(monkeypatch, pinned(dual_spark_stack_file()))
-
-
 def _depends_on(request, name: str) -> bool:
     return any(dep.endswith(f"::{name}") for dep in request.dependencies)
 

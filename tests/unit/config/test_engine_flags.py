@@ -1,6 +1,7 @@
 """Engine flag catalogs by release, the program's own flags, and spark-llm:engine in the stack config.
 
-The table of refused flags is tests/unit/test_engine_flag_verdicts.py; here, flags taken with a deprecation warning.
+The table of refused flags is tests/unit/config/flag_verdict_cases.py (run by test_engine_flag_verdicts.py); here,
+flags taken with a deprecation warning.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.sim.test_standin_engine import (  # noqa: F401
+from tests.unit.sim.standin_group import (
     ENGINE_DIR,
     SERVED_MODEL_NAME,
     WAIT_SECONDS,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.sim.test_standin_engine import (
+from tests.unit.sim.standin_group import (
     ENGINE_DIR,
     FINGERPRINT,
     MODEL_PATH,

@@ -1,0 +1,116 @@
+"""`spark-llm status`: the group's verdict (in sync, drift, not deployed, unhealthy) and what `pulumi up` does
+about it, from each node's output; uptime, the head's health, the table, docker's times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_llm.ops import status
+from spark_llm.ops.render import render_text
+from tests.unit.ops.node_facts import ABSENT, REV, engine_section, node_run, running, statuses, with_revision
+
+
+def test_status_in_sync_when_every_member_runs_the_revision_and_the_head_started_last(spark_plan):
+    p = with_revision(spark_plan)
+    s = statuses(p, running("2026-11-30T10:00:05.5Z"), running("2026-11-30T10:00:01.123456789Z"))
+    assert status.verdict(p, s, status.Health(200, (p.model_name,)))[0] == "in sync"
+
+
+@pytest.mark.parametrize(
+    ("owner", "verdict"),
+    [
+        ("ours abcdef0123456789", "in sync"),
+        ("theirs abcdef0123456789", "drift"),
+        ("theirs an-older-container", "in sync"),  # the record is of a container that is gone
+    ],
+    ids=["ours", "another-state", "stale-record"],
+)
+def test_status_names_an_engine_another_state_of_the_stack_started(spark_plan, owner, verdict):
+    p = with_revision(spark_plan)
+    runs = [
+        node_run("spark-1", running("2026-11-30T10:00:05.5Z"), owner=(0, "ours abcdef0123456789")),
+        node_run("spark-2", running("2026-11-30T10:00:01Z"), owner=(0, owner)),
+    ]
+    s = [status.node_status(n, "spark-llm-engine", r) for n, r in zip(p.nodes, runs, strict=True)]
+    state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)), state_id="ours")
+    assert state == verdict
+    if verdict == "drift":
+        assert sentence.startswith("spark-2's engine was started by another state of this stack: `pulumi up` restarts")
+
+
+def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_plan):
+    p = with_revision(spark_plan)
+    exited = (
+        0,
+        engine_section("exited", 137, "2026-11-30T10:00:01Z", "2026-11-30T10:30:00Z", REV, "abcdef012345", "false"),
+    )
+    s = statuses(p, running("2026-11-30T10:00:05Z"), exited)
+    state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)))
+    assert state == "drift"
+    assert sentence == (
+        "spark-2 exited (137): `pulumi up` restarts the group in order: "
+        "spark-1 stopped, spark-2 stopped, spark-2 started, spark-1 started"
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "worker", "words"),
+    [
+        (running("2026-11-30T10:00:05Z", "ffffffffffffffff"), None, "spark-1 runs revision ffffffffffffffff"),
+        (None, ABSENT, "spark-2 has no spark-llm-engine container"),
+        (None, running("2026-11-30T10:09:00Z"), "spark-2 restarted after the head"),
+    ],
+    ids=["old-revision", "removed", "restarted-by-hand"],
+)
+def test_status_drift(spark_plan, head, worker, words):
+    p = with_revision(spark_plan)
+    s = statuses(p, head or running("2026-11-30T10:00:05Z"), worker or running("2026-11-30T10:00:01Z"))
+    state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)))
+    assert state == "drift" and words in sentence and "`pulumi up` restarts the group in order" in sentence
+
+
+def test_status_not_deployed_and_unhealthy(spark_plan):
+    p = with_revision(spark_plan)
+    absent = ABSENT
+    assert status.verdict(p, statuses(p, absent, absent), None)[0] == "not deployed"
+    s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
+    state, sentence = status.verdict(p, s, status.Health(503, ()))
+    assert state == "unhealthy" and "/health answers 503" in sentence
+
+
+def test_status_uptime_and_head_health_from_the_scripts_output(spark_plan):
+    run = node_run(
+        "spark-1",
+        running("2026-11-30T10:00:00Z"),
+        health=(0, "200"),
+        models=(0, json.dumps({"data": [{"id": "Qwen/Qwen3.5-122B-A10B-FP8"}]})),
+    )
+    s = status.node_status(spark_plan.head, "spark-llm-engine", run)
+    assert s.state == "running" and s.uptime_s == pytest.approx(
+        1795000000.0 - status.parse_time("2026-11-30T10:00:00Z")
+    )
+    health = status.head_health(run)
+    assert health.healthy and health.models == ("Qwen/Qwen3.5-122B-A10B-FP8",)
+
+
+def test_a_head_that_does_not_listen_says_so():
+    run = node_run(
+        "spark-1",
+        (0, engine_section("exited", 1, "x", "y", "z", "id", "false")),
+        health=(7, "000curl: (7) Failed to connect"),
+    )
+    assert status.head_health(run) == status.Health(None, (), "nothing listens on the port")
+
+
+def test_status_table_lists_each_node(spark_plan):
+    p = with_revision(spark_plan)
+    s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
+    text = render_text(status.status_table(p, s, status.Health(200, (p.model_name,))))
+    assert "spark-1" in text and "spark-2" in text and "/health 200" in text and REV in text
+
+
+def test_docker_times_parse_with_nanoseconds_and_trimmed_zeros():
+    assert status.parse_time("2026-11-30T10:00:01.5Z") == pytest.approx(status.parse_time("2026-11-30T10:00:01Z") + 0.5)
+    assert status.parse_time("0001-01-01T00:00:00Z") is None
