@@ -54,8 +54,10 @@ lint: system-deps venv ## ruff, mypy, import-linter (the layers), shellcheck, ge
 	shellcheck -x $$(git ls-files '*.sh' .ci/run)
 	$(PY) -m spark_llm.config.schema_docs --check
 
+# Unit tests spread over UNIT_WORKERS processes (pytest-xdist): each test is independent (temp dirs, mocks).
+UNIT_WORKERS ?= 2
 unit: venv ## tests without network or cluster
-	$(ENV); $(PY) -m pytest -q -m "not integration" tests/unit
+	$(ENV); $(PY) -m pytest -q -m "not integration" -n $(UNIT_WORKERS) tests/unit
 
 # Test files spread over INTEGRATION_WORKERS pytest-xdist workers, each with a sim of its own (a file's tests share
 # its module-scoped deployment, so whole files go to one worker). The engine is started once before the workers
