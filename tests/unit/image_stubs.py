@@ -96,6 +96,7 @@ set -euo pipefail
 while [ $# -gt 0 ]; do
   case "$1" in
     -i | -o | -p) shift 2 ;;
+    -c) echo "ssh cipher $2" >>"$STUB/calls.log"; shift 2 ;;
     -O) echo "ssh -O $2" >>"$STUB/calls.log"; exit 0 ;;  # the connection master: nothing to stop here
     *) break ;;
   esac

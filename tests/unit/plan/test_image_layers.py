@@ -71,6 +71,8 @@ def test_worker_with_no_layer_of_the_image_gets_all_of_it_unfiltered(raw_config,
     assert out.returncode == 0, out.stderr
     assert "spark-2 holds none of the image's 2 layers: sending all of it" in out.stdout
     assert (stub.state / "worker.loaded").read_bytes() == save_tar()  # no filter in the way
+    # The stream takes the bulk cipher (AES-GCM); the short calls ride the step's connection with ssh's defaults.
+    assert calls(stub).count("ssh cipher aes128-gcm@openssh.com\n") == 1
 
 
 def test_worker_with_every_layer_but_another_config_gets_no_layer(raw_config, stub):
