@@ -32,7 +32,7 @@ def main() -> int:
     ap.add_argument(
         "--compare",
         type=Path,
-        default=REPO / "bench" / "results" / "deploy-20261130T124109Z.json",
+        default=REPO / "bench" / "results" / "deploy-20261202T172329Z.json",
         help="an earlier result file: its medians are written beside this run's, with the ratio",
     )
     args = ap.parse_args()

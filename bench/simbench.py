@@ -66,6 +66,8 @@ def write_result(benchmark: str, fields: dict) -> Path:
         "when": now.isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "pulumi": sh(["pulumi", "version"], dict(os.environ)).stdout.strip(),
+        # The code measured (a result compared with another checkout's must say which each was).
+        "commit": sh(["git", "describe", "--always", "--dirty"], dict(os.environ)).stdout.strip(),
         **fields,
     }
     out = REPO / "bench" / "results" / f"{benchmark}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
