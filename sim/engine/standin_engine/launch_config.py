@@ -47,6 +47,11 @@ class LaunchConfig:
         return self.is_head and not self.headless
 
     @property
+    def version(self) -> tuple[int, ...]:
+        """The engine version as numbers, for the log lines whose wording changed between releases."""
+        return tuple(int(part) for part in self.engine_version.split(".") if part.isdigit())
+
+    @property
     def world_size(self) -> int:
         return self.tp_size * self.pp_size
 
