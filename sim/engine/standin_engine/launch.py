@@ -94,6 +94,14 @@ def _log_start(parsed: ParsedLaunch, log: EngineLog) -> None:
         f"({parsed.entry.command}; flags checked against the {parsed.catalog.release_tag} catalog), no model, no GPU"
     )
     log.server(f"server_args={config!r}")
+    if config.engine == "vllm" and config.skipped_phases:
+        # --enforce-eager, in vLLM's words (vllm/config/vllm.py, as 0.20 logs it): no compile, no graph capture.
+        log.server(
+            "Enforce eager set, disabling torch.compile and CUDAGraphs. This is equivalent to setting "
+            "-cc.mode=none -cc.cudagraph_mode=none",
+            level="WARNING",
+            source="vllm.py:896",
+        )
     for flag in config.deprecated_flags:
         log.server(
             f"The command line argument '{flag}' is deprecated and will be removed in future versions.",

@@ -31,6 +31,9 @@ class LaunchConfig:
     trust_remote_code: bool
     context_length: int
     dist_timeout: int
+    skipped_phases: tuple[str, ...] = ()
+    """Start phases the command line turns off: SGLang --disable-cuda-graph (graph), vLLM --enforce-eager (compile
+    and graph). Their lines are not printed, their knobs do nothing."""
     deprecated_flags: tuple[str, ...] = ()
     """Deprecated flags that were set; the launch logs a warning for each."""
     api_key: str | None = field(default=None, repr=False)

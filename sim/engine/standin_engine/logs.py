@@ -37,8 +37,8 @@ class EngineLog:
     def dist_init_seconds(self) -> float:
         return time.monotonic() - self.dist_init_began
 
-    def server(self, message: str, level: str = "INFO") -> None:
-        """A line of the launcher / HTTP server process."""
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        """A line of the launcher / HTTP server process; `source` is vLLM's `[file.py:line]`."""
         raise NotImplementedError
 
     def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:
@@ -72,7 +72,7 @@ class SGLangLog(EngineLog):
 
     display_name = "SGLang"
 
-    def server(self, message: str, level: str = "INFO") -> None:
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
         write_line(f"[{_now()}] {message}")
 
     def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:
@@ -126,9 +126,9 @@ class VLLMLog(EngineLog):
             f"(EngineCore_DP0 pid={self.pid}) " if config.is_head else f"(Worker_TP{self.tp_rank} pid={self.pid}) "
         )
 
-    def server(self, message: str, level: str = "INFO", source: str = "api_server.py:1885") -> None:
-        if not self.config.serves_api:
-            source = "serve.py:243"
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        if source is None:
+            source = "api_server.py:1885" if self.config.serves_api else "serve.py:243"
         write_line(f"{self.server_prefix}{level} {_vllm_now()} [{source}] {message}")
 
     def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:

@@ -83,6 +83,8 @@ def run_phases_after_init(config: LaunchConfig, knobs: FailureKnobs, log: Engine
     """
     lines = phase_lines(config, log)
     for phase in PHASES[_engine(config)][1:]:
+        if phase in config.skipped_phases:
+            continue
         state.phase = f"start phase {phase}"
         started = time.monotonic()
         lines.begin(phase)

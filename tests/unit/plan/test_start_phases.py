@@ -339,7 +339,8 @@ def test_the_standins_sglang_start_reads_as_every_phase_in_order(
             assert 1.2 <= (start.finished[1].engine_seconds or 0) < 2.2
 
 
-def test_the_standins_vllm_start_reads_as_every_phase_in_order(tmp_path: Path) -> None:
+def run_standin_vllm(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
+    """One stand-in vLLM node until its API server is up; its whole log."""
     port = free_port()
     command = [
         sys.executable,
@@ -351,6 +352,7 @@ def test_the_standins_vllm_start_reads_as_every_phase_in_order(tmp_path: Path) -
         "127.0.0.1",
         "--port",
         str(port),
+        *args,
     ]
     log_path = tmp_path / "vllm.log"
     with log_path.open("wb") as log_file:
@@ -359,17 +361,28 @@ def test_the_standins_vllm_start_reads_as_every_phase_in_order(tmp_path: Path) -
             stdout=log_file,
             stderr=subprocess.STDOUT,
             cwd=ENGINE_DIR,
-            env=engine_env({"STANDIN_PHASE_SECONDS": "graph=1.6"}),
+            env=engine_env(env),
         )
     try:
         wait_until(lambda: "Application startup complete." in log_path.read_text(), "the stand-in vLLM to start")
     finally:
         process.kill()
         process.wait()
-    start = read_start("vllm-native", standin_lines(log_path.read_text(), time.time()))
+    return log_path.read_text()
+
+
+def test_the_standins_vllm_start_reads_as_every_phase_in_order(tmp_path: Path) -> None:
+    log = run_standin_vllm(tmp_path, env={"STANDIN_PHASE_SECONDS": "graph=1.6"})
+    start = read_start("vllm-native", standin_lines(log, time.time()))
     assert start.done
     assert list(start.timeline()) == ["dist_init", "weights", "compile", "kv_cache", "graph", "server"]
     assert (start.finished[4].engine_seconds or 0) == 2  # `Graph capturing finished in 2 secs`: 1.6, rounded
+
+
+def test_the_standins_eager_vllm_start_reads_without_compile_and_graph(tmp_path: Path) -> None:
+    log = run_standin_vllm(tmp_path, "--enforce-eager", env={"STANDIN_HANG_IN_PHASE": "graph@0"})
+    start = read_start("vllm-native", standin_lines(log, time.time()))
+    assert start.done and list(start.timeline()) == ["dist_init", "weights", "kv_cache", "server"]
 
 
 def test_the_standin_hung_in_graph_capture_reads_as_a_stall_in_graph_capture(

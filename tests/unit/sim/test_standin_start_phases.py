@@ -218,3 +218,12 @@ def test_a_bad_phase_knob_exits_2_naming_the_variable_and_an_example(
     assert node.wait_for_exit() == 2
     assert f"{name}={value!r}: {message}" in node.log()
     assert "e.g. " in node.log() and "phases of sglang: dist_init, weights, kv_cache, graph, server" in node.log()
+
+
+def test_disable_cuda_graph_skips_the_graph_phase_and_its_hang(new_group: Callable[..., EngineGroup]) -> None:
+    # The usual way out of a capture that hangs: SGLang without CUDA graphs prints no capture lines at all.
+    group = new_group(1, extra_args=("--disable-cuda-graph",))
+    head = group.start(0, env={"STANDIN_HANG_IN_PHASE": "graph@0"})
+    head.wait_for_log("The server is fired up and ready to roll!")
+    assert "Capture" not in head.log()
+    assert_in_order(head.log(), ["Memory pool end.", "max_total_num_tokens="])
