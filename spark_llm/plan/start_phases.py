@@ -195,7 +195,11 @@ _VLLM_TIME = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-
 
 @dataclass(frozen=True)
 class LogLine:
-    """One line of a node's log and when the caller received it (seconds since the epoch)."""
+    """One line of a node's log and when the caller first received it (seconds since the epoch).
+
+    Keep a line's first receive time across polls: a log read again whole must not look fresh, or no stall shows.
+    Lines from `docker logs -t` carry the time the container wrote them, which is used instead.
+    """
 
     text: str
     received: float
@@ -309,10 +313,10 @@ def read_start(
     last_line: str | None = None
     last_at: float | None = None
     for line in lines:
-        text, at = _engine_time(line, engine_utc_offset_seconds)
+        text, at, written = _engine_time(line, engine_utc_offset_seconds)
         if not text.strip():
             continue
-        last_line, last_at = text, line.received
+        last_line, last_at = text, written if written is not None else line.received
         for pattern, phase, ends in markers:
             match = pattern.search(text)
             if match:
@@ -333,17 +337,20 @@ def read_start(
     )
 
 
-def _engine_time(line: LogLine, offset: float) -> tuple[str, float]:
-    """The line without a `docker logs -t` prefix, and its time: the engine's own where it has one."""
+def _engine_time(line: LogLine, offset: float) -> tuple[str, float, float | None]:
+    """The line without a `docker logs -t` prefix, its time (the engine's own where it has one), and when the
+    container wrote it (from that prefix, else None)."""
     text = line.text.rstrip("\r\n")
     docker = _DOCKER_TIME.match(text)
     if docker:
-        text = text[docker.end() :]
-        stamp = datetime.fromisoformat(docker[1] + ("+00:00" if docker[2] == "Z" else docker[2]))
-        return text, stamp.timestamp()
+        # Docker prints nanoseconds; Python parses microseconds.
+        fraction = docker[1][19:26] if len(docker[1]) > 19 else ""
+        zone = "+00:00" if docker[2] == "Z" else docker[2]
+        written = datetime.fromisoformat(docker[1][:19] + fraction + zone).timestamp()
+        return text[docker.end() :], written, written
     sglang = _SGLANG_TIME.match(text)
     if sglang:
-        return text, _utc(datetime.strptime(sglang[1], "%Y-%m-%d %H:%M:%S"), offset)
+        return text, _utc(datetime.strptime(sglang[1], "%Y-%m-%d %H:%M:%S"), offset), None
     vllm = _VLLM_TIME.search(text)
     if vllm:
         # vLLM prints no year: the receive time's, or the year before when that would put the line in the future.
@@ -354,8 +361,8 @@ def _engine_time(line: LogLine, offset: float) -> tuple[str, float]:
             except ValueError:  # 02-29 in a year without it
                 continue
             if at <= line.received + 86400:
-                return text, at
-    return text, line.received
+                return text, at, None
+    return text, line.received, None
 
 
 def _utc(naive: datetime, offset: float) -> float:

@@ -274,6 +274,13 @@ def test_a_line_is_timed_by_the_engine_where_it_can_be(line: str, received: str,
     assert start.since == utc(expected)
 
 
+def test_a_log_read_again_whole_is_as_silent_as_its_docker_times_say() -> None:
+    line = "2026-12-02T10:00:00.123456789Z [2026-12-02 10:00:00 TP0] Load weight begin. avail mem=0.00 GB"
+    start = read_start("sglang", [LogLine(line, utc("2026-12-02 10:20:00.0"))])  # re-read 20 minutes later
+    assert start.phase == "weights" and start.last_line_at == pytest.approx(utc("2026-12-02 10:00:00.123457"))
+    assert start.silent_for(utc("2026-12-02 10:20:00.0")) == pytest.approx(1200 - 0.123457)
+
+
 def test_phases_per_profile_and_role() -> None:
     names = {profile: [spec.name for spec in phases_for(profile)] for profile in PROFILE_ENGINES}
     assert names == {
