@@ -6,7 +6,10 @@ good in a phase named by STANDIN_HANG_IN_PHASE, as a rank stuck in NCCL or in CU
 first line is there, its last never comes, the process stays alive and prints nothing more.
 
 Where each line comes from (the `fetch` snapshots were over the size limit, so the shapes were read through the
-search index: the engines' source files and logs that people published from real runs, cited per line below):
+search index: the engines' source files and logs that people published from real runs, cited per line below). The
+version boundaries (which release changed a wording) are inferred from dated logs, not read from tagged sources:
+SGLang's `elapsed=` and per-capture-set graph lines from 0.5.17 (seen in 2026 logs; a public note dates the graph
+rename after v0.5.10), vLLM's `GiB memory and` from 0.12 and `Starting vLLM server on` from 0.20 (seen in 0.20's log).
 
 SGLang (`python/sglang/srt/model_executor/model_runner.py` unless noted; `[time TPn]` scheduler lines):
   dist_init  `Init torch distributed begin.` .. `Init torch distributed ends. elapsed=13.00 s, mem usage=3.81 GB`
