@@ -272,6 +272,7 @@ def _sglang_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Ma
         trust_remote_code=bool(_value(catalog, args, "--trust-remote-code", False)),
         context_length=_context_length(_value(catalog, args, "--context-length")),
         dist_timeout=_dist_timeout(_value(catalog, args, "--dist-timeout"), environ),
+        skipped_phases=("graph",) if _value(catalog, args, "--disable-cuda-graph", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         api_key=_api_key(catalog, args),
     )
@@ -302,6 +303,7 @@ def _vllm_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Mapp
         trust_remote_code=bool(_value(catalog, args, "--trust-remote-code", False)),
         context_length=_context_length(_value(catalog, args, "--max-model-len")),
         dist_timeout=_dist_timeout(_value(catalog, args, "--distributed-timeout-seconds"), environ),
+        skipped_phases=("compile", "graph") if _value(catalog, args, "--enforce-eager", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         api_key=_api_key(catalog, args),
     )

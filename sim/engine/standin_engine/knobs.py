@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from standin_engine.start_phases import DEFAULT_PHASE_SECONDS, PHASES
 
 CRASH_AT_INIT = "STANDIN_CRASH_AT_INIT"
 CRASH_ONCE_FILE = "STANDIN_CRASH_ONCE_FILE"
 HANG_BEFORE_RENDEZVOUS = "STANDIN_HANG_BEFORE_RENDEZVOUS"
 SLOW_START_SECONDS = "STANDIN_SLOW_START_SECONDS"
+PHASE_SECONDS = "STANDIN_PHASE_SECONDS"
+HANG_IN_PHASE = "STANDIN_HANG_IN_PHASE"
 
 ALL_RANKS = "all"
 
@@ -30,10 +34,14 @@ class FailureKnobs:
     """Node ranks that stop before the rendezvous and never arrive."""
     slow_start_seconds: float
     """Seconds every rank sleeps before it starts to initialise."""
+    phase_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Seconds a start phase takes (STANDIN_PHASE_SECONDS); phases not named take DEFAULT_PHASE_SECONDS."""
+    hang_in_phase: frozenset[tuple[str, int]] = frozenset()
+    """(phase, node rank) pairs: that rank stops for good in that phase, after its begin line."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str], nnodes: int) -> FailureKnobs:
-        """Read the knobs; raise KnobError for a value that is not a rank list or a number."""
+    def from_environ(cls, environ: Mapping[str, str], nnodes: int, engine: str = "sglang") -> FailureKnobs:
+        """Read the knobs; raise KnobError for a value that is not a rank list, a number or a phase of `engine`."""
         slow_text = environ.get(SLOW_START_SECONDS, "").strip()
         try:
             slow_start_seconds = float(slow_text) if slow_text else 0.0
@@ -46,7 +54,17 @@ class FailureKnobs:
             crash_once_file=environ.get(CRASH_ONCE_FILE) or None,
             hang_before_rendezvous=_rank_set(environ, HANG_BEFORE_RENDEZVOUS, nnodes),
             slow_start_seconds=slow_start_seconds,
+            phase_seconds=_phase_seconds(environ, engine),
+            hang_in_phase=_hang_in_phase(environ, engine, nnodes),
         )
+
+    def seconds_in(self, phase: str) -> float:
+        """How long this launch spends in `phase` (its own work; waiting for other ranks comes on top)."""
+        return self.phase_seconds.get(phase, DEFAULT_PHASE_SECONDS)
+
+    def hangs_in(self, phase: str, node_rank: int) -> bool:
+        """Whether this rank stops for good in `phase`."""
+        return (phase, node_rank) in self.hang_in_phase
 
     def hangs_before_rendezvous(self, node_rank: int) -> bool:
         """Whether this rank stops before the rendezvous, as a rank that never arrives."""
@@ -82,3 +100,52 @@ def _rank_set(environ: Mapping[str, str], name: str, nnodes: int) -> frozenset[i
             raise KnobError(f"{name}={text!r} is not a list of node ranks (e.g. '1' or '1,2' or 'all')")
         ranks.add(int(item))
     return frozenset(ranks)
+
+
+def _phases(engine: str) -> tuple[str, ...]:
+    return PHASES["vllm" if engine == "vllm" else "sglang"]
+
+
+def _phase_seconds(environ: Mapping[str, str], engine: str) -> dict[str, float]:
+    text = environ.get(PHASE_SECONDS, "").strip()
+    if not text:
+        return {}
+    phases = _phases(engine)
+    example = f"{PHASE_SECONDS}='weights=3,graph=2' (phases of {engine}: {', '.join(phases)})"
+    seconds: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        name = name.strip()
+        if not sep or name not in phases:
+            raise KnobError(f"{PHASE_SECONDS}={text!r}: {item.strip()!r} is not PHASE=SECONDS, e.g. {example}")
+        try:
+            seconds[name] = float(value)
+        except ValueError:
+            raise KnobError(f"{PHASE_SECONDS}={text!r}: {value.strip()!r} is not a number, e.g. {example}") from None
+        if not 0 <= seconds[name] < float("inf"):
+            raise KnobError(f"{PHASE_SECONDS}={text!r}: {name} must be 0 or more seconds, e.g. {example}")
+    return seconds
+
+
+def _hang_in_phase(environ: Mapping[str, str], engine: str, nnodes: int) -> frozenset[tuple[str, int]]:
+    text = environ.get(HANG_IN_PHASE, "").strip()
+    if not text:
+        return frozenset()
+    phases = _phases(engine)
+    example = f"{HANG_IN_PHASE}='dist_init@1' or 'graph@0' or 'weights@all' (phases of {engine}: {', '.join(phases)})"
+    hangs: set[tuple[str, int]] = set()
+    for item in text.split(","):
+        name, sep, rank_text = item.strip().partition("@")
+        name, rank_text = name.strip(), rank_text.strip()
+        if not sep or name not in phases:
+            raise KnobError(f"{HANG_IN_PHASE}={text!r}: {item.strip()!r} is not PHASE@NODE_RANK, e.g. {example}")
+        if rank_text.lower() == ALL_RANKS:
+            hangs.update((name, rank) for rank in range(nnodes))
+        elif rank_text.isdigit() and int(rank_text) < nnodes:
+            hangs.add((name, int(rank_text)))
+        else:
+            raise KnobError(
+                f"{HANG_IN_PHASE}={text!r}: {rank_text!r} is not a node rank of this group (0 to {nnodes - 1} or "
+                f"'all'), e.g. {example}"
+            )
+    return frozenset(hangs)

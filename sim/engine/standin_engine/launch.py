@@ -18,6 +18,7 @@ from standin_engine.logs import EngineLog, engine_log
 from standin_engine.model_runner import init_torch_distributed
 from standin_engine.openai_api import EngineHTTPServer, EngineState
 from standin_engine.rendezvous import ProcessGroup
+from standin_engine.start_phases import PHASES, hang_forever, run_phases_after_init
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -34,7 +35,9 @@ def run(entry_name: str, argv: Sequence[str]) -> int:
     log = engine_log(config)
     _log_start(parsed, log)
     try:
-        knobs = FailureKnobs.from_environ(os.environ, config.world_size if config.uses_ray else config.nnodes)
+        knobs = FailureKnobs.from_environ(
+            os.environ, config.world_size if config.uses_ray else config.nnodes, config.engine
+        )
     except KnobError as error:
         log.server(f"error: {error}", level="ERROR")
         return EXIT_USAGE
@@ -70,7 +73,9 @@ def run(entry_name: str, argv: Sequence[str]) -> int:
     if group is None:
         return EXIT_FAILED
     log.distributed_init_end()
-    log.weights_loaded()
+    if config.uses_ray:
+        _note_ray_hangs(config, knobs, log)
+    run_phases_after_init(config, knobs, log, state)
     state.mark_ready()
     log.ready()
 
@@ -89,6 +94,14 @@ def _log_start(parsed: ParsedLaunch, log: EngineLog) -> None:
         f"({parsed.entry.command}; flags checked against the {parsed.catalog.release_tag} catalog), no model, no GPU"
     )
     log.server(f"server_args={config!r}")
+    if config.engine == "vllm" and config.skipped_phases:
+        # --enforce-eager, in vLLM's words (vllm/config/vllm.py, as 0.20 logs it): no compile, no graph capture.
+        log.server(
+            "Enforce eager set, disabling torch.compile and CUDAGraphs. This is equivalent to setting "
+            "-cc.mode=none -cc.cudagraph_mode=none",
+            level="WARNING",
+            source="vllm.py:896",
+        )
     for flag in config.deprecated_flags:
         log.server(
             f"The command line argument '{flag}' is deprecated and will be removed in future versions.",
@@ -114,6 +127,9 @@ def _form_native_group(
 
     state.phase = _waiting_phase(config)
     log.distributed_init_begin()
+    if knobs.hangs_in("dist_init", config.node_rank):
+        hang_forever()  # after the begin line, before the rendezvous: a rank stuck in NCCL's init
+    time.sleep(knobs.seconds_in("dist_init"))
     try:
         if config.engine == "vllm" and not config.is_head and not config.headless:
             # A vLLM follower started without --headless builds a whole engine core and dies at its first RPC.
@@ -140,6 +156,17 @@ def _form_ray_group(config: LaunchConfig, state: EngineState, log: EngineLog) ->
         log.init_failed(traceback.format_exc().rstrip())
         return None
     return group
+
+
+def _note_ray_hangs(config: LaunchConfig, knobs: FailureKnobs, log: EngineLog) -> None:
+    """With Ray only the driver (rank 0) goes through the phases after dist_init: say so for other ranks' hangs."""
+    for phase, rank in sorted(knobs.hang_in_phase):
+        if rank != 0 and phase != PHASES["vllm"][0]:
+            log.server(
+                f"Stand-in: STANDIN_HANG_IN_PHASE={phase}@{rank} has no effect with Ray: after dist_init only rank "
+                "0 (the driver) goes through the start phases",
+                level="WARNING",
+            )
 
 
 def _waiting_phase(config: LaunchConfig) -> str:

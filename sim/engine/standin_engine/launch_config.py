@@ -31,6 +31,9 @@ class LaunchConfig:
     trust_remote_code: bool
     context_length: int
     dist_timeout: int
+    skipped_phases: tuple[str, ...] = ()
+    """Start phases the command line turns off: SGLang --disable-cuda-graph (graph), vLLM --enforce-eager (compile
+    and graph). Their lines are not printed, their knobs do nothing."""
     deprecated_flags: tuple[str, ...] = ()
     """Deprecated flags that were set; the launch logs a warning for each."""
     api_key: str | None = field(default=None, repr=False)
@@ -45,6 +48,11 @@ class LaunchConfig:
     def serves_api(self) -> bool:
         """Whether this node runs the OpenAI API (rank 0, not headless)."""
         return self.is_head and not self.headless
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        """The engine version as numbers, for the log lines whose wording changed between releases."""
+        return tuple(int(part) for part in self.engine_version.split(".") if part.isdigit())
 
     @property
     def world_size(self) -> int:

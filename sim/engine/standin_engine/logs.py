@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from datetime import datetime
 
 from standin_engine.launch_config import LaunchConfig
@@ -31,14 +32,22 @@ class EngineLog:
     def __init__(self, config: LaunchConfig) -> None:
         self.config = config
         self.tp_rank = config.tp_rank
+        self.dist_init_began = time.monotonic()
 
-    def server(self, message: str, level: str = "INFO") -> None:
-        """A line of the launcher / HTTP server process."""
+    def dist_init_seconds(self) -> float:
+        return time.monotonic() - self.dist_init_began
+
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        """A line of the launcher / HTTP server process; `source` is vLLM's `[file.py:line]`."""
         raise NotImplementedError
 
-    def scheduler(self, message: str, level: str = "INFO") -> None:
-        """A line of this node's rank (model runner, scheduler, worker)."""
+    def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        """A line of this node's rank (model runner, scheduler, worker); `source` is vLLM's `[file.py:line]`."""
         raise NotImplementedError
+
+    def raw(self, text: str) -> None:
+        """A line as a progress bar (tqdm) writes it: no prefix, no time."""
+        write_line(text)
 
     # The milestones of a launch, worded as the real engine words them.
 
@@ -46,9 +55,6 @@ class EngineLog:
         raise NotImplementedError
 
     def distributed_init_end(self) -> None:
-        raise NotImplementedError
-
-    def weights_loaded(self) -> None:
         raise NotImplementedError
 
     def ready(self) -> None:
@@ -66,29 +72,34 @@ class SGLangLog(EngineLog):
 
     display_name = "SGLang"
 
-    def server(self, message: str, level: str = "INFO") -> None:
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
         write_line(f"[{_now()}] {message}")
 
-    def scheduler(self, message: str, level: str = "INFO") -> None:
+    def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:
         write_line(f"[{_now()} TP{self.tp_rank}] {message}")
 
     def distributed_init_begin(self) -> None:
+        self.dist_init_began = time.monotonic()
         self.scheduler("Init torch distributed begin.")
 
     def distributed_init_end(self) -> None:
-        self.scheduler("Init torch distributed ends. mem usage=0.00 GB")
-
-    def weights_loaded(self) -> None:
-        self.scheduler(
-            f"Load weight begin. avail mem=0.00 GB (stand-in: nothing is read from {self.config.model_path})"
-        )
-        self.scheduler("Load weight end. type=StandIn, dtype=none, avail mem=0.00 GB, mem usage=0.00 GB.")
+        # `elapsed=` since SGLang's 2026 releases (0.5.17 here); 0.5.5 logs the memory only.
+        elapsed = f"elapsed={self.dist_init_seconds():.2f} s, " if self.config.version >= (0, 5, 17) else ""
+        self.scheduler(f"Init torch distributed ends. {elapsed}mem usage=0.00 GB")
 
     def ready(self) -> None:
-        if self.config.is_head:
+        config = self.config
+        if config.is_head:
+            # uvicorn's lines (SGLang's HTTP server), then the warm-up request's success line (http_server.py).
+            self.server(f"INFO:     Started server process [{os.getpid()}]")
+            self.server("INFO:     Waiting for application startup.")
+            self.server("INFO:     Application startup complete.")
+            self.server(f"INFO:     Uvicorn running on http://{config.host}:{config.port} (Press CTRL+C to quit)")
             self.server("The server is fired up and ready to roll!")
         else:
-            self.server(f"Dummy health check server serving on {self.config.host}:{self.config.port}")
+            # A node rank > 0 runs no tokenizer nor API, only a health server (srt/utils/common.py).
+            self.server(f"Starting dummy health check server at {config.host}:{config.port}")
+            self.server(f"Dummy health check server serving on {config.host}:{config.port}")
 
     def init_failed(self, traceback_text: str) -> None:
         self.scheduler(f"Scheduler hit an exception: {traceback_text}")
@@ -115,17 +126,18 @@ class VLLMLog(EngineLog):
             f"(EngineCore_DP0 pid={self.pid}) " if config.is_head else f"(Worker_TP{self.tp_rank} pid={self.pid}) "
         )
 
-    def server(self, message: str, level: str = "INFO", source: str = "api_server.py:1885") -> None:
-        if not self.config.serves_api:
-            source = "serve.py:243"
+    def server(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        if source is None:
+            source = "api_server.py:1885" if self.config.serves_api else "serve.py:243"
         write_line(f"{self.server_prefix}{level} {_vllm_now()} [{source}] {message}")
 
-    def scheduler(self, message: str, level: str = "INFO", source: str = "core.py:94") -> None:
-        if not self.config.is_head:
-            source = "multiproc_executor.py:541"
+    def scheduler(self, message: str, level: str = "INFO", source: str | None = None) -> None:
+        if source is None:
+            source = "core.py:94" if self.config.is_head else "multiproc_executor.py:541"
         write_line(f"{self.rank_prefix}{level} {_vllm_now()} [{source}] {message}")
 
     def distributed_init_begin(self) -> None:
+        self.dist_init_began = time.monotonic()
         config = self.config
         if config.serves_api:
             self.scheduler(
@@ -153,20 +165,20 @@ class VLLMLog(EngineLog):
             source="parallel_state.py:1494",
         )
 
-    def weights_loaded(self) -> None:
-        self.scheduler(f"Starting to load model {self.config.model_path}...", source="gpu_model_runner.py:2602")
-        self.scheduler(
-            "Model loading took 0.0000 GiB and 0.000 seconds (stand-in: nothing is read)",
-            source="gpu_model_runner.py:2634",
-        )
-
     def ready(self) -> None:
         config = self.config
         if config.serves_api:
-            self.server(
-                f"Starting vLLM API server 0 on http://{config.host}:{config.port}", source="api_server.py:1971"
-            )
-            write_line(f"{self.server_prefix}INFO:     Application startup complete.")
+            url = f"http://{config.host}:{config.port}"
+            if config.version >= (0, 20):  # the wording of the 2026 releases (seen in 0.20's logs)
+                self.server(f"Starting vLLM server on {url}", source="api_server.py:602")
+            else:
+                self.server(f"Starting vLLM API server 0 on {url}", source="api_server.py:1971")
+            for uvicorn in (
+                "Started server process [{pid}]",
+                "Waiting for application startup.",
+                "Application startup complete.",
+            ):
+                write_line(f"{self.server_prefix}INFO:     {uvicorn.format(pid=self.pid)}")
         else:
             self.scheduler("Headless worker is part of the group; it runs no API server.")
 

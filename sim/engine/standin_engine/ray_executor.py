@@ -24,6 +24,7 @@ from standin_engine.knobs import FailureKnobs
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 from standin_engine.rendezvous import RendezvousError
+from standin_engine.start_phases import hang_forever
 
 POLL_SECONDS = 1.0
 WAIT_LOG_EVERY_SECONDS = 10.0
@@ -52,7 +53,7 @@ class RayWorkerWrapper:
 
     def init_torch_distributed(self, distributed_init_method: str) -> dict[str, Any]:
         """This rank's distributed init: the failure knobs of this node's environment fire here."""
-        knobs = FailureKnobs.from_environ(os.environ, self.world_size)
+        knobs = FailureKnobs.from_environ(os.environ, self.world_size, "vllm")
         if knobs.slow_start_seconds:
             self._log(f"Stand-in: STANDIN_SLOW_START_SECONDS delays rank {self.rank} by {knobs.slow_start_seconds:g} s")
             time.sleep(knobs.slow_start_seconds)
@@ -61,24 +62,27 @@ class RayWorkerWrapper:
             threading.Event().wait()
         self._log(
             f"world_size={self.world_size} rank={self.rank} local_rank=0 "
-            f"distributed_init_method={distributed_init_method} backend=nccl"
+            f"distributed_init_method={distributed_init_method} backend=nccl",
+            source="parallel_state.py:1208",
         )
+        if knobs.hangs_in("dist_init", self.rank):
+            hang_forever()  # the head's ray.wait then waits out its timeout, as for a rank stuck in NCCL's init
+        time.sleep(knobs.seconds_in("dist_init"))
         crash = knobs.claim_crash_at_init(self.rank)
         if crash is not None:
             raise RuntimeError(
                 f"[spark-llm stand-in] simulated crash of rank {self.rank} on {socket.gethostname()} "
                 f"in init_torch_distributed: {crash}"
             )
-        self._log(f"Starting to load model (rank {self.rank}; stand-in: nothing is read)")
         return self.node_info()
 
     def ping(self) -> int:
         return self.rank
 
     @staticmethod
-    def _log(message: str) -> None:
+    def _log(message: str, source: str = "worker_base.py:611") -> None:
         # Ray forwards this to the driver's stdout as `(RayWorkerWrapper pid=N, ip=A) ...`.
-        print(f"INFO {datetime.now().strftime('%m-%d %H:%M:%S')} [worker_base.py:611] {message}", flush=True)
+        print(f"INFO {datetime.now().strftime('%m-%d %H:%M:%S')} [{source}] {message}", flush=True)
 
 
 class RayExecutorGroup:

@@ -1,4 +1,4 @@
-"""The stand-in group fixture, shared by the engine tests and the command-line tests of this folder."""
+"""The stand-in group fixtures, shared by the engine tests, the command-line tests and the start-phase tests."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.sim.standin_group import EngineGroup
+from tests.unit.sim.test_standin_vllm import new_vllm_group  # noqa: F401 (a fixture: pytest finds it here)
 
 
 @pytest.fixture

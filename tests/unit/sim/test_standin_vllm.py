@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_llm.plan.start_phases import LogLine, phases_for, read_start
 from tests.unit.sim.standin_group import (
     ENGINE_DIR,
     FINGERPRINT,
@@ -289,6 +290,11 @@ def test_ray_head_crash_at_init_fails_then_a_restart_forms_the_group_and_serves(
             assert second.health() == 200, second.log()
             assert completion(second.url)["system_fingerprint"] == FINGERPRINT
             assert "Ray group ranks: 0=" in second.log()
+            # The head's log (the driver's lines and the actor's, through Ray) reads as a whole start.
+            second.wait_for_log("INFO:     Application startup complete.")
+            lines = [LogLine(line, time.time()) for line in second.log().splitlines()]
+            start = read_start("vllm-ray", lines)
+            assert start.done and list(start.timeline()) == [spec.name for spec in phases_for("vllm-ray")]
         finally:
             second.process.kill()
             second.process.wait()
