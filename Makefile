@@ -61,8 +61,9 @@ unit: venv ## tests without network or cluster
 
 # Test files spread over INTEGRATION_WORKERS pytest-xdist workers, each with a sim of its own (a file's tests share
 # its module-scoped deployment, so whole files go to one worker). The engine is started once before the workers
-# (docker-engine.sh also locks, for anyone who runs pytest directly).
-INTEGRATION_WORKERS ?= 2
+# (docker-engine.sh also locks, for anyone who runs pytest directly). Three on two cores: a test spends much of its
+# time waiting (a container's startup grace, a rendezvous, ssh), which a third sim fills.
+INTEGRATION_WORKERS ?= 3
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
 	$(ENV); sim/docker-engine.sh ensure; $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --durations=40 tests/integration
 
