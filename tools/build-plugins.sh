@@ -92,7 +92,7 @@ prepare_docker() {
 # $1 name (command|docker), $2 version, $3 vendored folder, $4 Go package of the version variable.
 build_provider() {
   local name=$1 version=$2 stage
-  stage=$(stage_sources "$3" "pulumi-resource-$name")
+  stage=$(stage_sources "$3" "pulumi-resource-$name") || exit 1  # its die() ends only the $(...)
   cp "$here/go/pulumi-resource-$name/go.mod" "$here/go/pulumi-resource-$name/go.sum" "$stage/provider/"
   if declare -F "prepare_$name" >/dev/null; then "prepare_$name" "$stage"; fi
   build_in "pulumi-resource-$name $version" "$stage/provider" "$stage.log" \
@@ -103,7 +103,7 @@ build_provider() {
 
 build_langhost() {
   local stage
-  stage=$(stage_sources "pulumi-language-python-$LANGHOST_VERSION" pulumi-language-python)
+  stage=$(stage_sources "pulumi-language-python-$LANGHOST_VERSION" pulumi-language-python) || exit 1
   # Upstream's go.mod points pkg/v3 and sdk/v3 at the monorepo; the pinned one uses the served modules.
   cp "$here/go/pulumi-language-python/go.mod" "$here/go/pulumi-language-python/go.sum" "$stage/"
   build_in "pulumi-language-python $LANGHOST_VERSION" "$stage" "$stage.log" \
