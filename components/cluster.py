@@ -71,6 +71,7 @@ class SparkCluster(pulumi.ComponentResource):
     group_revision: pulumi.Output[str]
     script_sha256: pulumi.Output[str]
     container_ids: pulumi.Output[dict]
+    start_timeline: pulumi.Output[dict]
     image_id: pulumi.Output[str]
     weights_manifest_digest: pulumi.Output[str]
     state_id: pulumi.Output[str]
@@ -141,6 +142,7 @@ class SparkCluster(pulumi.ComponentResource):
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids
+        self.start_timeline = group.start_timeline
         self.image_id = image.image_id
         self.weights_manifest_digest = weights.manifest_digest
         self.state_id = identity.stdout
@@ -150,6 +152,7 @@ class SparkCluster(pulumi.ComponentResource):
                 "group_revision": self.group_revision,
                 "script_sha256": self.script_sha256,
                 "container_ids": self.container_ids,
+                "start_timeline": self.start_timeline,
                 "image_id": self.image_id,
                 "weights_manifest_digest": self.weights_manifest_digest,
                 "state_id": self.state_id,

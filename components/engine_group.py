@@ -35,6 +35,7 @@ from components.commands import NodeCommand, discarding_stdin
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
+from spark_llm.plan.start_phases import START_HISTORY, parse_timeline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +132,7 @@ class EngineGroup(pulumi.ComponentResource):
     """Worker containers, then the head container, then a gate that passes when rank 0 generates."""
 
     container_ids: pulumi.Output[dict]
+    start_timeline: pulumi.Output[dict]
     ready: command.local.Command
 
     def __init__(self, name: str, args: EngineGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -196,7 +198,9 @@ class EngineGroup(pulumi.ComponentResource):
             f"{name}-ready", plan, head, pulumi.ResourceOptions(parent=self, depends_on=[head_watch])
         )
         self.container_ids = pulumi.Output.all(**{n: c.id for n, c in containers.items()})
-        self.register_outputs({"container_ids": self.container_ids})
+        # Seconds per start phase per node, as the gate saw this revision start (kept in state with its stdout).
+        self.start_timeline = self.ready.stdout.apply(parse_timeline)
+        self.register_outputs({"container_ids": self.container_ids, "start_timeline": self.start_timeline})
 
 
 def readiness_spec(plan: DeploymentPlan) -> dict:
@@ -218,6 +222,12 @@ def readiness_spec(plan: DeploymentPlan) -> dict:
         "model": plan.model_name,
         "timeout": plan.ready_timeout,
         "api_key": plan.api_key or "",
+        # The start's phases (spark_llm.plan.start_phases) and stalls; the history of starts lives on the head.
+        "profile": plan.profile,
+        "container": plan.container,
+        "revision": plan.group_revision,
+        "stall_seconds": plan.stall_seconds,
+        "history_path": f"{plan.head.remote_dir}/{START_HISTORY}",
     }
 
 

@@ -46,6 +46,16 @@ class Timeouts(ConfigModel):
     startup_grace_seconds: Int = Field(
         5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
     )
+    stall_seconds: Int | None = Field(
+        None,
+        ge=5,
+        le=86400,
+        description=(
+            "A start phase with no new engine log line for this long fails `pulumi up`, naming the node and phase"
+            " (default: per phase, 300 to 1800 s)"
+        ),
+        json_schema_extra={"example": 600},
+    )
 
 
 class StackConfig(ConfigModel):

@@ -30,6 +30,7 @@ from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
+from spark_llm.plan.start_phases import PROFILE_ENGINES, phase_seconds, phases_for
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 
@@ -273,13 +274,38 @@ def collect(plan: DeploymentPlan, timeout: float = 60) -> tuple[list[NodeStatus]
     return statuses, head_health(runs[0])
 
 
-def own_state_id(pulumi: PulumiCli) -> str | None:
-    """This stack's state id (its `state_id` output), None before its first `up` (or from an older spark-llm)."""
+def stack_outputs(pulumi: PulumiCli) -> dict:
+    """This stack's outputs ({} before its first `up` or when they cannot be read)."""
     try:
-        value = json.loads(pulumi.capture("stack", "output", "--json")).get("state_id")
+        value = json.loads(pulumi.capture("stack", "output", "--json"))
     except (PulumiError, ValueError):
-        return None
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def own_state_id(outputs: dict) -> str | None:
+    """This stack's state id (its `state_id` output), None before its first `up` (or from an older spark-llm)."""
+    value = outputs.get("state_id")
     return value if isinstance(value, str) and value else None
+
+
+def timeline_lines(timeline: dict) -> list[str]:
+    """Pure: the last start's phases per node, as the readiness gate recorded them (the `start_timeline` output)."""
+    nodes = timeline.get("nodes") if isinstance(timeline, dict) else None
+    if not nodes:
+        return []
+    profile = timeline.get("profile")
+    titles = {spec.name: spec.title for spec in phases_for(profile)} if profile in PROFILE_ENGINES else {}
+    head = (
+        f"last start: revision {str(timeline.get('revision', '?'))[:12]} at {timeline.get('at', '?')}, rank 0 answered"
+        f" {timeline.get('gate_seconds', '?')} s into the readiness gate"
+    )
+    lines = [head]
+    for node in nodes:
+        phases = phase_seconds(timeline, node)
+        text = ", ".join(f"{titles.get(name, name)} {sec:.1f} s" for name, sec in phases.items()) or "no phases"
+        lines.append(f"  {node}: {text}")
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -289,7 +315,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
     with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
         statuses, health = collect(plan, args.timeout)
-    state, sentence = verdict(plan, statuses, health, own_state_id(pulumi))
+    outputs = stack_outputs(pulumi)
+    state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
+    timeline = outputs.get("start_timeline") or {}
     if args.json:
         render.emit_json(
             {
@@ -301,6 +329,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "model": plan.model_name,
                 "nodes": [asdict(s) for s in statuses],
                 "head": asdict(health) if health else None,
+                "start_timeline": timeline,
             }
         )
     else:
@@ -308,4 +337,6 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         out.print(status_table(plan, statuses, health))
         style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow"}.get(state, "")
         out.print(Text(f"{state}: ", style=style) + Text(sentence))
+        for line in timeline_lines(timeline):
+            out.print(Text(line))
     return 0 if state == "in sync" else 1

@@ -53,6 +53,10 @@ class DeploymentPlan:
     """spark-llm:apiKey (secret), what clients send; the readiness gate sends it too. None: no key."""
     fabric_key_path: str = ""
     """The head's private key for its hops to the workers over the fabric (`fabric_key_path`): a path on the head."""
+    profile: str = "sglang"
+    """The engine profile's name (spark_llm.plan.engines): which log lines mark its start phases."""
+    stall_seconds: float | None = None
+    """spark-llm:timeouts.stallSeconds: one bound for every start phase (None: each phase's own)."""
 
     @property
     def head(self) -> NodePlan:
@@ -257,4 +261,6 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         ray_auth=ray_auth(cfg),
         api_key=cfg.api_key,
         fabric_key_path=fabric_key_path(cfg),
+        profile=profile_for(cfg.engine.kind, cfg.engine.executor).name,
+        stall_seconds=cfg.timeouts.stall_seconds,
     )

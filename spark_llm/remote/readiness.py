@@ -1,8 +1,12 @@
 """The readiness gate: `pulumi up` ends when rank 0 generates a token, not when containers started.
 
-While it waits it watches every member of the group: if any engine container exits, the wait ends at once
-with the last log lines of every node in the error, so a worker crash at init is reported as itself instead
-of as a head that hangs at "Init torch distributed begin" (what the seeds saw after "Worker launched").
+While it waits it watches every member of the group (spark_llm.remote.start_watch): if any engine container exits,
+the wait ends at once with the last log lines of every node in the error, so a worker crash at init is reported as
+itself instead of as a head that hangs at "Init torch distributed begin" (what the seeds saw after "Worker
+launched"). Each node's start phases show as they pass, and a phase that goes quiet past its bound ends the wait
+naming the node, the phase and what usually causes it, long before `timeouts.readySeconds`, which is the ceiling.
+When rank 0 answers, the start's timeline (seconds per phase per node) is printed as the last line and appended to
+the head's history of starts, from which later starts' stall bounds learn.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.observation import EngineState
+from spark_llm.plan.start_phases import TIMELINE_PREFIX, phase_seconds
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
+from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled
 
 POLL_SECONDS = 2.0
 LOG_LINES = 30
@@ -60,14 +68,6 @@ def _probe_script(props: dict) -> str:
 def redact(text: str, secret: str | None) -> str:
     """An engine may log its own arguments (the key included): errors and progress never show it."""
     return text.replace(secret, "[spark-llm:apiKey]") if secret else text
-
-
-def _status(member: Member) -> str:
-    try:
-        out = run_script(member.ssh, f"{member.script_path} status {member.name}\n", timeout=60)
-        return out.strip().splitlines()[-1] if out.strip() else "unknown"
-    except RemoteError as err:
-        return f"unreachable ({str(err).splitlines()[0]})"
 
 
 def _log_tails(members: list[Member]) -> dict[str, str]:
@@ -117,39 +117,120 @@ class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
 
-def wait_ready(spec: dict, *, say: Callable[[str], None]) -> float:
-    """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running.
+HISTORY_KEPT = 20
+
+
+def _state_text(state: EngineState) -> str:
+    if state.status == "exited":
+        return f"exited (exit code {state.exit_code}{', killed for memory' if state.oom_killed else ''})"
+    return state.status
+
+
+def _history(head: Member, path: str) -> list[dict]:
+    """This stack's earlier starts, as the gate recorded them on the head (oldest first; [] when none)."""
+    try:
+        text = run_script(head.ssh, f"tail -n {HISTORY_KEPT} {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
+    except RemoteError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return entries
+
+
+def _record(head: Member, path: str, entry: dict) -> None:
+    """Append this start to the head's history (the last HISTORY_KEPT kept); a failure costs only the history."""
+    line = json.dumps(entry, sort_keys=True)
+    script = (
+        f'f={shlex.quote(path)}\nmkdir -p "$(dirname "$f")"\n'
+        f'{{ tail -n {HISTORY_KEPT - 1} "$f" 2>/dev/null || true; printf \'%s\\n\' {shlex.quote(line)}; }} > "$f.new"\n'
+        'mv "$f.new" "$f"\n'
+    )
+    try:
+        run_script(head.ssh, script, timeout=60)
+    except RemoteError:
+        pass
+
+
+def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) -> str:
+    return "\n".join(
+        [
+            f"{stall.member}: the start stalled in {stall.title}: no new engine log line for {stall.silent:.0f} s"
+            f" (bound {stall.bound:.0f} s; spark-llm:timeouts.stallSeconds sets it).",
+            f"What usually causes a stall in {stall.title}: {stall.hint}.",
+            _logs(members, tails),
+            "The group was left as it is for a look (`spark-llm logs`); fix the cause, then run `pulumi up` again:"
+            " the group restarts in order.",
+        ]
+    )
+
+
+def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
+    """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running or a
+    member's start phase stalls. Returns the start's timeline (what TIMELINE_PREFIX prints).
 
     `spec`: {"members": [{name, role, connection (SshHost props), script_path, fabric_address}], "address", "port",
-    "model", "timeout", "api_key"}. Returns the seconds it took.
+    "model", "timeout", "api_key", "profile", "container", "revision", "stall_seconds", "history_path"}.
     """
     members = _members(spec)
     head = next(m for m in members if m.role == "head")
     key = spec.get("api_key") or None
+    profile = spec.get("profile", "sglang")
+    logs = [MemberLog(m.name, m.role, m.ssh, profile, spec.get("container", "spark-llm-engine")) for m in members]
+    history_path = spec.get("history_path", "")
+    history = [h for h in _history(head, history_path) if h.get("profile") == profile] if history_path else []
+    override = spec.get("stall_seconds") or None
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
-    last_report = 0.0
     while True:
-        for m in members:
-            state = _status(m)
-            if not state.startswith("running"):
+        poll(logs)
+        now = time.time()
+        for m, log in zip(members, logs, strict=True):
+            if log.engine.status != "running":
                 tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
-                raise GroupNotReadyError(exited_message(members, m, state, tails))
+                raise GroupNotReadyError(exited_message(members, m, _state_text(log.engine), tails))
+        stalls = []
+        for log in logs:
+            started = log.start()
+            progress(log, started, now, lambda line: say(redact(line, key)))
+            earlier = [phase_seconds(h, log.name) for h in history]
+            found = stalled(log, started, now, override, earlier)
+            if found is not None:
+                stalls.append(found)
+        if stalls:
+            # The member quiet the longest went quiet first: the others usually wait for it (a rendezvous).
+            first = max(stalls, key=lambda stall: stall.silent)
+            tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
+            raise GroupNotReadyError(stall_message(members, first, tails))
         probe = run_script(head.ssh, _probe_script(spec), timeout=60).strip()
         if probe.endswith("HTTP200"):
             waited = round(time.monotonic() - start, 1)
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
-            return waited
-        now = time.monotonic()
-        if now > deadline:
+            timeline = {
+                "revision": spec.get("revision", ""),
+                "profile": profile,
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "gate_seconds": waited,
+                # A list per node: the phases' order survives JSON objects (Pulumi sorts an output's keys).
+                "nodes": {
+                    log.name: [
+                        {"phase": name, "seconds": round(sec, 2)} for name, sec in log.start().timeline().items()
+                    ]
+                    for log in logs
+                },
+            }
+            if history_path:
+                _record(head, history_path, timeline)
+            return timeline
+        if time.monotonic() > deadline:
             raise GroupNotReadyError(
                 f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe!r}).\n"
                 f"{redact(_logs(members, _log_tails(members)), key)}\n"
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )
-        if now - last_report >= 15:
-            say(f"[{head.name}] waiting for rank 0 to generate ({now - start:.0f} s)")
-            last_report = now
         time.sleep(POLL_SECONDS)
 
 
@@ -165,7 +246,8 @@ def main() -> int:
         print(line, flush=True)
 
     try:
-        wait_ready(spec, say=say)
+        timeline = wait_ready(spec, say=say)
+        say(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True))
     except (GroupNotReadyError, RemoteError) as err:
         sys.stderr.write(f"{err}\n")
         return 1

@@ -1,0 +1,106 @@
+"""A start you can watch and a stall caught early (issue 16, items 1 and 2), with the real pulumi CLI on the sim.
+
+User stories: during `pulumi up` each node's start phases show as they pass, and the start's seconds per phase are a
+stack output and in `spark-llm status`; a start that hangs in distributed init on a worker, or in CUDA-graph capture
+on the head, fails `up` within twice the stall bound, not at `timeouts.readySeconds`, naming the node, the phase, its
+last lines and what usually causes it; the fixed config converges with one `up`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import Pulumi, complete, run
+from tests.integration.profiles import use_profile
+
+pytestmark = pytest.mark.integration
+
+STALL_SECONDS = 20
+READY_SECONDS = 900  # far above what a stall may take to be named: it must not be the detector
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
+    pulumi.up()
+    yield pulumi
+
+
+def spark_llm_status(pulumi: Pulumi) -> dict:
+    argv = [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim"]
+    argv += ["--config-file", str(pulumi.config_file), "--json"]
+    result = run(argv, env=pulumi.env, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_a_vllm_ray_start_shows_each_nodes_phases_and_its_timeline_is_an_output_and_in_status(deployed):
+    use_profile(deployed, "vllm-ray")
+    deployed.set("engine.env.STANDIN_PHASE_SECONDS", "weights=3,graph=3")
+    try:
+        out = deployed.up().stdout
+        # The head's phases, each as it began, in order (the Ray workers' own logs are `ray start`'s only).
+        said = [
+            m.group(1)
+            for m in re.finditer(
+                r"\[head\] (distributed init|weight loading|torch.compile|KV cache|"
+                r"CUDA graph capture|HTTP server) \d+ s",
+                out,
+            )
+        ]
+        order = list(dict.fromkeys(said))
+        assert order[:2] == ["distributed init", "weight loading"], out
+        assert order.index("weight loading") < order.index("CUDA graph capture"), out
+        assert re.search(r"\[head\] started: distributed init [\d.]+ s, weight loading [\d.]+ s", out), out
+        timeline = deployed.outputs()["start_timeline"]
+        assert timeline["profile"] == "vllm-ray" and timeline["revision"] == deployed.outputs()["group_revision"]
+        phases = {entry["phase"]: entry["seconds"] for entry in timeline["nodes"]["head"]}
+        assert [entry["phase"] for entry in timeline["nodes"]["head"]][:2] == ["dist_init", "weights"]
+        assert 2.5 <= phases["weights"] <= 30 and 2.5 <= phases["graph"] <= 30  # the knob's 3 s, on a busy machine
+        assert spark_llm_status(deployed)["start_timeline"] == timeline
+        # The history on the head keeps this start for later bounds.
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    finally:
+        deployed.reset_config()
+
+
+@pytest.mark.parametrize(
+    "node,phase,title,hint",
+    [
+        ("worker-1", "dist_init@1", "distributed init", "NCCL_SOCKET_IFNAME"),
+        ("head", "graph@0", "CUDA graph capture", "--disable-cuda-graph"),
+    ],
+)
+def test_a_hung_start_phase_fails_up_within_twice_the_bound_naming_node_phase_and_cause(
+    deployed, node, phase, title, hint
+):
+    deployed.reset_config()
+    deployed.set("timeouts.stallSeconds", str(STALL_SECONDS))
+    deployed.set("timeouts.readySeconds", str(READY_SECONDS))
+    deployed.set("engine.env.STANDIN_HANG_IN_PHASE", phase)
+    try:
+        started = time.monotonic()
+        failed = deployed.up(check=False)
+        took = time.monotonic() - started
+        text = failed.stdout + failed.stderr
+        assert failed.returncode != 0, text
+        found = re.search(
+            rf"{node}: the start stalled in {title}: no new engine log line for (\d+) s \(bound (\d+) s", text
+        )
+        assert found, text
+        silent, bound = int(found.group(1)), int(found.group(2))
+        assert bound == STALL_SECONDS and silent <= 2 * STALL_SECONDS, text
+        assert took < READY_SECONDS / 4, took  # the stall ended the wait, not readySeconds
+        assert hint in text
+        assert f"---- {node} (" in text  # its last lines are in the error
+        assert "Traceback" not in text.split("---- ")[0]
+    finally:
+        deployed.reset_config()
+    # The fixed config converges with one `up`: the group restarts and serves.
+    deployed.up()
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
