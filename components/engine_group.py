@@ -35,7 +35,7 @@ from components.commands import NodeCommand, discarding_stdin
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
-from spark_llm.plan.start_phases import START_HISTORY, parse_timeline
+from spark_llm.plan.start_timeline import START_HISTORY, parse_timeline
 
 
 @dataclass(frozen=True, kw_only=True)

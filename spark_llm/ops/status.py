@@ -30,7 +30,8 @@ from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
-from spark_llm.plan.start_phases import PROFILE_ENGINES, phase_seconds, phases_for
+from spark_llm.plan.start_phases import PROFILE_ENGINES, phases_for
+from spark_llm.plan.start_timeline import phase_seconds
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
-from spark_llm.plan.start_phases import TIMELINE_PREFIX, phase_seconds
+from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.start_phases import TIMELINE_PREFIX, parse_timeline
+from spark_llm.plan.start_timeline import TIMELINE_PREFIX, parse_timeline
 from spark_llm.remote.start_watch import MemberLog, poll_script, progress, stall_bound, stalled, take
 
 HOST = SshHost(name="n", host="127.0.0.1", port=22, user="root", key_path="/k", host_key="ssh-ed25519 AAAA")
