@@ -72,6 +72,8 @@ def test_switching_sglang_to_vllm_and_back_restarts_the_group_and_moves_no_weigh
 def test_a_worker_crash_at_init_is_reported_with_that_workers_log_lines(pulumi, sim_cluster, profile):
     use_profile(pulumi, profile)
     pulumi.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
+    # The product's grace (the sim's is 1 s): the worker's watch, not the gate, must see its crash.
+    pulumi.set("timeouts.startupGraceSeconds", "5")
     try:
         failed = pulumi.up(check=False)
     finally:

@@ -85,6 +85,8 @@ def test_preview_diff_shows_an_edited_line_of_the_launch_script_as_text(deployed
 
 def test_worker_crash_at_start_fails_up_with_the_workers_log_then_converges(deployed):
     deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")
+    # The product's grace (the sim's is 1 s): the worker's watch, not the gate, must see its crash.
+    deployed.set("timeouts.startupGraceSeconds", "5")
     try:
         failed = deployed.up(check=False)
         assert failed.returncode != 0
