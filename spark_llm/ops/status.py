@@ -355,7 +355,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow", "answers changed": "bold red"}
         out.print(Text(f"{state}: ", style=style.get(state, "")) + Text(sentence))
         for line in canary_lines(canary):
-            out.print(Text(line))
+            out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
         for line in timeline_lines(timeline):
             out.print(Text(line))
     return 0 if state == "in sync" else 1
