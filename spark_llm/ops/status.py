@@ -6,8 +6,10 @@ read by the program's own container probe (spark_llm.plan.observation.ENGINE_STA
 `/health` and the model `/v1/models` serves (curl on the head itself). The group is judged as `pulumi preview`
 judges it (`differences`: a member absent, exited, on another revision or restarted after the head;
 spark_llm.plan.drift makes the program restart the group for the same facts), so when this says "drift" it also
-says what `pulumi up` does.
-Exit 1 on drift or an unhealthy head.
+says what `pulumi up` does. When the group is in sync, the canary (spark_llm.ops.status_canary): a fixed
+completion at temperature 0 against the one the readiness gate recorded for the revision; a different answer is
+"answers changed", with both answers shown.
+Exit 1 on drift, an unhealthy head or a changed answer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.text import Text
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.ops.status_canary import canary_lines, check_canary
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
@@ -319,6 +322,18 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     outputs = stack_outputs(pulumi)
     state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
     timeline = outputs.get("start_timeline") or {}
+    head = next(s for s in statuses if s.node == plan.head.name)
+    running = [s.node for s in statuses if s.state == "running"]
+    with render.progress("status: asking the canary", enabled=not args.json):
+        canary = check_canary(plan, head.revision or plan.group_revision, running, outputs, asked=state == "in sync")
+    if not canary.ok:
+        state, sentence = (
+            "answers changed",
+            (
+                f"every member runs revision {plan.group_revision}, but the canary (a fixed prompt at temperature 0)"
+                f" {canary.note}: `pulumi up` does nothing (the config did not change)"
+            ),
+        )
     if args.json:
         render.emit_json(
             {
@@ -331,13 +346,16 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "nodes": [asdict(s) for s in statuses],
                 "head": asdict(health) if health else None,
                 "start_timeline": timeline,
+                "canary": canary.to_json(),
             }
         )
     else:
         out = render.console()
         out.print(status_table(plan, statuses, health))
-        style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow"}.get(state, "")
-        out.print(Text(f"{state}: ", style=style) + Text(sentence))
+        style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow", "answers changed": "bold red"}
+        out.print(Text(f"{state}: ", style=style.get(state, "")) + Text(sentence))
+        for line in canary_lines(canary):
+            out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
         for line in timeline_lines(timeline):
             out.print(Text(line))
     return 0 if state == "in sync" else 1

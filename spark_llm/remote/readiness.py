@@ -5,8 +5,9 @@ the wait ends at once with the last log lines of every node in the error, so a w
 itself instead of as a head that hangs at "Init torch distributed begin" (what the seeds saw after "Worker
 launched"). Each node's start phases show as they pass, and a phase that goes quiet past its bound ends the wait
 naming the node, the phase and what usually causes it, long before `timeouts.readySeconds`, which is the ceiling.
-When rank 0 answers, the start's timeline (seconds per phase per node) is printed as the last line and appended to
-the head's history of starts, from which later starts' stall bounds learn.
+When rank 0 answers, the start's timeline (seconds per phase per node, and the canary: a fixed completion at
+temperature 0) is printed as the last line and appended to the head's history of starts, from which later starts'
+stall bounds learn.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
+from spark_llm.remote.canary import gate_canary
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled
@@ -221,6 +223,8 @@ def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
                     ]
                     for log in logs
                 },
+                # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.plan.canary).
+                "canary": gate_canary(spec, head.ssh, [m.name for m in members], lambda line: say(redact(line, key))),
             }
             if history_path:
                 _record(head, history_path, timeline)

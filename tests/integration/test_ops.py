@@ -3,7 +3,8 @@
 User stories: before `pulumi up`, preflight says what would break it, naming the node and the check (a cut
 fabric, a host key that changed, a disk too small, a wrong interface name, a flag the engine does not know),
 and on a healthy sim it passes with the GPU reported as simulated; after a worker's engine dies, status says
-drift and what `pulumi up` will do about it; logs show both nodes' lines in time order; smoke reports numbers
+drift and what `pulumi up` will do about it; when the engine answers the canary's fixed prompt differently from
+its start, status fails showing both answers; logs show both nodes' lines in time order; smoke reports numbers
 from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean.
 """
 
@@ -160,6 +161,39 @@ def test_status_in_sync_after_up(spark_llm, deployed):
         "worker-1": report["config_revision"],
     }
     assert all(n["state"] == "running" and n["uptime_s"] > 0 for n in report["nodes"])
+
+
+ANSWER_SALT = "/tmp/standin-answer-salt"  # the stand-in's answer knob (sim/engine/README.md): salts every answer
+
+
+def test_status_fails_showing_both_answers_when_the_canary_changes_and_passes_when_it_is_back(spark_llm, sim_cluster):
+    # The answer recorded at readiness, asked again: the same.
+    report = spark_llm.json("status")
+    canary = report["canary"]
+    assert report["state"] == "in sync" and canary["ok"] and canary["changes"] == [], canary
+    recorded = canary["recorded"]
+    assert recorded["answer"] and recorded["answer"] == canary["now"]["answer"]
+    assert recorded["nodes"] == ["head", "worker-1"] and recorded["revision"] == report["config_revision"]
+    same = spark_llm("status")
+    assert same.returncode == 0 and "canary: the same answer as at readiness" in same.stdout, same.stdout
+    # The running engine now answers differently (no restart: same revision, same containers, /health 200).
+    salt = f"echo changed-kernel > {ANSWER_SALT}"
+    sim_cluster.node_exec("head", "docker", "exec", CONTAINER, "sh", "-c", salt)
+    try:
+        changed = spark_llm("status")
+        assert changed.returncode == 1, changed.stdout + changed.stderr
+        assert "answers changed: " in changed.stdout and "canary: changed since readiness: answer" in changed.stdout
+        report = spark_llm.json("status", expect=1)
+        now = report["canary"]["now"]["answer"]
+        assert report["state"] == "answers changed" and report["canary"]["changes"] == ["answer"]
+        assert now and now != recorded["answer"] and report["head"]["http_code"] == 200
+        lines = changed.stdout.splitlines()
+        assert any(line.startswith("  recorded at readiness: ") and repr(recorded["answer"]) in line for line in lines)
+        assert any(line.startswith("  now: ") and repr(now) in line for line in lines), changed.stdout
+    finally:
+        sim_cluster.node_exec("head", "docker", "exec", CONTAINER, "rm", "-f", ANSWER_SALT)
+    back = spark_llm.json("status")
+    assert back["state"] == "in sync" and back["canary"]["now"]["answer"] == recorded["answer"]
 
 
 def test_logs_show_both_nodes_lines_in_time_order(spark_llm):

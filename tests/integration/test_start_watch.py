@@ -1,9 +1,10 @@
 """A start you can watch and a stall caught early (issue 16, items 1 and 2), with the real pulumi CLI on the sim.
 
 User stories: during `pulumi up` each node's start phases show as they pass, and the start's seconds per phase are a
-stack output and in `spark-llm status`; a start that hangs in distributed init on a worker, or in CUDA-graph capture
-on the head, fails `up` within twice the stall bound, not at `timeouts.readySeconds`, naming the node, the phase, its
-last lines and what usually causes it; the fixed config converges with one `up`.
+stack output and in `spark-llm status` (and the canary's answer, which status asks again); a start that hangs in
+distributed init on a worker, or in CUDA-graph capture on the head, fails `up` within twice the stall bound, not at
+`timeouts.readySeconds`, naming the node, the phase, its last lines and what usually causes it; the fixed config
+converges with one `up`.
 """
 
 from __future__ import annotations
@@ -62,7 +63,13 @@ def test_a_vllm_ray_start_shows_each_nodes_phases_and_its_timeline_is_an_output_
         phases = {entry["phase"]: entry["seconds"] for entry in timeline["nodes"]["head"]}
         assert [entry["phase"] for entry in timeline["nodes"]["head"]][:2] == ["dist_init", "weights"]
         assert 2.5 <= phases["weights"] <= 30 and 2.5 <= phases["graph"] <= 30  # the knob's 3 s, on a busy machine
-        assert spark_llm_status(deployed)["start_timeline"] == timeline
+        # The canary (issue 16 item 5) is recorded with the start, and status asks it again: the same answer.
+        canary = timeline["canary"]
+        assert canary["answer"] and not canary["error"] and canary["revision"] == timeline["revision"]
+        assert re.search(r"\[head\] canary: '.+'", out), out
+        status = spark_llm_status(deployed)
+        assert status["start_timeline"] == timeline
+        assert status["canary"]["ok"] and status["canary"]["now"]["answer"] == canary["answer"]
         # The history on the head keeps this start for later bounds.
         assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
     finally:

@@ -79,10 +79,21 @@ def count_tokens(text: str) -> int:
 
 
 def generate(
-    *, model: str, prompt: str, max_tokens: int, stop: Sequence[str] = (), choice_index: int = 0, leading_space: bool
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    choice_index: int = 0,
+    leading_space: bool,
+    salt: str = "",
 ) -> Generation:
-    """The same model, prompt and choice index always give the same text; at most max_tokens pieces."""
-    seed = hashlib.sha256(f"{model}\0{choice_index}\0{prompt}".encode()).digest()
+    """The same model, prompt, choice index and salt always give the same text; at most max_tokens pieces.
+
+    `salt` (the answer-salt knob, knobs.answer_salt) changes every answer, as a changed model or kernel would.
+    """
+    salted = f"{salt}\0" if salt else ""
+    seed = hashlib.sha256(f"{salted}{model}\0{choice_index}\0{prompt}".encode()).digest()
     natural_length = MIN_NATURAL_TOKENS + seed[0] % NATURAL_TOKEN_SPREAD
     length = min(natural_length, max_tokens)
     pieces: list[str] = []

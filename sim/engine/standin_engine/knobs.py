@@ -14,6 +14,8 @@ HANG_BEFORE_RENDEZVOUS = "STANDIN_HANG_BEFORE_RENDEZVOUS"
 SLOW_START_SECONDS = "STANDIN_SLOW_START_SECONDS"
 PHASE_SECONDS = "STANDIN_PHASE_SECONDS"
 HANG_IN_PHASE = "STANDIN_HANG_IN_PHASE"
+ANSWER_SALT_FILE = "STANDIN_ANSWER_SALT_FILE"
+DEFAULT_ANSWER_SALT_FILE = "/tmp/standin-answer-salt"
 
 ALL_RANKS = "all"
 
@@ -86,6 +88,19 @@ class FailureKnobs:
         except FileExistsError:
             return None
         return f"{CRASH_ONCE_FILE}={self.crash_once_file} did not exist (created it: the next start will not crash)"
+
+
+def answer_salt(environ: Mapping[str, str]) -> str:
+    """The answer-salt knob: the content of STANDIN_ANSWER_SALT_FILE (default /tmp/standin-answer-salt), "" without it.
+
+    Read at every request, and a file rather than a variable: a test changes a running engine's answers (what the
+    canary catches) without a restart, which would change the group's revision and its history of starts.
+    """
+    try:
+        with open(environ.get(ANSWER_SALT_FILE) or DEFAULT_ANSWER_SALT_FILE, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _rank_set(environ: Mapping[str, str], name: str, nnodes: int) -> frozenset[int] | None:

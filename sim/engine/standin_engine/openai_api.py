@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 from standin_engine import STANDIN_FINGERPRINT
 from standin_engine.generation import Generation, count_tokens, generate
+from standin_engine.knobs import answer_salt
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 from standin_engine.openai_requests import (
@@ -199,6 +201,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         max_tokens = max_tokens_of(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
         choices_per_prompt = choice_count(body.get("n"))
         stop = stop_strings(body.get("stop"))
+        salt = answer_salt(os.environ)
         prompt_tokens = 0
         generations: list[Generation] = []
         for prompt in prompts:
@@ -213,6 +216,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
                     stop=stop,
                     choice_index=index,
                     leading_space=True,
+                    salt=salt,
                 )
                 for index in range(choices_per_prompt)
             ]
@@ -252,6 +256,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         max_tokens = max_tokens_of(requested, max(config.context_length - prompt_tokens, 0))
         check_context(config, prompt_tokens, max_tokens)
         stop = stop_strings(body.get("stop"))
+        salt = answer_salt(os.environ)
         generations = [
             generate(
                 model=config.served_model_name,
@@ -260,6 +265,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
                 stop=stop,
                 choice_index=index,
                 leading_space=False,
+                salt=salt,
             )
             for index in range(choice_count(body.get("n")))
         ]

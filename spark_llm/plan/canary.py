@@ -1,0 +1,112 @@
+"""The canary: one fixed completion at temperature 0, recorded when the group starts and asked again later.
+
+Pure. Health says the engine answers; the canary says it still answers the same: a changed model file, image,
+kernel or GPU state that still serves shows as a different completion of the same prompt. The readiness gate
+records it (spark_llm.remote.canary.gate_canary) in the start's timeline (spark_llm.plan.start_timeline: the gate's
+stdout line, the `start_timeline` output, the head's history of starts); `spark-llm status` asks again and reports
+any change of the answer, the node set or the revision with both sides shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+CANARY_PROMPT = "Count from one to ten: one, two, three,"
+CANARY_MAX_TOKENS = 8
+TIMELINE_KEY = "canary"
+"""The canary's key in a start's timeline dict."""
+
+
+def request_body(model: str) -> dict:
+    """The canary's /v1/completions request: greedy (temperature 0), so the same engine gives the same text."""
+    return {"model": model, "prompt": CANARY_PROMPT, "max_tokens": CANARY_MAX_TOKENS, "temperature": 0}
+
+
+@dataclass(frozen=True)
+class CanaryRecord:
+    """One canary answer: the text, what answered (revision, node set) and when; `error` when it did not answer."""
+
+    answer: str
+    revision: str
+    nodes: tuple[str, ...]
+    at: str
+    error: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "answer": self.answer,
+            "revision": self.revision,
+            "nodes": list(self.nodes),
+            "at": self.at,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> CanaryRecord | None:
+        """A record from a timeline's `canary` entry; None when it is missing or not a record."""
+        if not isinstance(value, dict) or not isinstance(value.get("answer"), str):
+            return None
+        nodes = value.get("nodes")
+        return cls(
+            answer=value["answer"],
+            revision=str(value.get("revision", "")),
+            nodes=tuple(str(n) for n in nodes) if isinstance(nodes, list) else (),
+            at=str(value.get("at", "")),
+            error=str(value.get("error") or ""),
+        )
+
+
+def parse_answer(output: str) -> tuple[str, str]:
+    """(answer text, error) from the head's curl output: the response body, then ` HTTP<code>` on the last line."""
+    body, _, code = output.rstrip().rpartition(" HTTP")
+    if not code.isdigit():
+        return "", f"no HTTP answer: {output.strip()[-200:]!r}"
+    if code != "200":
+        return "", f"HTTP {code}: {body.strip()[-200:]}"
+    try:
+        choices = json.loads(body).get("choices") or []
+        text = choices[0]["text"]
+    except (ValueError, AttributeError, IndexError, KeyError, TypeError):
+        return "", f"not a completion: {body.strip()[-200:]!r}"
+    return (text, "") if isinstance(text, str) else ("", f"not a completion: {body.strip()[-200:]!r}")
+
+
+def changes(recorded: CanaryRecord, now: CanaryRecord) -> list[str]:
+    """What differs between the recorded canary and this one: "answer", "node set", "revision" (in that order)."""
+    out = []
+    if now.error or now.answer != recorded.answer:
+        out.append("answer")
+    if sorted(now.nodes) != sorted(recorded.nodes):
+        out.append("node set")
+    if now.revision != recorded.revision:
+        out.append("revision")
+    return out
+
+
+def recorded_canary(revision: str, timelines: Sequence[dict]) -> CanaryRecord | None:
+    """The canary recorded for `revision` in these timelines (oldest first; the last such record wins).
+
+    A revision without a record but an older one with it: the newest record (of another revision), so the change
+    of revision shows; the running group was then not started through the gate, or its record was lost.
+    None when no timeline has a canary (the group started before spark-llm recorded one).
+    """
+    records = [r for r in _records(timelines) if r.answer or r.error]
+    same = [r for r in records if r.revision == revision]
+    if same:
+        return same[-1]
+    return records[-1] if records else None
+
+
+def _records(timelines: Iterable[dict]) -> Iterable[CanaryRecord]:
+    for timeline in timelines:
+        record = CanaryRecord.from_json(timeline.get(TIMELINE_KEY)) if isinstance(timeline, dict) else None
+        if record is not None:
+            yield record
+
+
+def describe(record: CanaryRecord) -> str:
+    """One line: what answered, when, and the answer (or why there was none)."""
+    what = f"revision {record.revision[:12] or '?'}, nodes {', '.join(record.nodes) or '?'}, at {record.at or '?'}"
+    return f"{what}: {record.answer!r}" if not record.error else f"{what}: no answer ({record.error})"

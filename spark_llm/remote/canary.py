@@ -1,0 +1,79 @@
+"""Ask the canary (spark_llm.plan.canary) on the head: the readiness gate records it, `spark-llm status` compares.
+
+Both ask the same way: curl on the head against rank 0 at the address the head reaches it (as the gate's probe),
+so no port needs to be open outside and the answer does not depend on where the operator runs the command.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from spark_llm.plan.canary import CanaryRecord, parse_answer, request_body
+from spark_llm.plan.hosts import SshHost
+from spark_llm.remote.runner import run, run_script
+from spark_llm.remote.ssh import RemoteError
+
+REQUEST_SECONDS = 30
+
+
+def canary_script(address: str, port: int, model: str, api_key: str | None) -> str:
+    """On the head: the canary completion; prints the response body, then ` HTTP<code>` (parse_answer reads it).
+
+    With an API key the header reaches curl through a file descriptor (`-H @<(printf ...)`, printf being a bash
+    builtin): the key travels in this script over ssh's stdin and is on no command line on the head.
+    """
+    body = json.dumps(request_body(model))
+    auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(api_key)}) " if api_key else ""
+    return (
+        f"curl -sS -m {REQUEST_SECONDS} -o - -w ' HTTP%{{http_code}}' {auth}"
+        f"http://{address}:{int(port)}/v1/completions "
+        f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1 || true\n"
+    )
+
+
+def _record(output: str, revision: str, nodes: Sequence[str]) -> CanaryRecord:
+    answer, error = parse_answer(output)
+    at = datetime.now(UTC).isoformat(timespec="seconds")
+    return CanaryRecord(answer, revision, tuple(nodes), at, error)
+
+
+def gate_canary(spec: dict, head: SshHost, nodes: Sequence[str], say: Callable[[str], None]) -> dict:
+    """The readiness gate's canary, right after rank 0 answered: the record (as JSON) for the start's timeline.
+
+    A canary that gets no answer costs only the record (it says why): the gate's question, whether rank 0
+    generates, was answered already.
+    """
+    script = canary_script(spec["address"], spec["port"], spec["model"], spec.get("api_key") or None)
+    try:
+        output = run_script(head, script, timeout=REQUEST_SECONDS + 30)
+    except RemoteError as err:
+        output = f"(could not ask: {str(err).splitlines()[0]})"
+    record = _record(output, spec.get("revision", ""), nodes)
+    say(f"[{head.name}] canary: {record.answer!r}" if not record.error else f"[{head.name}] canary: {record.error}")
+    return record.to_json()
+
+
+def ask_canary(
+    head: SshHost, address: str, port: int, model: str, api_key: str | None, *, revision: str, nodes: Sequence[str]
+) -> CanaryRecord:
+    """The canary now (`spark-llm status`): over the operator's own ssh, as every operator command's."""
+    result = run(head, canary_script(address, port, model, api_key), timeout=REQUEST_SECONDS + 30)
+    output = result.stdout if result.ok else f"(could not ask: ssh exit {result.code}: {result.stderr.strip()[-200:]})"
+    return _record(output, revision, nodes)
+
+
+def head_history(head: SshHost, path: str, kept: int) -> list[dict]:
+    """The head's recorded starts (spark_llm.plan.start_timeline.START_HISTORY), oldest first; [] when unreadable."""
+    result = run(head, f"tail -n {int(kept)} {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
+    entries = []
+    for line in result.stdout.splitlines() if result.ok else []:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            entries.append(value)
+    return entries
