@@ -31,6 +31,7 @@ from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
     ROLLBACK_ENV,
+    ProjectConfig,
     RollbackRefusedError,
     changed_keys,
     last_good_update,
@@ -65,12 +66,6 @@ def _wait_for_exit(pid: int, deadline: float) -> None:
             pass
         time.sleep(0.2)
     raise PulumiError(f"the failed `pulumi up` (pid {pid}) did not end within {WAIT_SECONDS:.0f} s")
-
-
-def _project_values(cwd: Path) -> set[str]:
-    """Keys Pulumi.yaml sets for every stack (`value:`): the history repeats them, a stack file must not."""
-    project = yaml.safe_load((cwd / "Pulumi.yaml").read_text()) or {}
-    return {k for k, v in (project.get("config") or {}).items() if isinstance(v, dict) and "value" in v}
 
 
 def _write_private(path: Path, document: dict) -> None:
@@ -128,23 +123,26 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
     if args.after_pid:
         say(f"waiting for the failed `pulumi up` (pid {args.after_pid}) to end")
         _wait_for_exit(args.after_pid, deadline)
+    # As the program does: a relative path in the config (local weights) is relative to the project.
+    os.chdir(pulumi.cwd)
     stack = pulumi.stack or pulumi.capture("stack", "--show-name").strip()
-    stack_file = Path(pulumi.config_file) if pulumi.config_file else pulumi.cwd / f"Pulumi.{stack}.yaml"
-    current = yaml.safe_load(stack_file.read_text()) if stack_file.exists() else {}
+    # A relative --config-file is the project's, as the pulumi commands run there take it (spark_llm.ops.pulumi_cli).
+    stack_file = pulumi.cwd / (pulumi.config_file or f"Pulumi.{stack}.yaml")
+    current = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
+    project = ProjectConfig.from_project(yaml.safe_load((pulumi.cwd / "Pulumi.yaml").read_text()) or {})
     try:
         update = last_good_update(json.loads(pulumi.capture("stack", "history", "--json")))
-        project_values = _project_values(pulumi.cwd)
-        document = rollback_stack_file(update, current or {}, project_values)
+        document = rollback_stack_file(update, current, project)
     except RollbackRefusedError as err:
         sys.stderr.write(f"spark-llm rollback: {err}\n")
         return 2
-    changed = changed_keys(update, current or {}, project_values)
+    changed = changed_keys(update, current, project)
     try:
         asked = pulumi.load_plan().group_revision
     except (PulumiError, ValueError):
         asked = None  # the stack file's config does not parse: the rollback does not need it
     say(
-        f"update {update.version} ({update.end_time or update.start_time}) is the last good one; `pulumi up` with its"
+        f"the update of {update.when} is the last good one; `pulumi up` with its"
         f" config ({', '.join(changed) or 'no key'} as then; {stack_file} is left as it is)"
     )
     os.environ[ROLLBACK_ENV] = "1"  # the rollback's own start, if it fails, starts no other rollback
@@ -153,7 +151,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
         _write_private(config_file, document)
         back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
         good = back.load_plan()
-        code = _up(back, f"spark-llm rollback to update {update.version}", deadline)
+        code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
     if code != 0:
         sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
         return 1

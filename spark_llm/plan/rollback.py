@@ -12,7 +12,7 @@ the next `pulumi up` would do (relaunch the revision that failed).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,25 +31,34 @@ class RollbackRefusedError(ValueError):
 class GoodUpdate:
     """The stack's latest succeeded update, as `pulumi stack history --json` shows it."""
 
-    version: int
     start_time: str
     end_time: str
     config: dict[str, dict[str, Any]]
     message: str = ""
 
+    @property
+    def when(self) -> str:
+        return self.end_time or self.start_time or "?"
+
 
 def last_good_update(history: list[dict]) -> GoodUpdate:
-    """Pure: the latest `update` whose result is `succeeded` (history is newest first, as pulumi prints it)."""
-    updates = [u for u in history if isinstance(u, dict) and u.get("kind") == "update"]
-    good = [u for u in updates if u.get("result") == "succeeded"]
+    """Pure: the latest `update` whose result is `succeeded`.
+
+    `pulumi stack history --json` lists the newest first; its `version` is 0 for every update on some backends (a
+    local one), so the order is the list's, then the start time.
+    """
+    good = [
+        (str(u.get("startTime", "")), -i, u)
+        for i, u in enumerate(history)
+        if isinstance(u, dict) and u.get("kind") == "update" and u.get("result") == "succeeded"
+    ]
     if not good:
         raise RollbackRefusedError(
             "the stack has no earlier successful `pulumi up` to go back to (`pulumi stack history` lists none):"
             " there is no last good revision. Fix the config, then run `pulumi up`."
         )
-    latest = max(good, key=lambda u: int(u.get("version", 0)))
+    latest = max(good, key=lambda item: item[:2])[2]
     return GoodUpdate(
-        version=int(latest.get("version", 0)),
         start_time=str(latest.get("startTime", "")),
         end_time=str(latest.get("endTime", "")),
         config=dict(latest.get("config") or {}),
@@ -70,35 +79,58 @@ def _plain_value(entry: Mapping[str, Any]) -> Any:
     return value if isinstance(value, bool | int | float) else text
 
 
-def rollback_stack_file(
-    update: GoodUpdate, current: Mapping[str, Any], project_values: Collection[str] = ()
-) -> dict[str, Any]:
-    """Pure: the stack file (`Pulumi.<stack>.yaml` as a document) that deploys `update`'s config again.
+@dataclass(frozen=True)
+class ProjectConfig:
+    """What Pulumi.yaml's `config:` gives every stack; the history repeats it for each update."""
 
-    `current`: the user's stack file now; `project_values`: keys Pulumi.yaml sets for every stack (`value:`), which
-    the history repeats but a stack file must not. Raises RollbackRefusedError when a secret the update used is not in
-    the current stack file (its ciphertext is only there).
-    """
-    current_config = current.get("config") or {}
-    config: dict[str, Any] = {}
-    missing = []
-    for key, entry in sorted(update.config.items()):
-        if key in project_values or not isinstance(entry, dict):
-            continue
-        if entry.get("secret"):
-            secured = current_config.get(key)
-            if isinstance(secured, dict) and "secure" in secured:
-                config[key] = {"secure": secured["secure"]}
-            else:
-                missing.append(key)
+    values: dict[str, Any]
+    """Keys set for every stack (`value:`): a stack file must not set them."""
+    defaults: dict[str, Any]
+    """Keys' defaults (`default:`): a stack file that does not set a key gets its default."""
+
+    @classmethod
+    def from_project(cls, document: Mapping[str, Any]) -> ProjectConfig:
+        """Pure: from Pulumi.yaml as a document."""
+        config = {k: v for k, v in (document.get("config") or {}).items() if isinstance(v, dict)}
+        return cls(
+            values={k: v["value"] for k, v in config.items() if "value" in v},
+            defaults={k: v["default"] for k, v in config.items() if "default" in v},
+        )
+
+
+def _as_set(update: GoodUpdate, project: ProjectConfig) -> dict[str, Any]:
+    """The update's non-secret values that a stack file sets (those equal to Pulumi.yaml's default left out)."""
+    values = {}
+    for key, entry in update.config.items():
+        if key in project.values or not isinstance(entry, dict) or entry.get("secret"):
             continue
         value = _plain_value(entry)
-        if value == "" and key not in current_config:
-            continue  # a key Pulumi.yaml defaults to "" (unset): left to that default
-        config[key] = value
+        if key in project.defaults and value == project.defaults[key]:
+            continue
+        values[key] = value
+    return values
+
+
+def rollback_stack_file(update: GoodUpdate, current: Mapping[str, Any], project: ProjectConfig) -> dict[str, Any]:
+    """Pure: the stack file (`Pulumi.<stack>.yaml` as a document) that deploys `update`'s config again.
+
+    `current`: the user's stack file now; `project`: Pulumi.yaml's config. Raises RollbackRefusedError when a
+    secret the update used is not in the current stack file (its ciphertext is only there).
+    """
+    current_config = current.get("config") or {}
+    config: dict[str, Any] = dict(sorted(_as_set(update, project).items()))
+    missing = []
+    for key, entry in sorted(update.config.items()):
+        if not isinstance(entry, dict) or not entry.get("secret"):
+            continue
+        secured = current_config.get(key)
+        if isinstance(secured, dict) and "secure" in secured:
+            config[key] = {"secure": secured["secure"]}
+        else:
+            missing.append(key)
     if missing:
         raise RollbackRefusedError(
-            f"update {update.version} (the last good one) used the secret {', '.join(missing)}, which the stack file"
+            f"the last good update ({update.when}) used the secret {', '.join(missing)}, which the stack file"
             " no longer has: the history keeps no secret's value. Set it again (`pulumi config set --secret"
             f" {missing[0]} ...`), then run the rollback again; or fix the config and run `pulumi up`."
         )
@@ -107,17 +139,18 @@ def rollback_stack_file(
     return document
 
 
-def changed_keys(update: GoodUpdate, current: Mapping[str, Any], project_values: Collection[str] = ()) -> list[str]:
+def changed_keys(update: GoodUpdate, current: Mapping[str, Any], project: ProjectConfig) -> list[str]:
     """Pure: the non-secret keys whose value in the current stack file differs from the good update's."""
     current_config = current.get("config") or {}
-    good = {k: _plain_value(e) for k, e in update.config.items() if isinstance(e, dict) and not e.get("secret")}
-    keys = (set(good) | set(current_config)) - set(project_values)
-    return sorted(
-        k
-        for k in keys
-        if not (isinstance(current_config.get(k), dict) and "secure" in current_config[k])
-        and good.get(k, "") != current_config.get(k, "")
-    )
+    good = _as_set(update, project)
+    now = {
+        k: v
+        for k, v in current_config.items()
+        if k not in project.values
+        and not (isinstance(v, dict) and "secure" in v)
+        and not (k in project.defaults and v == project.defaults[k])
+    }
+    return sorted(k for k in set(good) | set(now) if good.get(k) != now.get(k))
 
 
 def rollback_command(stack: str, config_file: str | None = None) -> str:
