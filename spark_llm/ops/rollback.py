@@ -137,10 +137,6 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
         sys.stderr.write(f"spark-llm rollback: {err}\n")
         return 2
     changed = changed_keys(update, current, project)
-    try:
-        asked = pulumi.load_plan().group_revision
-    except (PulumiError, ValueError):
-        asked = None  # the stack file's config does not parse: the rollback does not need it
     say(
         f"the update of {update.when} is the last good one; `pulumi up` with its"
         f" config ({', '.join(changed) or 'no key'} as then; {stack_file} is left as it is)"
@@ -150,13 +146,17 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
         config_file = Path(private) / f"Pulumi.{stack}.yaml"
         _write_private(config_file, document)
         back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
-        good = back.load_plan()
         code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
-    if code != 0:
-        sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
-        return 1
-    served = _first_completion(good, deadline)
+        if code != 0:
+            sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
+            return 1
+        good = back.load_plan()  # after the up: the first completion is timed as soon as the up ends
+        served = _first_completion(good, deadline)
     failed = _last_failure_at(good)
+    try:
+        asked = pulumi.load_plan().group_revision
+    except (PulumiError, ValueError):
+        asked = None  # the stack file's config does not parse: the rollback does not need it
     if served is None:
         took = "nothing within the wait (see `spark-llm status`)"
     elif failed is None:

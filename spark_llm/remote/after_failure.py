@@ -31,6 +31,12 @@ from spark_llm.plan.scripts import PROJECT_DIR
 
 STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
 ANCESTORS_LOOKED_AT = 12
+# The gate's parent (the provider's `sh`) when the gate started. On Ctrl-C the CLI cancels the step and the command
+# provider kills that shell, not the gate (pulumi-command 1.2.1, seen on the sim): the gate, reparented, may still see
+# the start fail. An interrupted `up` is the operator's decision: nothing is rolled back then. (The shell may be gone
+# before this module is imported: no `pulumi` among the gate's ancestors then says the same.)
+STARTED_UNDER = os.getppid()
+INTERRUPTED = "The `pulumi up` was interrupted (the gate no longer runs under it): nothing is rolled back."
 
 
 @dataclass(frozen=True)
@@ -130,12 +136,14 @@ def after_failure(rollout: dict) -> str:
         cli = pulumi_process()
     except OSError:
         cli = None
-    config_file = config_file_of(cli.argv, cli.cwd) if cli else None
+    if cli is None or os.getppid() != STARTED_UNDER:
+        return INTERRUPTED
+    config_file = config_file_of(cli.argv, cli.cwd)
     command = rollback_command(stack, config_file)
     if rollout.get("on_failure") != "rollback":
         return stop_note(command)
     try:
-        log = start_rollback(stack, config_file, cli.pid if cli else None)
+        log = start_rollback(stack, config_file, cli.pid)
     except OSError as err:
         return f"spark-llm:rollout.onFailure is rollback, but starting it failed ({err}).\n{stop_note(command)}"
     return started_note(command, str(log))

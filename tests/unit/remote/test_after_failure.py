@@ -26,5 +26,21 @@ def test_no_stack_no_note_and_the_rollbacks_own_failure_starts_no_other(monkeypa
 
 
 def test_stop_prints_the_command(monkeypatch):
+    from spark_llm.remote import after_failure as module
+
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
-    assert "spark-llm rollback --stack sim" in after_failure({"stack": "sim", "on_failure": "stop"})
+    monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
+    assert "\n  spark-llm rollback --stack sim\n" in after_failure({"stack": "sim", "on_failure": "stop"})
+
+
+def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
+    # On Ctrl-C the command provider kills the gate's shell: the gate, reparented, must not start a rollback.
+    from spark_llm.remote import after_failure as module
+
+    monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
+    monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
+    monkeypatch.setattr(module, "STARTED_UNDER", -1)
+    assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
+    monkeypatch.setattr(module, "pulumi_process", lambda: None)  # the shell was gone before the gate looked
+    monkeypatch.setattr(module, "STARTED_UNDER", module.os.getppid())
+    assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
