@@ -112,9 +112,7 @@ def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_rev
 
 
 def test_with_rollback_opted_in_a_failed_relaunch_brings_the_last_good_revision_back_by_itself(deployed):
-    configure(deployed, "0.9")
-    deployed.up()
-    good = deployed.outputs()["group_revision"]
+    good = deployed.outputs()["group_revision"]  # what serves now: the module's deployment, or the fix above
     configure(deployed, "0.97", **{"rollout.onFailure": "rollback"})
     text, _ = failed_up(deployed)
     found = re.search(r"started by itself; .* Its log: (\S+rollback-sim-\S+\.log)", text.replace("\n    ", " "))
@@ -130,13 +128,10 @@ def test_with_rollback_opted_in_a_failed_relaunch_brings_the_last_good_revision_
 
 
 def test_ctrl_c_during_an_up_rolls_nothing_back(deployed):
-    configure(deployed, "0.97", **{"rollout.onFailure": "rollback", "engine.env.STANDIN_PHASE_SECONDS": "weights=8"})
+    configure(deployed, "0.97", **{"rollout.onFailure": "rollback", "engine.env.STANDIN_PHASE_SECONDS": "weights=4"})
     before = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()
     out, _ = interrupt(deployed, "spark-engine-ready creating replacement", signal.SIGINT)
     assert "started by itself" not in out and "spark-llm rollback --stack" not in out, out[-3000:]
+    # The CLI ended after the gate did (it reads the gate's output to the end): no rollback started at all.
     after = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()
     assert after == before
-    # What the operator does next: fix the config and `up`.
-    configure(deployed, "0.9")
-    deployed.up()
-    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
