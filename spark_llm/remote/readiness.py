@@ -6,7 +6,7 @@ itself instead of as a head that hangs at "Init torch distributed begin" (what t
 launched"). Each node's start phases show as they pass, and a phase that goes quiet past its bound ends the wait
 naming the node, the phase and what usually causes it, long before `timeouts.readySeconds`, which is the ceiling.
 When rank 0 answers, the start's timeline (seconds per phase per node) is printed as the last line and appended to
-the head's history of starts, from which later starts' stall bounds learn.
+the head's history of starts, from which later starts' stall bounds learn; a failed start is a line there too.
 """
 
 from __future__ import annotations
@@ -268,8 +268,10 @@ def main() -> int:
         timeline = wait_ready(spec, say=say)
         say(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True))
     except (GroupNotReadyError, RemoteError) as err:
-        # Then the way back to the revision that served before (spark-llm:rollout.onFailure).
-        sys.stderr.write(f"{err}\n{after_failure(spec.get('rollout') or {})}\n")
+        # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
+        # (spark-llm:rollout.onFailure).
+        after = after_failure(spec.get("rollout") or {}) if isinstance(err, GroupNotReadyError) else ""
+        sys.stderr.write(f"{err}\n{after}\n")
         return 1
     except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback
         sys.stderr.write(f"spark-llm readiness gate failed: {type(err).__name__}: {err}\n")
