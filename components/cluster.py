@@ -18,6 +18,13 @@ from spark_llm.plan import drift
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.start_timeline import (
+    LAST_START_SECTION,
+    START_HISTORY,
+    failed_start_warning,
+    last_failure,
+    last_start_probe,
+)
 from spark_llm.plan.steps import build_steps
 
 
@@ -25,7 +32,21 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     """The `extra` probe sections of spark_llm.remote.observe.observe for this plan (the weights' and the launch
     files' live digests: spark_llm.plan.steps)."""
     probes = build_steps(plan).probes
-    return lambda node: probes[node.name]
+    # On the head, also the latest start of the configured revision (a failed one is warned of: _note_failed_start).
+    last_start = last_start_probe(f"{plan.head.remote_dir}/{START_HISTORY}", plan.group_revision)
+    return lambda node: probes[node.name] + (last_start if node.name == plan.head.name else "")
+
+
+def _note_failed_start(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
+    """`pulumi preview` and `up` warn when the configured revision failed to start last time (the head's history of
+    starts): after a rollback the nodes run the revision that served before, and the next `up` relaunches it."""
+    head = (observations or {}).get(plan.head.name)
+    if head is None:
+        return
+    failure = last_failure(head.facts.get(LAST_START_SECTION), plan.group_revision)
+    if failure is not None:
+        running = head.engine.labels.get(LABEL_REVISION) if head.engine.running else None
+        pulumi.log.warn(failed_start_warning(failure, running))
 
 
 def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object) -> str:
@@ -94,6 +115,7 @@ class SparkCluster(pulumi.ComponentResource):
             lambda state_id: _group_generation(plan, args.observations, state_id), run_with_unknowns=True
         )
         observed = args.observations
+        _note_failed_start(plan, observed)
         scripts = LaunchScripts(
             f"{name}-scripts",
             LaunchScriptsArgs(plan=plan, files=steps.files, connections=connections, observations=observed),

@@ -203,8 +203,8 @@ class EngineGroup(pulumi.ComponentResource):
         self.register_outputs({"container_ids": self.container_ids, "start_timeline": self.start_timeline})
 
 
-def readiness_spec(plan: DeploymentPlan) -> dict:
-    """Pure: what the gate (`python -m spark_llm.remote.readiness`) reads on stdin."""
+def readiness_spec(plan: DeploymentPlan, stack: str = "") -> dict:
+    """Pure: what the gate (`python -m spark_llm.remote.readiness`) reads on stdin (`stack`: this stack's name)."""
     return {
         "members": [
             {
@@ -228,6 +228,8 @@ def readiness_spec(plan: DeploymentPlan) -> dict:
         "revision": plan.group_revision,
         "stall_seconds": plan.stall_seconds,
         "history_path": f"{plan.head.remote_dir}/{START_HISTORY}",
+        # After a failed start: print the rollback command, or run it (spark_llm.remote.after_failure).
+        "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }
 
 
@@ -235,7 +237,7 @@ def _readiness_gate(
     name: str, plan: DeploymentPlan, head: docker.Container, opts: pulumi.ResourceOptions
 ) -> command.local.Command:
     """Runs here, reads the nodes over ssh (read-only) until rank 0 answers a one-token completion."""
-    spec = json.dumps(readiness_spec(plan), sort_keys=True)
+    spec = json.dumps(readiness_spec(plan, pulumi.get_stack()), sort_keys=True)
     return command.local.Command(
         name,
         create=f"{shlex.quote(sys.executable)} -m spark_llm.remote.readiness",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -58,6 +58,19 @@ class Timeouts(ConfigModel):
     )
 
 
+class Rollout(ConfigModel):
+    """What happens when a relaunch fails to start (a crash, a stall, no answer within readySeconds)."""
+
+    on_failure: Literal["stop", "rollback"] = Field(
+        "stop",
+        description=(
+            "stop: `pulumi up` fails and prints the one command that brings back the last good revision;"
+            " rollback: that command starts by itself"
+        ),
+        json_schema_extra={"example": "rollback"},
+    )
+
+
 class StackConfig(ConfigModel):
     """Everything the program reads from `spark-llm:*` keys."""
 
@@ -77,6 +90,7 @@ class StackConfig(ConfigModel):
     network: Network = Field(default_factory=Network)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     transfer: Transfer = Field(default_factory=Transfer)
+    rollout: Rollout = Field(default_factory=Rollout)
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",

@@ -6,6 +6,7 @@
     spark-llm smoke         one chat completion and a short load through the endpoint
     spark-llm restart       the group restarted in order, through `pulumi up --replace`
     spark-llm exec          one command on one node, over the stack's pinned ssh
+    spark-llm rollback      the revision that served before, back (after a failed start)
 
 Each command reads the stack's config with the Pulumi CLI (`--stack`, `--config-file` as pulumi takes them)
 and builds the same plan as the Pulumi program; `--json` prints one JSON document for scripts.
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from spark_llm.config import ConfigError
-from spark_llm.ops import logs, node_exec, preflight, restart, smoke, status
+from spark_llm.ops import logs, node_exec, preflight, restart, rollback, smoke, status
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.remote import key_files
 
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "smoke": (smoke, "one chat completion and a short concurrent load: time to first token, tokens/s, errors"),
     "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
     "exec": (node_exec, "run one command on one node (`exec NODE -- CMD...`): the stack's key, pinned host keys"),
+    "rollback": (rollback, "the last good revision serves again: `pulumi up` with the last succeeded update's config"),
 }
 
 
@@ -59,17 +61,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parser().parse_args(argv)
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
+    module, _ = COMMANDS[args.command]
+    plan = None
     try:
-        plan = pulumi.load_plan()
-        # Before any ssh: a key others can read is refused here as the program refuses it.
-        key_files.check_modes(plan.config)
+        # A command that brings back an earlier config needs no plan of the current one (it may not even parse).
+        if getattr(module, "USES_PLAN", True):
+            plan = pulumi.load_plan()
+            # Before any ssh: a key others can read is refused here as the program refuses it.
+            key_files.check_modes(plan.config)
     except (ConfigError, PulumiError, key_files.KeyFileError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2
-    module, _ = COMMANDS[args.command]
     try:
         return int(module.run(pulumi, plan, args))
-    except PulumiError as err:
+    except (ConfigError, PulumiError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2
     except KeyboardInterrupt:

@@ -34,10 +34,23 @@ from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
 from spark_llm.plan.start_phases import PROFILE_ENGINES, phases_for
-from spark_llm.plan.start_timeline import phase_seconds
+from spark_llm.plan.start_timeline import (
+    START_HISTORY,
+    failed_start_warning,
+    last_failure,
+    last_start_probe,
+    phase_seconds,
+)
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 
+STATE_STYLES = {
+    "in sync": "green",
+    "drift": "bold red",
+    "failed_start": "bold red",
+    "unhealthy": "yellow",
+    "answers changed": "bold red",
+}
 # curl's exit codes for "the engine does not answer", in words.
 CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
 
@@ -70,6 +83,8 @@ class Health:
     http_code: int | None
     models: tuple[str, ...]
     error: str = ""
+    last_start: str = ""
+    """The head's latest history line about the configured revision (JSON; empty: none)."""
 
     @property
     def healthy(self) -> bool:
@@ -93,6 +108,9 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
             f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",
             "capture health health",
             "capture models models",
+            # Did the configured revision fail to start last time (the readiness gate's history on the head)?
+            f"last_start() {{\n{last_start_probe(f'{node.remote_dir}/{START_HISTORY}', plan.group_revision)}}}",
+            "capture last_start last_start",
         ]
     return "\n".join(lines) + "\n"
 
@@ -166,7 +184,8 @@ def head_health(run: NodeRun) -> Health:
     if code in (None, 0):
         code = None
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
-    return Health(code, models, error)
+    last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
+    return Health(code, models, error, last)
 
 
 def restart_order(plan: DeploymentPlan) -> str:
@@ -210,7 +229,8 @@ def _later(a: str, b: str) -> bool:
 def verdict(
     plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None, state_id: str | None = None
 ) -> tuple[str, str]:
-    """Pure: ("in sync" | "drift" | "unhealthy" | "not deployed", one sentence on what `pulumi up` will do)."""
+    """Pure: ("in sync" | "drift" | "failed_start" | "unhealthy" | "not deployed", one sentence on what `pulumi up`
+    will do). failed_start: the configured revision failed to start last time and does not serve now."""
     diffs = differences(plan, statuses, state_id)
     if all(s.state == "absent" for s in statuses):
         order = ", ".join(f"{n} started" for n in plan.start_order)
@@ -220,6 +240,10 @@ def verdict(
             "; ".join(diffs) + ": `pulumi preview` cannot read that node either and counts it as drift; "
             "fix its ssh first (`spark-llm preflight`)"
         )
+    failure = last_failure(health.last_start, plan.group_revision) if health is not None else None
+    if failure is not None and (diffs or health is None or not health.healthy):
+        head = next((s for s in statuses if s.role == "head" and s.state == "running"), None)
+        return "failed_start", failed_start_warning(failure, head.revision if head else None)
     if diffs:
         return "drift", f"{'; '.join(diffs)}: `pulumi up` restarts the group in order: {restart_order(plan)}"
     if health is not None and not health.healthy:
@@ -352,8 +376,8 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     else:
         out = render.console()
         out.print(status_table(plan, statuses, health))
-        style = {"in sync": "green", "drift": "bold red", "unhealthy": "yellow", "answers changed": "bold red"}
-        out.print(Text(f"{state}: ", style=style.get(state, "")) + Text(sentence))
+        style = STATE_STYLES.get(state, "")
+        out.print(Text(f"{state}: ", style=style) + Text(sentence))
         for line in canary_lines(canary):
             out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
         for line in timeline_lines(timeline):

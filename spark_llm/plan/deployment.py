@@ -57,6 +57,8 @@ class DeploymentPlan:
     """The engine profile's name (spark_llm.plan.engines): which log lines mark its start phases."""
     stall_seconds: float | None = None
     """spark-llm:timeouts.stallSeconds: one bound for every start phase (None: each phase's own)."""
+    on_failure: str = "stop"
+    """spark-llm:rollout.onFailure: after a failed start, print the rollback command (stop) or run it (rollback)."""
 
     @property
     def head(self) -> NodePlan:
@@ -263,4 +265,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         fabric_key_path=fabric_key_path(cfg),
         profile=profile_for(cfg.engine.kind, cfg.engine.executor).name,
         stall_seconds=cfg.timeouts.stall_seconds,
+        on_failure=cfg.rollout.on_failure,
     )

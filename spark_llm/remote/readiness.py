@@ -7,7 +7,7 @@ launched"). Each node's start phases show as they pass, and a phase that goes qu
 naming the node, the phase and what usually causes it, long before `timeouts.readySeconds`, which is the ceiling.
 When rank 0 answers, the start's timeline (seconds per phase per node, and the canary: a fixed completion at
 temperature 0) is printed as the last line and appended to the head's history of starts, from which later starts'
-stall bounds learn.
+stall bounds learn; a failed start is a line there too.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
-from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
+from spark_llm.plan.start_timeline import TIMELINE_PREFIX, failure_record, phase_seconds, succeeded
+from spark_llm.remote.after_failure import after_failure
 from spark_llm.remote.canary import gate_canary
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
@@ -130,6 +131,8 @@ def _state_text(state: EngineState) -> str:
 
 def _history(head: Member, path: str) -> list[dict]:
     """This stack's earlier starts, as the gate recorded them on the head (oldest first; [] when none)."""
+    if not path:
+        return []
     try:
         text = run_script(head.ssh, f"tail -n {HISTORY_KEPT} {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
     except RemoteError:
@@ -171,6 +174,21 @@ def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) ->
 
 
 def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
+    """`watch_start`; a start that fails is a line of the head's history too (what `pulumi preview` and
+    `spark-llm status` say of the revision afterwards: spark_llm.plan.start_timeline.failure_record)."""
+    try:
+        return watch_start(spec, say=say)
+    except GroupNotReadyError as err:
+        if spec.get("history_path"):
+            head = next(m for m in _members(spec) if m.role == "head")
+            reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
+            at = datetime.now(UTC).isoformat(timespec="milliseconds")
+            failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
+            _record(head, spec["history_path"], failure)
+        raise
+
+
+def watch_start(spec: dict, *, say: Callable[[str], None]) -> dict:
     """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running or a
     member's start phase stalls. Returns the start's timeline (what TIMELINE_PREFIX prints).
 
@@ -183,7 +201,8 @@ def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
     profile = spec.get("profile", "sglang")
     logs = [MemberLog(m.name, m.role, m.ssh, profile, spec.get("container", "spark-llm-engine")) for m in members]
     history_path = spec.get("history_path", "")
-    history = [h for h in _history(head, history_path) if h.get("profile") == profile] if history_path else []
+    # A failed start's phases say nothing of how long a phase may take: the bounds learn from successful ones.
+    history = [h for h in succeeded(_history(head, history_path)) if h.get("profile") == profile]
     override = spec.get("stall_seconds") or None
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
@@ -253,7 +272,10 @@ def main() -> int:
         timeline = wait_ready(spec, say=say)
         say(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True))
     except (GroupNotReadyError, RemoteError) as err:
-        sys.stderr.write(f"{err}\n")
+        # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
+        # (spark-llm:rollout.onFailure).
+        after = after_failure(spec.get("rollout") or {}) if isinstance(err, GroupNotReadyError) else ""
+        sys.stderr.write(f"{err}\n{after}\n")
         return 1
     except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback
         sys.stderr.write(f"spark-llm readiness gate failed: {type(err).__name__}: {err}\n")

@@ -249,6 +249,10 @@ def _api_key(catalog: EngineCatalog, args: argparse.Namespace) -> str | None:
     return str(value) if value else None
 
 
+def _fraction(value: object) -> float | None:
+    return None if value is None else float(str(value))
+
+
 def _context_length(value: object) -> int:
     return DEFAULT_CONTEXT_LENGTH if value is None or value == -1 else int(value)
 
@@ -274,6 +278,7 @@ def _sglang_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Ma
         dist_timeout=_dist_timeout(_value(catalog, args, "--dist-timeout"), environ),
         skipped_phases=("graph",) if _value(catalog, args, "--disable-cuda-graph", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
+        memory_fraction=_fraction(_value(catalog, args, "--mem-fraction-static")),
         api_key=_api_key(catalog, args),
     )
 
@@ -305,5 +310,6 @@ def _vllm_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Mapp
         dist_timeout=_dist_timeout(_value(catalog, args, "--distributed-timeout-seconds"), environ),
         skipped_phases=("compile", "graph") if _value(catalog, args, "--enforce-eager", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
+        memory_fraction=_fraction(_value(catalog, args, "--gpu-memory-utilization")),
         api_key=_api_key(catalog, args),
     )

@@ -18,7 +18,7 @@ from standin_engine.logs import EngineLog, engine_log
 from standin_engine.model_runner import init_torch_distributed
 from standin_engine.openai_api import EngineHTTPServer, EngineState
 from standin_engine.rendezvous import ProcessGroup
-from standin_engine.start_phases import PHASES, hang_forever, run_phases_after_init
+from standin_engine.start_phases import PHASES, OutOfMemoryError, hang_forever, run_phases_after_init
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -75,7 +75,11 @@ def run(entry_name: str, argv: Sequence[str]) -> int:
     log.distributed_init_end()
     if config.uses_ray:
         _note_ray_hangs(config, knobs, log)
-    run_phases_after_init(config, knobs, log, state)
+    try:
+        run_phases_after_init(config, knobs, log, state)
+    except OutOfMemoryError:
+        log.init_failed(traceback.format_exc().rstrip())
+        return EXIT_FAILED
     state.mark_ready()
     log.ready()
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+# Above this share of GPU memory (--mem-fraction-static, --gpu-memory-utilization) the stand-in's KV cache
+# allocation runs out of memory: a flag the engine takes at parse time and dies on at load.
+MAX_MEMORY_FRACTION = 0.95
 VLLM_EXECUTOR_BACKENDS = ("external_launcher", "mp", "ray", "uni")  # the catalogs' metavar, checked as vLLM does
 
 
@@ -36,6 +39,10 @@ class LaunchConfig:
     and graph). Their lines are not printed, their knobs do nothing."""
     deprecated_flags: tuple[str, ...] = ()
     """Deprecated flags that were set; the launch logs a warning for each."""
+    memory_fraction: float | None = None
+    """SGLang --mem-fraction-static, vLLM --gpu-memory-utilization: the share of GPU memory the engine takes. Both
+    engines accept any value up to 1 when they parse it; above MAX_MEMORY_FRACTION the stand-in runs out of memory
+    when it allocates the KV cache, as a real engine does with nothing left for activations and CUDA graphs."""
     api_key: str | None = field(default=None, repr=False)
     """--api-key: the /v1 routes want `Authorization: Bearer KEY` (kept out of repr: server_args is logged)."""
 

@@ -56,6 +56,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from standin_engine.launch_config import MAX_MEMORY_FRACTION
+
 if TYPE_CHECKING:  # knobs imports PHASES from here
     from standin_engine.knobs import FailureKnobs
     from standin_engine.launch_config import LaunchConfig
@@ -74,13 +76,35 @@ KV_TOKENS = 8192
 CUDA_GRAPH_BATCH_SIZES = "[1, 2, 4, 8]"
 
 
+class OutOfMemoryError(RuntimeError):
+    """torch's `torch.OutOfMemoryError`, by its name in a traceback (the real engines' log shows it so)."""
+
+
+OutOfMemoryError.__module__ = "torch"
+
+
+def out_of_memory(fraction: float) -> OutOfMemoryError:
+    """What a rank logs when the KV cache does not fit: PyTorch's own words (torch 2.5 on, c10/cuda allocator)."""
+    total = 119.70
+    taken = round(total * fraction, 2)
+    return OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {taken - total * MAX_MEMORY_FRACTION + 2.0:.2f} GiB. GPU 0 has a "
+        f"total capacity of {total:.2f} GiB of which {total - taken:.2f} GiB is free. Including non-PyTorch memory, "
+        f"this process has {taken:.2f} GiB memory in use. Of the allocated memory {taken - 1.5:.2f} GiB is "
+        "allocated by PyTorch, and 1.21 GiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+        "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+        "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+    )
+
+
 def hang_forever() -> None:
     """Stop for good, silently, as a rank stuck in a collective: the process lives, nothing more is printed."""
     threading.Event().wait()
 
 
 def run_phases_after_init(config: LaunchConfig, knobs: FailureKnobs, log: EngineLog, state: EngineState) -> None:
-    """Print every phase after dist_init in order, spending its seconds in each; stop for good where a knob says.
+    """Print every phase after dist_init in order, spending its seconds in each; stop for good where a knob says;
+    raise OutOfMemoryError at the KV cache when the memory fraction is above MAX_MEMORY_FRACTION.
 
     The server phase has no end line here: the caller marks the node ready and logs its ready lines.
     """
@@ -91,6 +115,10 @@ def run_phases_after_init(config: LaunchConfig, knobs: FailureKnobs, log: Engine
         state.phase = f"start phase {phase}"
         started = time.monotonic()
         lines.begin(phase)
+        fraction = config.memory_fraction
+        if phase == "kv_cache" and fraction is not None and fraction > MAX_MEMORY_FRACTION:
+            # A fraction the engine took at parse time, fatal at load: the caller logs it as the engine does.
+            raise out_of_memory(fraction)
         if knobs.hangs_in(phase, config.node_rank):
             hang_forever()
         time.sleep(knobs.seconds_in(phase))

@@ -114,3 +114,19 @@ def test_status_table_lists_each_node(spark_plan):
 def test_docker_times_parse_with_nanoseconds_and_trimmed_zeros():
     assert status.parse_time("2026-11-30T10:00:01.5Z") == pytest.approx(status.parse_time("2026-11-30T10:00:01Z") + 0.5)
     assert status.parse_time("0001-01-01T00:00:00Z") is None
+
+
+def test_status_says_failed_start_when_the_configured_revision_failed_and_an_earlier_one_serves(spark_plan):
+    from spark_llm.plan.start_timeline import failure_record
+
+    p = with_revision(spark_plan)
+    earlier = "fedcba9876543210"
+    s = statuses(p, running("2026-11-30T10:00:05Z", earlier), running("2026-11-30T10:00:01Z", earlier))
+    failed = json.dumps(failure_record(REV, "sglang", "head (head): engine container is exited", "2026-11-30T09:59"))
+    state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,), last_start=failed))
+    assert state == "failed_start"
+    assert sentence.startswith(f"revision {REV} (this config) failed to start last time (2026-11-30T09:59: head")
+    assert f"the nodes run revision {earlier} (the one that served before: a rollback)" in sentence
+    # Once the configured revision serves, the old failure is history only.
+    s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
+    assert status.verdict(p, s, status.Health(200, (p.model_name,), last_start=failed))[0] == "in sync"

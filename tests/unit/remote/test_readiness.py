@@ -71,3 +71,34 @@ def test_probe_sends_the_key_as_a_header_through_a_descriptor_not_the_command_li
         assert redact(f"server_args=... api_key='{key}'", key) == "server_args=... api_key='[spark-llm:apiKey]'"
     finally:
         server.shutdown()
+
+
+CONNECTION = {"name": "head", "host": "h", "port": 22, "user": "u", "key_path": "/k", "host_key": "ssh-ed25519 A"}
+
+
+def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_as_it_was(monkeypatch):
+    from spark_llm.remote import readiness
+
+    def fails(spec, *, say):
+        raise readiness.GroupNotReadyError("head (head): engine container is exited (exit code 1)\n---- logs with sk-1")
+
+    recorded = []
+    monkeypatch.setattr(readiness, "watch_start", fails)
+    monkeypatch.setattr(readiness, "_record", lambda head, path, entry: recorded.append((head.name, path, entry)))
+    spec = {
+        "members": [{"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s"}],
+        "history_path": "/root/spark-llm/history/starts.jsonl",
+        "revision": "abc",
+        "profile": "vllm",
+        "api_key": "sk-1",
+    }
+    try:
+        readiness.wait_ready(spec, say=print)
+    except readiness.GroupNotReadyError as err:
+        assert "sk-1" in str(err)  # the error itself is redacted where it is built, not here
+    else:
+        raise AssertionError("the failure was swallowed")
+    [(head, path, entry)] = recorded
+    assert (head, path) == ("head", "/root/spark-llm/history/starts.jsonl")
+    assert entry["revision"] == "abc" and entry["profile"] == "vllm"
+    assert entry["failed"] == "head (head): engine container is exited (exit code 1)"

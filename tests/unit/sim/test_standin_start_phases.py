@@ -227,3 +227,20 @@ def test_disable_cuda_graph_skips_the_graph_phase_and_its_hang(new_group: Callab
     head.wait_for_log("The server is fired up and ready to roll!")
     assert "Capture" not in head.log()
     assert_in_order(head.log(), ["Memory pool end.", "max_total_num_tokens="])
+
+
+@pytest.mark.parametrize(("fraction", "serves"), [("0.95", True), ("0.97", False)])
+def test_a_memory_fraction_above_095_is_taken_at_parse_time_and_runs_out_of_memory_at_the_kv_cache(
+    new_group: Callable[..., EngineGroup], fraction: str, serves: bool
+) -> None:
+    # The flag a rollback test relaunches with: SGLang takes any fraction up to 1 when it parses its arguments.
+    group = new_group(1, extra_args=("--mem-fraction-static", fraction))
+    head = group.start(0)
+    if serves:
+        head.wait_for_log("The server is fired up and ready to roll!")
+        return
+    assert head.wait_for_exit() == 1
+    log = head.log()
+    assert_in_order(log, ["Load weight end.", "KV Cache is allocated.", "Scheduler hit an exception: Traceback"])
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in log
+    assert "Memory pool end." not in log and "fired up" not in log

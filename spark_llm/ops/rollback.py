@@ -1,0 +1,173 @@
+"""`spark-llm rollback`: the revision that served before serves again, through `pulumi up` (no side channel).
+
+Runs `pulumi up` with the config of the stack's latest succeeded update (`pulumi stack history --json`, turned into
+a stack file by spark_llm.plan.rollback: secrets stay the stack file's ciphertext) from a private temp directory
+(0700, the file 0600, removed afterwards). The weights and the image that revision used are still on every node:
+nothing is copied, the group restarts in order and the readiness gate waits for rank 0's first token. The user's
+stack file is not edited: `pulumi preview` with it afterwards shows what the next `up` would do (relaunch the
+revision that failed), and says that it failed to start last time.
+
+A failed start runs this by itself under spark-llm:rollout.onFailure `rollback` (spark_llm.remote.after_failure),
+with `--after-pid`: it first waits for the failed `pulumi up` to end and release the stack's lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.rollback import (
+    ROLLBACK_ENV,
+    ProjectConfig,
+    RollbackRefusedError,
+    changed_keys,
+    last_good_update,
+    rollback_stack_file,
+)
+from spark_llm.plan.start_timeline import START_HISTORY
+from spark_llm.remote.runner import run_script
+from spark_llm.remote.ssh import RemoteError
+
+USES_PLAN = False
+"""The CLI loads no plan from the current config first: it may be the one that does not start (or not parse)."""
+WAIT_SECONDS = 600.0
+LOCKED = "currently locked"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # A failed start's own rollback waits for the `pulumi up` it ran under (spark_llm.remote.after_failure).
+    parser.add_argument("--after-pid", type=int, help=argparse.SUPPRESS)
+
+
+def say(text: str) -> None:
+    print(f"spark-llm rollback: {text}", flush=True)
+
+
+def _wait_for_exit(pid: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(0.2)
+    raise PulumiError(f"the failed `pulumi up` (pid {pid}) did not end within {WAIT_SECONDS:.0f} s")
+
+
+def _write_private(path: Path, document: dict) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        yaml.safe_dump(document, out, sort_keys=False)
+
+
+def _up(back: PulumiCli, message: str, deadline: float) -> int:
+    """`pulumi up` with the good config, again while the failed run still holds the stack's lock."""
+    while True:
+        code, output = back.stream("up", "--yes", "--skip-preview", "--message", message, config=True)
+        if code == 0 or LOCKED not in output or time.monotonic() > deadline:
+            return code
+        time.sleep(1.0)
+
+
+def _last_failure_at(plan: DeploymentPlan) -> datetime | None:
+    """When the latest failed start was recorded (the head's history; the gate's clock is this machine's)."""
+    path = f"{plan.head.remote_dir}/{START_HISTORY}"
+    try:
+        text = run_script(plan.head.ssh, f"tail -n 20 {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
+    except RemoteError:
+        return None
+    for line in reversed(text.splitlines()):
+        try:
+            entry = json.loads(line)
+            if entry.get("failed"):
+                return datetime.fromisoformat(entry["at"])
+        except (ValueError, KeyError, AttributeError, TypeError):
+            continue
+    return None
+
+
+def _first_completion(plan: DeploymentPlan, deadline: float) -> datetime | None:
+    """The time of the first completion the endpoint answers (one token), as a client sees it."""
+    body = json.dumps({"model": plan.model_name, "prompt": "ping", "max_tokens": 1}).encode()
+    headers = {"Content-Type": "application/json"}
+    if plan.api_key:
+        headers["Authorization"] = f"Bearer {plan.api_key}"
+    while time.monotonic() < deadline:
+        request = urllib.request.Request(f"{plan.endpoint}/v1/completions", body, headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if response.status == 200:
+                    return datetime.now().astimezone()
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.5)
+    return None
+
+
+def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + WAIT_SECONDS
+    if args.after_pid:
+        say(f"waiting for the failed `pulumi up` (pid {args.after_pid}) to end")
+        _wait_for_exit(args.after_pid, deadline)
+    # As the program does: a relative path in the config (local weights) is relative to the project.
+    os.chdir(pulumi.cwd)
+    stack = pulumi.stack or pulumi.capture("stack", "--show-name").strip()
+    # A relative --config-file is the project's, as the pulumi commands run there take it (spark_llm.ops.pulumi_cli).
+    stack_file = pulumi.cwd / (pulumi.config_file or f"Pulumi.{stack}.yaml")
+    current = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
+    project = ProjectConfig.from_project(yaml.safe_load((pulumi.cwd / "Pulumi.yaml").read_text()) or {})
+    try:
+        update = last_good_update(json.loads(pulumi.capture("stack", "history", "--json")))
+        document = rollback_stack_file(update, current, project)
+    except RollbackRefusedError as err:
+        sys.stderr.write(f"spark-llm rollback: {err}\n")
+        return 2
+    changed = changed_keys(update, current, project)
+    say(
+        f"the update of {update.when} is the last good one; `pulumi up` with its"
+        f" config ({', '.join(changed) or 'no key'} as then; {stack_file} is left as it is)"
+    )
+    os.environ[ROLLBACK_ENV] = "1"  # the rollback's own start, if it fails, starts no other rollback
+    with tempfile.TemporaryDirectory(prefix="spark-llm-rollback-") as private:  # mode 0700
+        config_file = Path(private) / f"Pulumi.{stack}.yaml"
+        _write_private(config_file, document)
+        back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
+        code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
+        if code != 0:
+            sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
+            return 1
+        good = back.load_plan()  # after the up: the first completion is timed as soon as the up ends
+        served = _first_completion(good, deadline)
+    failed = _last_failure_at(good)
+    try:
+        asked = pulumi.load_plan().group_revision
+    except (PulumiError, ValueError):
+        asked = None  # the stack file's config does not parse: the rollback does not need it
+    if served is None:
+        took = "nothing within the wait (see `spark-llm status`)"
+    elif failed is None:
+        took = "(no failed start recorded on the head to time it from)"
+    else:
+        took = f"{(served - failed).total_seconds():.1f} s after the failed start ({failed.isoformat()})"
+    say(f"revision {good.group_revision} serves again: its first completion answered {took}.")
+    relaunch = f"revision {asked}" if asked and asked != good.group_revision else "the config's revision"
+    say(
+        f"the deployed revision is a rollback: {stack_file} still asks for {relaunch}, which failed to start."
+        " `pulumi preview` shows what the next `pulumi up` would do (relaunch it): fix the config first, then"
+        " `pulumi up`."
+    )
+    return 0 if served else 1

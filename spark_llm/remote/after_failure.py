@@ -1,0 +1,149 @@
+"""After a failed start, the way back to the revision that served before (spark-llm:rollout.onFailure).
+
+Run by the readiness gate (spark_llm.remote.readiness) on this machine when the start fails. `stop` (the default):
+the error ends with the one command that brings the last good revision back. `rollback`: the gate starts that
+command itself, detached (a session of its own, its log a 0600 file under ~/.local/state/spark-llm/); it waits
+for the failed `pulumi up` to end and release the stack's lock (spark_llm.ops.rollback).
+
+The command names the stack config file the failed `pulumi up` was given (`--config-file`), read from that
+process's own command line: the program is not told it, and the gate runs under it (pulumi -> the command
+provider -> sh -> the gate).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from spark_llm.plan.rollback import (
+    ROLLBACK_ENV,
+    STRIPPED_ENV,
+    failed_rollback_note,
+    rollback_command,
+    started_note,
+    stop_note,
+)
+from spark_llm.plan.scripts import PROJECT_DIR
+
+STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
+ANCESTORS_LOOKED_AT = 12
+# The gate's parent (the provider's `sh`) when the gate started. On Ctrl-C the CLI cancels the step and the command
+# provider kills that shell, not the gate (pulumi-command 1.2.1, seen on the sim): the gate, reparented, may still see
+# the start fail. An interrupted `up` is the operator's decision: nothing is rolled back then. (The shell may be gone
+# before this module is imported: no `pulumi` among the gate's ancestors then says the same.)
+STARTED_UNDER = os.getppid()
+INTERRUPTED = "The `pulumi up` was interrupted (the gate no longer runs under it): nothing is rolled back."
+
+
+@dataclass(frozen=True)
+class PulumiProcess:
+    """The `pulumi` CLI process this gate runs under."""
+
+    pid: int
+    argv: list[str]
+    cwd: str
+
+
+def _parent_and_argv(pid: int) -> tuple[int, list[str], str] | None:
+    """(parent pid, argv, cwd) of a process: /proc where there is one, else `ps` (macOS)."""
+    proc = Path(f"/proc/{pid}")
+    if proc.is_dir():
+        try:
+            stat = (proc / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            argv = [a for a in (proc / "cmdline").read_bytes().decode(errors="replace").split("\0") if a]
+            cwd = os.readlink(proc / "cwd")
+        except (OSError, ValueError, IndexError):
+            return None
+        return parent, argv, cwd
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "ppid=", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        parent_text, _, args = out.partition(" ")
+        return int(parent_text), args.split(), os.getcwd()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def pulumi_process() -> PulumiProcess | None:
+    """The nearest ancestor whose program is `pulumi` (None when there is none: the gate run by hand)."""
+    pid = os.getppid()
+    for _ in range(ANCESTORS_LOOKED_AT):
+        found = _parent_and_argv(pid)
+        if found is None:
+            return None
+        parent, argv, cwd = found
+        if argv and Path(argv[0]).name == "pulumi":
+            return PulumiProcess(pid, argv, cwd)
+        if parent <= 1:
+            return None
+        pid = parent
+    return None
+
+
+def config_file_of(argv: list[str], cwd: str) -> str | None:
+    """Pure: the `--config-file` a pulumi command line names (absolute), or None."""
+    for i, arg in enumerate(argv):
+        value = None
+        if arg == "--config-file" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--config-file="):
+            value = arg.split("=", 1)[1]
+        if value:
+            return str(Path(cwd, value).resolve())
+    return None
+
+
+def start_rollback(stack: str, config_file: str | None, wait_for: int | None) -> Path:
+    """`spark-llm rollback` in a session of its own, its output in a 0600 log; returns the log's path."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    log = STATE_DIR / f"rollback-{stack}-{stamp}.log"
+    argv = [sys.executable, "-m", "spark_llm.ops.cli", "rollback", "--stack", stack]
+    argv += ["--config-file", config_file] if config_file else []
+    argv += ["--after-pid", str(wait_for)] if wait_for else []
+    env = {k: v for k, v in os.environ.items() if k not in STRIPPED_ENV}
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        subprocess.Popen(
+            argv,
+            cwd=PROJECT_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            # Outlives the gate, the provider and the failed `pulumi up` (which it waits for).
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)
+    return log
+
+
+def after_failure(rollout: dict) -> str:
+    """What the gate's error says after a failed start; with `rollback`, also starts it. Never raises."""
+    stack = str(rollout.get("stack") or "")
+    if not stack:
+        return ""
+    if os.environ.get(ROLLBACK_ENV):
+        return failed_rollback_note()
+    try:
+        cli = pulumi_process()
+    except OSError:
+        cli = None
+    if cli is None or os.getppid() != STARTED_UNDER:
+        return INTERRUPTED
+    config_file = config_file_of(cli.argv, cli.cwd)
+    command = rollback_command(stack, config_file)
+    if rollout.get("on_failure") != "rollback":
+        return stop_note(command)
+    try:
+        log = start_rollback(stack, config_file, cli.pid)
+    except OSError as err:
+        return f"spark-llm:rollout.onFailure is rollback, but starting it failed ({err}).\n{stop_note(command)}"
+    return started_note(command, str(log))

@@ -1,0 +1,137 @@
+"""The last good revision comes back (issue 16, item 3), with the real pulumi CLI and `spark-llm` on the sim.
+
+User stories: a relaunch with a flag the engine takes at parse time and dies on at load (`--mem-fraction-static 0.97`:
+CUDA out of memory at the KV cache) fails `pulumi up`; its error prints the one command that brings back the revision
+that served before, and that command does (a completion answers, the closing note times it from the failure);
+`pulumi preview` then tells the truth (the config's revision is pending, and it failed to start last time) and so
+does `spark-llm status`; the fixed config converges with one `up`. With `spark-llm:rollout.onFailure: rollback` the
+failed `up` starts that command by itself. Ctrl-C during an `up` rolls nothing back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import signal
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.conftest import Pulumi, complete, run
+from tests.integration.test_interrupted_up import interrupt
+from tests.waits import wait_for
+
+pytestmark = pytest.mark.integration
+
+# The engine dies at the KV cache, after its weights (2 s): past the startup grace (1 s), so the readiness gate, not
+# a container's watch step, sees the failure (a crash within the grace leaves no failure record: a known gap).
+BASE = {"timeouts.startupGraceSeconds": "1", "engine.env.STANDIN_PHASE_SECONDS": "weights=2"}
+ROLLBACK_WAIT = 240
+STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
+ENDED = re.compile(r"the deployed revision is a rollback|^spark-llm rollback: (?!waiting|the update of|revision)", re.M)
+
+
+def configure(pulumi: Pulumi, fraction: str | None = None, **more: str) -> None:
+    """The sim's config, the BASE knobs, and SGLang's memory fraction (None: the engine's default)."""
+    pulumi.reset_config()
+    for key, value in {**BASE, **more}.items():
+        pulumi.set(key, value)
+    if fraction is not None:
+        # In the file: `pulumi config set` would read a value that starts with `--` as one of its own flags.
+        document = yaml.safe_load(pulumi.config_file.read_text())
+        document["config"]["spark-llm:engine"]["flags"] = ["--mem-fraction-static", fraction]
+        pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
+    configure(pulumi)
+    pulumi.up()
+    yield pulumi
+
+
+def spark_llm(pulumi: Pulumi, *args: str, check: bool = True):
+    result = run([sys.executable, "-m", "spark_llm.ops.cli", *args], env=pulumi.env, check=False)
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+    return result
+
+
+def failed_up(pulumi: Pulumi) -> tuple[str, str]:
+    """`pulumi up` of a revision that runs out of memory: its output and the revision it tried."""
+    result = pulumi.up(check=False)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0, text[-3000:]
+    assert "torch.OutOfMemoryError: CUDA out of memory" in text and "engine container is exited" in text
+    assert "Traceback" not in text.split("---- ")[0]
+    found = re.search(r"starting spark-llm-engine on head: rank=0 profile=\w+ revision=([0-9a-f]+)", text)
+    assert found, text[-3000:]
+    return text, found.group(1)
+
+
+def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_revision_and_preview_tells_the_truth(
+    deployed,
+):
+    good = deployed.outputs()["group_revision"]
+    configure(deployed, "0.97")
+    text, bad = failed_up(deployed)
+    command = f"spark-llm rollback --stack sim --config-file {deployed.config_file}"
+    assert f"\n      {command}\n" in text, text[-2000:]
+
+    # The printed command, as the operator runs it.
+    back = spark_llm(deployed, *shlex.split(command)[1:])
+    note = back.stdout
+    assert re.search(rf"revision {good} serves again: its first completion answered [\d.]+ s after the failed", note)
+    assert "the deployed revision is a rollback" in note
+    outputs = deployed.outputs()
+    assert outputs["group_revision"] == good
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+    assert "0.97" in deployed.config_file.read_text()  # the user's stack file is theirs
+
+    # Preview, with the user's config: the failed revision is what the next `up` would start, and it says why.
+    preview = deployed("preview", "--expect-no-changes", check=False)
+    said = preview.stdout + preview.stderr
+    assert preview.returncode != 0, said[-3000:]
+    assert f"revision {bad} (this config) failed to start last time" in said
+    assert f"the nodes run revision {good} (the one that served before: a rollback)" in said
+    assert re.search(rf"group_revision\s*:\s*\"{good}\" => \"{bad}\"", said), said[-3000:]
+    config = ("--stack", "sim", "--config-file", str(deployed.config_file))
+    status = json.loads(spark_llm(deployed, "status", *config, "--json", check=False).stdout)
+    assert status["state"] == "failed_start" and good in status["summary"], status
+
+    # The fixed config converges with one `up`; nothing is left to do after it.
+    configure(deployed, "0.9")
+    deployed.up()
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    deployed("preview", "--expect-no-changes")
+
+
+def test_with_rollback_opted_in_a_failed_relaunch_brings_the_last_good_revision_back_by_itself(deployed):
+    good = deployed.outputs()["group_revision"]  # what serves now: the module's deployment, or the fix above
+    configure(deployed, "0.97", **{"rollout.onFailure": "rollback"})
+    text, _ = failed_up(deployed)
+    found = re.search(r"started by itself; .* Its log: (\S+rollback-sim-\S+\.log)", text.replace("\n    ", " "))
+    assert found, text[-2000:]
+    log = Path(found.group(1))
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    # Its last line: the closing note, or why it stopped.
+    wait_for("the rollback to end", lambda: ENDED.search(log.read_text()), ROLLBACK_WAIT, interval_s=1)
+    assert re.search(rf"revision {good} serves again: its first completion answered [\d.]+ s", log.read_text())
+    outputs = deployed.outputs()
+    assert outputs["group_revision"] == good
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+
+
+def test_ctrl_c_during_an_up_rolls_nothing_back(deployed):
+    configure(deployed, "0.97", **{"rollout.onFailure": "rollback", "engine.env.STANDIN_PHASE_SECONDS": "weights=4"})
+    before = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()
+    out, _ = interrupt(deployed, "spark-engine-ready creating replacement", signal.SIGINT)
+    assert "started by itself" not in out and "spark-llm rollback --stack" not in out, out[-3000:]
+    # The CLI ended after the gate did (it reads the gate's output to the end): no rollback started at all.
+    after = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()
+    assert after == before
