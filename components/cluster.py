@@ -146,11 +146,11 @@ class SparkCluster(pulumi.ComponentResource):
                 # Prerequisites of every container.
                 after=[scripts, image, weights],
                 restart_on=restart_on,
-                supervised=plan.config.supervisor.enabled,
+                supervised=plan.supervisor is not None,
             ),
             child,
         )
-        if plan.config.supervisor.enabled:
+        if plan.supervisor is not None:
             _supervisor_note(plan, args.observations)
             Supervisor(
                 f"{name}-supervisor",

@@ -59,7 +59,7 @@ class Supervisor(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after, delete_before_replace=True),
         )
         image: pulumi.Input[str] = args.image_id
-        custom = plan.config.supervisor.image
+        custom = plan.supervisor.image if plan.supervisor else None
         if custom:
             image = docker.RemoteImage(
                 f"{name}-image",

@@ -64,14 +64,14 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         answer = input(f"Restart the engine group ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
-    before, _ = status.collect(plan)
+    before, _, _ = status.collect(plan)
     replace = [arg for urn in urns for arg in ("--replace", urn)]
     start = time.monotonic()
     out = sys.stderr if args.json else sys.stdout
     code, up_output = pulumi.stream("up", "--yes", *replace, config=True, out=out)
     up_seconds = time.monotonic() - start
     preview_code, _ = pulumi.stream("preview", "--expect-no-changes", config=True, out=out) if code == 0 else (-1, "")
-    statuses, _ = status.collect(plan)
+    statuses, _, _ = status.collect(plan)
     order = start_order(statuses)
     in_order = order == list(plan.start_order)
     started_before = {s.node: s.started_at for s in before}

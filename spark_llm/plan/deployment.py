@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 
 from spark_llm.config import NAMESPACE, Node, StackConfig
+from spark_llm.config.supervisor import Supervisor
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import SshHost
@@ -57,6 +58,8 @@ class DeploymentPlan:
     """The engine profile's name (spark_llm.plan.engines): which log lines mark its start phases."""
     stall_seconds: float | None = None
     """spark-llm:timeouts.stallSeconds: one bound for every start phase (None: each phase's own)."""
+    supervisor: Supervisor | None = None
+    """spark-llm:supervisor when enabled (spark_llm.plan.supervisor); None: the stack has no supervisor."""
 
     @property
     def head(self) -> NodePlan:
@@ -263,4 +266,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         fabric_key_path=fabric_key_path(cfg),
         profile=profile_for(cfg.engine.kind, cfg.engine.executor).name,
         stall_seconds=cfg.timeouts.stall_seconds,
+        supervisor=cfg.supervisor if cfg.supervisor.enabled else None,
     )

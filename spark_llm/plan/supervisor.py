@@ -166,7 +166,7 @@ def spec_digest(spec_text: str) -> str:
 
 def probe(plan: DeploymentPlan, node: NodePlan) -> str:
     """The head's read-only probe section: the state file as one line (`supervisor<TAB>JSON`)."""
-    if node.role != "head" or not plan.config.supervisor.enabled:
+    if node.role != "head" or plan.supervisor is None:
         return ""
     path = shlex.quote(state_path(node))
     return f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
