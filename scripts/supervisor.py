@@ -48,20 +48,24 @@ def parse_time(text: str) -> float | None:
 
 
 def judge(members: list[dict]) -> tuple[str, str]:
-    """("healthy" | "unhealthy" | "wait" | "give_up", why) from each member's state, in rank order (head first).
+    """("healthy" | "unhealthy" | "wait", why) from each member's state, in rank order (head first).
 
     A member's state: {name, role, status (running, exited, created, absent, unreachable), exit_code, started_at,
     id, expected_id}. Unreachable: wait (a rebooting node answers again; a restart could not reach it anyway).
-    Absent, or another container than the deployment's: only `pulumi up` can put it back.
+    Absent, or another container than the deployment's: wait, touching nothing (a `pulumi up --replace` replaces
+    members without stopping this first, and only `pulumi up` can put the deployment's container back).
     """
     problems = []
     for m in members:
         if m["status"] == "unreachable":
             return "wait", f"{m['name']} does not answer ({m.get('error', '')})".replace(" ()", "")
         if m["status"] == "absent":
-            return "give_up", f"{m['name']} has no engine container (only `pulumi up` creates one)"
+            return "wait", f"{m['name']} has no engine container (only `pulumi up` creates one)"
         if m.get("expected_id") and m.get("id") != m["expected_id"]:
-            return "give_up", f"{m['name']}'s engine is another container than `pulumi up` started"
+            return (
+                "wait",
+                f"{m['name']}'s engine is another container than this deployment's (`pulumi up` replaced it?)",
+            )
         if m["status"] != "running":
             problems.append(f"{m['name']}'s engine {m['status']} ({m.get('exit_code', '?')})")
     if problems:
@@ -281,9 +285,9 @@ class Supervisor:
         deadline = time.monotonic() + self.spec["ready_seconds"]
         while time.monotonic() < deadline:
             verdict, why = judge(self.read_all())
-            if verdict in ("unhealthy", "give_up"):
+            if verdict != "healthy":
                 return why
-            if verdict == "healthy" and self._health() == 200:
+            if self._health() == 200:
                 return ""
             time.sleep(1)
         return f"the head's /health did not answer 200 within {self.spec['ready_seconds']} s"
@@ -317,9 +321,6 @@ class Supervisor:
                 if self.state.get("waiting") != why:
                     self.say(f"waiting: {why}")
                     self.save(waiting=why)
-            elif verdict == "give_up":
-                self.give_up(why, budget)
-                break
             else:
                 logs = {
                     m.name: m.logs() for m, s in zip(self.members, seen, strict=True) if s.get("status") != "running"

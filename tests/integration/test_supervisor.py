@@ -119,6 +119,14 @@ def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_
 
 
 def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_status_says_why(deployed, sim_cluster):
+    # A new group (`spark-llm restart`: new containers through Pulumi, the supervisor stopped first, then a new one)
+    # starts a new budget: the restarts of the test above no longer count.
+    config = ["--stack", "sim", "--config-file", str(deployed.config_file)]
+    restart = [sys.executable, "-m", "spark_llm.ops.cli", "restart", *config, "--yes", "--json"]
+    report = json.loads(run(restart, env=deployed.env, timeout=600).stdout)
+    assert report["ok"], report
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["supervisor"]["restarts"] == [], status
     sim_cluster.node_exec("worker-1", "touch", CRASH_FILE_ON_NODE)
     try:
         sim_cluster.node_exec("worker-1", "docker", "kill", "spark-llm-engine")

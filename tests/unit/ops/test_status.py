@@ -9,7 +9,17 @@ import pytest
 
 from spark_llm.ops import status
 from spark_llm.ops.render import render_text
-from tests.unit.ops.node_facts import ABSENT, REV, engine_section, node_run, running, statuses, with_revision
+from tests.unit.ops.node_facts import (
+    ABSENT,
+    REV,
+    engine_section,
+    facts,
+    node_run,
+    ok_run,
+    running,
+    statuses,
+    with_revision,
+)
 
 
 def test_status_in_sync_when_every_member_runs_the_revision_and_the_head_started_last(spark_plan):
@@ -114,3 +124,19 @@ def test_status_table_lists_each_node(spark_plan):
 def test_docker_times_parse_with_nanoseconds_and_trimmed_zeros():
     assert status.parse_time("2026-11-30T10:00:01.5Z") == pytest.approx(status.parse_time("2026-11-30T10:00:01Z") + 0.5)
     assert status.parse_time("0001-01-01T00:00:00Z") is None
+
+
+def test_status_reads_the_supervisors_state_from_the_heads_script(spark_plan):
+    state = {
+        "restarts": [{"at": "2026-12-03T10:00:00Z", "reason": "spark-2's engine exited (255)", "result": "served"}],
+        "gave_up": {"at": "2026-12-03T10:05:00Z", "reason": "spark-2's engine exited (1) (after 3 restarts in 600 s)"},
+    }
+    report = status.supervisor_report(ok_run("spark-1", facts(supervisor=(0, json.dumps(state)))))
+    assert report is not None and report.gave_up is not None
+    lines = report.lines()
+    assert lines[0] == (
+        "supervisor restarted the group at 2026-12-03T10:00:00Z: spark-2's engine exited (255) -> served"
+    )
+    assert lines[1].startswith("the supervisor gave up at 2026-12-03T10:05:00Z: spark-2's engine exited (1)")
+    # No state file (no supervisor yet, or it never wrote one): nothing to say.
+    assert status.supervisor_report(ok_run("spark-1", facts(supervisor=(1, "cat: no such file")))) is None
