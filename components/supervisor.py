@@ -2,10 +2,12 @@
 
 - `{name}-files`: the program (scripts/supervisor.py), its spec (the members with the container IDs this `up`
   created, the budget) and the workers' pinned host keys, in a 0700 dir on the head (spark_llm.plan.supervisor);
-  replaced with the group (the spec names its containers), and its delete removes them and the state.
+  replaced with the group (the spec names its containers); its delete removes them.
+- `{name}-state`: the state dir (the program's state.json), kept while the supervisor is configured; the program
+  itself starts a new state for a new deployment.
 - `{name}`: a docker.Container on the head's provider, `restart: unless-stopped` (it comes back with the head's
   Docker engine after a reboot), created only after the readiness gate passed (it supervises a group that served)
-  and replaced whenever the group is (its label is the spec's digest).
+  and replaced whenever its files are (its label is their digest: a new group, a new program).
 The step that stops it before `pulumi up` stops or replaces any member is the engine group's
 (components.engine_group, `stop-supervisor`): a separate step, so the members' stop steps keep their script and
 an upgrade to this version restarts no group.
@@ -50,13 +52,21 @@ class Supervisor(pulumi.ComponentResource):
         plan = args.plan
         spec_text = pulumi.Output.from_input(args.container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
         program = supervisor.PROGRAM.read_text()
+        files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
         files = NodeCommand(
             f"{name}-files",
             connection=args.connection,
-            script=spec_text.apply(lambda text: supervisor.files_script(plan, text, program)),
+            script=files_script,
             delete=supervisor.remove_files_command(plan),
-            # The old files' delete (it removes the state too) runs before the new ones are written: same paths.
+            # The old files' delete runs before the new ones are written: same paths.
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after, delete_before_replace=True),
+        )
+        state = NodeCommand(
+            f"{name}-state",
+            connection=args.connection,
+            script=supervisor.state_dir_script(plan),
+            delete=supervisor.remove_state_command(plan),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         image: pulumi.Input[str] = args.image_id
         custom = plan.supervisor.image if plan.supervisor else None
@@ -80,9 +90,11 @@ class Supervisor(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)
                 for m in supervisor.mounts(plan)
             ],
-            # A new spec (a new group) replaces the container: a new budget, and never the old group's spec.
+            # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
             labels=[
-                docker.ContainerLabelArgs(label="spark-llm.supervises", value=spec_text.apply(supervisor.spec_digest))
+                docker.ContainerLabelArgs(
+                    label="spark-llm.supervises", value=files_script.apply(supervisor.files_digest)
+                )
             ],
             # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
             # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
@@ -92,7 +104,7 @@ class Supervisor(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[files, *args.after],
+                depends_on=[files, state, *args.after],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),

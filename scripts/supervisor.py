@@ -29,8 +29,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-KEPT_RESTARTS = 50  # restart records kept in the state file (the budget needs only the window's)
-LOG_LINES = 8
+KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
+LOG_LINES = 5
 
 
 # ---------- pure: the judgement and the budget (tests/unit/scripts/test_supervisor_policy.py) ----------

@@ -111,12 +111,10 @@ def spec_json(plan: DeploymentPlan, container_ids: dict[str, str]) -> str:
 
 
 def files_script(plan: DeploymentPlan, spec_text: str, program: str) -> str:
-    """The step on the head that writes the program, its spec and the pinned host keys (0600, the dir 0700), makes
-    the state dir, and checks the fabric key is a readable file (docker would make a directory at a missing
-    mount source)."""
-    head = plan.head
-    directory = files_dir(head)
-    out = f"mkdir -p {shlex.quote(directory)} {shlex.quote(state_dir(head))}\nchmod 0700 {shlex.quote(directory)}\n"
+    """The step on the head that writes the program, its spec and the pinned host keys (0600, the dir 0700), and
+    checks the fabric key is a readable file (docker would make a directory at a missing mount source)."""
+    directory = files_dir(plan.head)
+    out = f"mkdir -p {shlex.quote(directory)}\nchmod 0700 {shlex.quote(directory)}\n"
     if plan.workers:
         key = fabric_key_on_head(plan)
         message = (
@@ -131,8 +129,20 @@ def files_script(plan: DeploymentPlan, spec_text: str, program: str) -> str:
 
 
 def remove_files_command(plan: DeploymentPlan) -> str:
-    """The files step's delete: the program, spec and state go with the deployment (a new one starts afresh)."""
-    return f"rm -rf {shlex.quote(files_dir(plan.head))} {shlex.quote(state_dir(plan.head))}"
+    """The files step's delete: the program, spec and pinned keys (a new group's spec replaces them)."""
+    return f"rm -rf {shlex.quote(files_dir(plan.head))}"
+
+
+def state_dir_script(plan: DeploymentPlan) -> str:
+    """The step that makes the state dir: it lives as long as the supervisor is configured (the program resets a
+    state of another deployment itself, so a new group or a new program keeps no stale budget, and the history of
+    the running group survives an upgrade of the program)."""
+    return f"mkdir -p {shlex.quote(state_dir(plan.head))}\necho 'supervisor state dir ready'\n"
+
+
+def remove_state_command(plan: DeploymentPlan) -> str:
+    """The state step's delete (`pulumi destroy`, or the supervisor turned off): its state goes too."""
+    return f"rm -rf {shlex.quote(state_dir(plan.head))}"
 
 
 def stop_command() -> str:
@@ -159,9 +169,10 @@ def command() -> tuple[str, ...]:
     return ("python3", f"{CONTAINER_DIR}/supervisor.py", f"{CONTAINER_DIR}/spec.json")
 
 
-def spec_digest(spec_text: str) -> str:
-    """The container's label: a new spec (a new group) replaces the container."""
-    return sha256_text(spec_text)[:16]
+def files_digest(files_step_script: str) -> str:
+    """The container's label: new files (a new group's spec, a new program, new pins) replace the container, so it
+    never runs an old program against a new spec or mounts a directory that was replaced under it."""
+    return sha256_text(files_step_script)[:16]
 
 
 def probe(plan: DeploymentPlan, node: NodePlan) -> str:

@@ -32,6 +32,13 @@ def test_it_starts_after_the_readiness_gate_and_its_files(registered):
     assert _depends_on(registered[SUPERVISOR], "spark-engine-ready")
     assert _depends_on(registered[SUPERVISOR], "spark-supervisor-files")
     assert _depends_on(registered["spark-supervisor-files"], "spark-engine-ready")
+    assert _depends_on(registered[SUPERVISOR], "spark-supervisor-state")
+
+
+def test_its_state_outlives_a_new_group_and_goes_with_the_supervisor(registered):
+    state = registered["spark-supervisor-state"]
+    assert "rm -rf /home/aurora/spark-llm/supervisor-state" in inputs(state)["delete"]
+    assert "supervisor-state" not in inputs(registered["spark-supervisor-files"])["delete"]
 
 
 def test_it_is_stopped_before_any_member_with_the_members_restart_inputs_as_triggers(registered):
