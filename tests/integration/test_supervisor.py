@@ -157,3 +157,21 @@ def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_s
     code, status = spark_llm_status(deployed)
     assert code == 0 and status["state"] == "in sync", status
     assert status["supervisor"]["gave_up"] is None and status["supervisor"]["restarts"] == [], status
+
+
+def supervisor_state(sim: SimCluster) -> str:
+    return sim.node_exec("head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR).stdout.strip()
+
+
+def test_a_failed_up_leaves_the_supervisor_stopped_and_the_next_good_up_starts_a_new_one(deployed, sim_cluster):
+    deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")  # a broken revision: the worker crashes at init
+    failed = deployed.up(check=False)
+    assert failed.returncode != 0
+    # Stopped before any member was, and left stopped: nothing restarts the broken revision in a loop.
+    assert supervisor_state(sim_cluster) == "exited"
+    supervisor_config(deployed)
+    deployed.up()
+    assert_group_serves(deployed, sim_cluster)
+    assert supervisor_state(sim_cluster) == "running"
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status
