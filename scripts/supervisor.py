@@ -29,6 +29,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
+IN_PROGRESS = "in progress"
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 LOG_LINES = 5
 
@@ -225,7 +226,12 @@ class Supervisor:
         except (OSError, ValueError):
             return {**fresh, "gave_up": None}
         # Another deployment's record (an older group): its budget and its verdict are not this group's.
-        return state if state.get("deployment") == self.spec["deployment"] else {**fresh, "gave_up": None}
+        if state.get("deployment") != self.spec["deployment"]:
+            return {**fresh, "gave_up": None}
+        for record in state.get("restarts", []):
+            if record.get("result") == IN_PROGRESS:  # this program was stopped in the middle of it
+                record["result"] = "interrupted: the supervisor stopped (the head rebooted, or `pulumi up` stopped it)"
+        return state
 
     def save(self, **changes: object) -> None:
         self.state.update(changes, checked_at=iso(time.time()))
@@ -262,10 +268,14 @@ class Supervisor:
                 return ""
             time.sleep(1)
 
-    def restart(self, reason: str) -> dict:
-        """The ordered restart; the record of what happened."""
+    def restart(self, reason: str, logs: dict) -> None:
+        """The ordered restart, recorded in the state as it starts and when it ends."""
         started = time.time()
         record: dict = {"at": iso(started), "started": started, "reason": reason, "seconds_to_serving": None}
+        # Recorded before anything is stopped: a restart cut short (the head rebooted again) still counts.
+        record.update(result=IN_PROGRESS, logs=logs)
+        self.state["restarts"].append(record)
+        self.save(waiting=None)
         self.say(f"restarting the group in order: {reason}")
         failure = self.stop_all()
         for member in [*self.members[1:], self.members[0]]:
@@ -279,7 +289,7 @@ class Supervisor:
             record["result"] = "served"
             record["seconds_to_serving"] = round(record["ended"] - started, 1)
         self.say(f"restart {record['result']} after {record['ended'] - started:.1f} s")
-        return record
+        self.save()
 
     def _wait_serving(self) -> str:
         deadline = time.monotonic() + self.spec["ready_seconds"]
@@ -334,10 +344,7 @@ class Supervisor:
                     self.save(waiting=f"{why}; restart in {wait:.0f} s")
                     time.sleep(wait)
                     continue  # read again: it may have come back, or be worse
-                record = self.restart(why)
-                record["logs"] = logs
-                self.state["restarts"].append(record)
-                self.save(waiting=None)
+                self.restart(why, logs)
             time.sleep(self.spec["poll_seconds"])
         while True:  # nothing more until a new deployment replaces this container
             time.sleep(3600)
