@@ -157,6 +157,7 @@ def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_s
     code, status = spark_llm_status(deployed)
     assert code == 0 and status["state"] == "in sync", status
     assert status["supervisor"]["gave_up"] is None and status["supervisor"]["restarts"] == [], status
+    deployed("preview", "--expect-no-changes")  # the new group and its new supervisor: nothing left to do
 
 
 def supervisor_state(sim: SimCluster) -> str:
