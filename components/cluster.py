@@ -14,7 +14,8 @@ from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
-from spark_llm.plan import drift
+from components.supervisor import Supervisor, SupervisorArgs
+from spark_llm.plan import drift, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
@@ -73,6 +74,16 @@ def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservat
     elif why and not others:  # (the engines of other states were named above)
         pulumi.log.warn(f"drift in the engine group: {why}; `pulumi up` restarts the whole group in order")
     return generation
+
+
+def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
+    """What `pulumi preview`/`up` says of the supervisor's restarts and of its giving up (its state on the head)."""
+    head = (observations or {}).get(plan.head.name)
+    text = head.facts.get(supervisor.PROBE_SECTION) if head else None
+    report = supervisor.SupervisorReport.parse(text) if text else None
+    warning = report.preview_warning() if report else None
+    if warning:
+        pulumi.log.warn(warning)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,9 +168,24 @@ class SparkCluster(pulumi.ComponentResource):
                 # Prerequisites of every container.
                 after=[scripts, image, weights],
                 restart_on=restart_on,
+                supervised=plan.supervisor is not None,
             ),
             child,
         )
+        if plan.supervisor is not None:
+            _supervisor_note(plan, args.observations)
+            Supervisor(
+                f"{name}-supervisor",
+                SupervisorArgs(
+                    plan=plan,
+                    connection=connections[plan.head.name],
+                    provider=providers[plan.head.name],
+                    image_id=image.image_id,
+                    container_ids=group.container_ids,
+                    after=[group.ready],
+                ),
+                child,
+            )
         self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256

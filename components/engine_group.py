@@ -36,6 +36,7 @@ from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.start_timeline import START_HISTORY, parse_timeline
+from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +59,8 @@ class EngineGroupArgs:
     """Resources every container waits for (scripts, image, weights)."""
     restart_on: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     """Label name -> value: what restarts the whole group when it changes (script, weights, API key digests)."""
+    supervised: bool = False
+    """The stack has a supervisor (components.supervisor): it is stopped before any member is."""
 
 
 def _labels(spec: ContainerSpec, extra: Mapping[str, pulumi.Input[str]]) -> list[docker.ContainerLabelArgs]:
@@ -141,15 +144,29 @@ class EngineGroup(pulumi.ComponentResource):
         restart = {"spark-llm.generation": args.generation, **args.restart_on}
         # With an API key the restart inputs carry its file's digest: kept encrypted in state.
         secret = plan.api_config is not None
-        # Every member stopped before any is replaced: the head first, then the workers (last rank first).
+        triggers = [*restart.values(), *args.image_ids.values(), plan.group_revision]
+        # Every member stopped before any is replaced: the head first, then the workers (last rank first). With a
+        # supervisor, it is stopped before them all (it must not restart what `up` replaces), by a step of its own:
+        # the members' stop steps keep their script, so enabling it (or upgrading to it) restarts no group.
         stops: list[NodeCommand] = []
+        if args.supervised:
+            stops.append(
+                NodeCommand(
+                    f"{name}-stop-supervisor",
+                    connection=args.connections[plan.head.name],
+                    script=supervisor_stop_command(),
+                    triggers=triggers,
+                    secret=secret,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                )
+            )
         for node in [plan.head, *reversed(plan.workers)]:
             stops.append(
                 NodeCommand(
                     f"{name}-stop-{node.name}",
                     connection=args.connections[node.name],
                     script=args.stops[node.name],
-                    triggers=[*restart.values(), *args.image_ids.values(), plan.group_revision],
+                    triggers=triggers,
                     secret=secret,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *stops[-1:]]),
                 )

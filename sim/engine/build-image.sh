@@ -3,7 +3,7 @@
 #
 # Usage: sim/engine/build-image.sh
 #
-# The image holds Debian bookworm (debootstrap --variant=minbase --include=python3), every Python package folder
+# The image holds Debian bookworm (debootstrap --variant=minbase --include=python3,openssh-client), every Python package folder
 # of sim/engine (standin_engine with its flag catalogs, sglang, vllm) under /opt/standin, and real Ray with its
 # dependencies (ray-requirements.txt) under /opt/standin/site; PYTHONPATH=/opt/standin:/opt/standin/site.
 # Commands in the image: `python3 -m sglang.launch_server ...`, `sglang serve ...`, `vllm serve ...`,
@@ -40,7 +40,9 @@ LOCK_WAIT_SECONDS=900
 
 SUITE=bookworm
 VARIANT=minbase
-INCLUDE_PACKAGES=python3
+# openssh-client: the group's supervisor (scripts/supervisor.py) runs in the engine image and reaches the workers
+# over ssh, as an NGC image (which carries it for MPI) does.
+INCLUDE_PACKAGES=python3,openssh-client
 IMAGE_NAME=spark-llm/standin-engine
 RAY_REQUIREMENTS="$ENGINE_DIR/ray-requirements.txt"
 RAY_CACHE_DIR="$CACHE_DIR/ray"

@@ -29,6 +29,7 @@ from spark_llm.config.image import Image
 from spark_llm.config.model import Model
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
+from spark_llm.config.supervisor import Supervisor
 
 
 class Timeouts(ConfigModel):
@@ -91,6 +92,7 @@ class StackConfig(ConfigModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     transfer: Transfer = Field(default_factory=Transfer)
     rollout: Rollout = Field(default_factory=Rollout)
+    supervisor: Supervisor = Field(default_factory=Supervisor)
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",

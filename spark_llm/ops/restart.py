@@ -1,8 +1,8 @@
 """`spark-llm restart`: the engine group restarted in order, through Pulumi (no side channel).
 
 Runs `pulumi up --yes --replace URN` for every worker's engine container (its `docker.Container`, URNs from
-`pulumi stack export`); the head follows by its labels (it holds the workers' IDs), so the order is the one every
-rollout uses:
+`pulumi stack export`), and for the step that stops the supervisor when the stack has one; the head follows by
+its labels (it holds the workers' IDs), so the order is the one every rollout uses:
 head stopped, workers stopped, workers started, head started, then the readiness gate. Afterwards
 `pulumi preview --expect-no-changes` must be clean, and the containers' start times show the order.
 """
@@ -38,6 +38,17 @@ def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
     return [by_node[n.name] for n in plan.workers if n.name in by_node]
 
 
+def supervisor_stop_urns(export: dict) -> list[str]:
+    """Pure: the URN of the step that stops the supervisor (components.engine_group, with spark-llm:supervisor),
+    if the stack has one. Replaced too, so the supervisor is stopped before any member is (the members' own stop
+    steps do not run for a `--replace`); the new group gets a new supervisor at the end of the `up`."""
+    return [
+        r["urn"]
+        for r in export.get("deployment", {}).get("resources") or []
+        if str(r.get("urn", "")).endswith("-stop-supervisor") and not r.get("delete")
+    ]
+
+
 def start_order(statuses: Sequence[status.NodeStatus]) -> list[str]:
     """Pure: the running members by the time their containers started, earliest first."""
     running = [(status.parse_time(s.started_at), s.node) for s in statuses if s.state == "running"]
@@ -64,14 +75,15 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         answer = input(f"Restart the engine group ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
-    before, _ = status.collect(plan)
-    replace = [arg for urn in urns for arg in ("--replace", urn)]
+    before, _, _ = status.collect(plan)
+    export = pulumi.export()
+    replace = [arg for urn in [*supervisor_stop_urns(export), *urns] for arg in ("--replace", urn)]
     start = time.monotonic()
     out = sys.stderr if args.json else sys.stdout
     code, up_output = pulumi.stream("up", "--yes", *replace, config=True, out=out)
     up_seconds = time.monotonic() - start
     preview_code, _ = pulumi.stream("preview", "--expect-no-changes", config=True, out=out) if code == 0 else (-1, "")
-    statuses, _ = status.collect(plan)
+    statuses, _, _ = status.collect(plan)
     order = start_order(statuses)
     in_order = order == list(plan.start_order)
     started_before = {s.node: s.started_at for s in before}

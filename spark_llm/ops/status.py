@@ -41,6 +41,7 @@ from spark_llm.plan.start_timeline import (
     last_start_probe,
     phase_seconds,
 )
+from spark_llm.plan.supervisor import SupervisorReport, state_path
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 
@@ -112,6 +113,8 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
             f"last_start() {{\n{last_start_probe(f'{node.remote_dir}/{START_HISTORY}', plan.group_revision)}}}",
             "capture last_start last_start",
         ]
+        if plan.supervisor is not None:
+            lines.append(f"capture supervisor cat {quote(state_path(node))}")
     return "\n".join(lines) + "\n"
 
 
@@ -186,6 +189,12 @@ def head_health(run: NodeRun) -> Health:
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
     return Health(code, models, error, last)
+
+
+def supervisor_report(run: NodeRun) -> SupervisorReport | None:
+    """Pure: the supervisor's state file as the head's script printed it (None: none, or no supervisor)."""
+    section = parse_sections(run.stdout).get("supervisor") if not run.ssh_failed else None
+    return SupervisorReport.parse(section.body) if section is not None and section.ok else None
 
 
 def restart_order(plan: DeploymentPlan) -> str:
@@ -294,12 +303,14 @@ def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: H
     return render.table(f"status: {plan.model_name} at {plan.endpoint}", columns, rows)
 
 
-def collect(plan: DeploymentPlan, timeout: float = 60) -> tuple[list[NodeStatus], Health | None]:
-    """Every node's container status (in parallel) and the head's health."""
+def collect(
+    plan: DeploymentPlan, timeout: float = 60
+) -> tuple[list[NodeStatus], Health | None, SupervisorReport | None]:
+    """Every node's container status (in parallel), the head's health and what the supervisor did."""
     with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
         runs = list(pool.map(lambda n: run_on(n.ssh, node_script(plan, n), timeout=timeout), plan.nodes))
     statuses = [node_status(node, plan.container, r) for node, r in zip(plan.nodes, runs, strict=True)]
-    return statuses, head_health(runs[0])
+    return statuses, head_health(runs[0]), supervisor_report(runs[0])
 
 
 def stack_outputs(pulumi: PulumiCli) -> dict:
@@ -342,9 +353,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
     with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
-        statuses, health = collect(plan, args.timeout)
+        statuses, health, supervised = collect(plan, args.timeout)
     outputs = stack_outputs(pulumi)
     state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
+    if supervised is not None and supervised.gave_up and state != "in sync":
+        # The group is stopped on purpose: say why, and what to do, before what differs.
+        state, sentence = "supervisor gave up", f"{supervised.gave_up_sentence()} ({sentence})"
     timeline = outputs.get("start_timeline") or {}
     head = next(s for s in statuses if s.node == plan.head.name)
     running = [s.node for s in statuses if s.state == "running"]
@@ -371,12 +385,21 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "head": asdict(health) if health else None,
                 "start_timeline": timeline,
                 "canary": canary.to_json(),
+                "supervisor": None
+                if supervised is None
+                else {
+                    "restarts": list(supervised.restarts),
+                    "gave_up": supervised.gave_up,
+                    "waiting": supervised.waiting,
+                },
             }
         )
     else:
         out = render.console()
         out.print(status_table(plan, statuses, health))
         style = STATE_STYLES.get(state, "")
+        for line in supervised.lines() if supervised else []:
+            out.print(Text(line))
         out.print(Text(f"{state}: ", style=style) + Text(sentence))
         for line in canary_lines(canary):
             out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 
 from spark_llm.config import NAMESPACE, Node, StackConfig
+from spark_llm.config.supervisor import Supervisor
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import SshHost
@@ -59,6 +60,8 @@ class DeploymentPlan:
     """spark-llm:timeouts.stallSeconds: one bound for every start phase (None: each phase's own)."""
     on_failure: str = "stop"
     """spark-llm:rollout.onFailure: after a failed start, print the rollback command (stop) or run it (rollback)."""
+    supervisor: Supervisor | None = None
+    """spark-llm:supervisor when enabled (spark_llm.plan.supervisor); None: the stack has no supervisor."""
 
     @property
     def head(self) -> NodePlan:
@@ -266,4 +269,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         profile=profile_for(cfg.engine.kind, cfg.engine.executor).name,
         stall_seconds=cfg.timeouts.stall_seconds,
         on_failure=cfg.rollout.on_failure,
+        supervisor=cfg.supervisor if cfg.supervisor.enabled else None,
     )

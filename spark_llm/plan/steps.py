@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import container, image, node_files, weights
+from spark_llm.plan import container, image, node_files, supervisor, weights
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.image import ImagePlan
 from spark_llm.plan.node_files import NodeFile
@@ -28,7 +28,7 @@ class DeploymentSteps:
     """The launch files each node gets (components.launch_scripts)."""
     probes: dict[str, str]
     """The extra probe sections each node's observation runs (spark_llm.remote.observe): the launch files' and the
-    weights' live digests."""
+    weights' live digests, and on the head the supervisor's state."""
     stops: dict[str, str]
     """The step that stops each node's engine before the group is replaced (components.engine_group)."""
 
@@ -41,7 +41,10 @@ def build_steps(plan: DeploymentPlan) -> DeploymentSteps:
         weights=weights_steps,
         files=files,
         probes={
-            n.name: node_files.probe([f.path for f in files[n.name]]) + weights_steps.probes[n.name] for n in plan.nodes
+            n.name: node_files.probe([f.path for f in files[n.name]])
+            + weights_steps.probes[n.name]
+            + supervisor.probe(plan, n)
+            for n in plan.nodes
         },
         stops={n.name: container.stop_script(plan, n) for n in plan.nodes},
     )

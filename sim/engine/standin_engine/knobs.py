@@ -10,6 +10,7 @@ from standin_engine.start_phases import DEFAULT_PHASE_SECONDS, PHASES
 
 CRASH_AT_INIT = "STANDIN_CRASH_AT_INIT"
 CRASH_ONCE_FILE = "STANDIN_CRASH_ONCE_FILE"
+CRASH_WHILE_FILE = "STANDIN_CRASH_WHILE_FILE"
 HANG_BEFORE_RENDEZVOUS = "STANDIN_HANG_BEFORE_RENDEZVOUS"
 SLOW_START_SECONDS = "STANDIN_SLOW_START_SECONDS"
 PHASE_SECONDS = "STANDIN_PHASE_SECONDS"
@@ -32,6 +33,9 @@ class FailureKnobs:
     """Node ranks that crash in init_torch_distributed; None when the variable is unset."""
     crash_once_file: str | None
     """Marker file: a selected rank crashes only while it does not exist, and creates it when it does."""
+    crash_while_file: str | None = None
+    """Every rank crashes at init while this file exists (a test makes a member crash on every start, without a
+    new deployment, by creating it on that node: the containers see the node's cache dir as ~/.cache)."""
     hang_before_rendezvous: frozenset[int] | None
     """Node ranks that stop before the rendezvous and never arrive."""
     slow_start_seconds: float
@@ -54,6 +58,7 @@ class FailureKnobs:
         return cls(
             crash_at_init=_rank_set(environ, CRASH_AT_INIT, nnodes),
             crash_once_file=environ.get(CRASH_ONCE_FILE) or None,
+            crash_while_file=environ.get(CRASH_WHILE_FILE) or None,
             hang_before_rendezvous=_rank_set(environ, HANG_BEFORE_RENDEZVOUS, nnodes),
             slow_start_seconds=slow_start_seconds,
             phase_seconds=_phase_seconds(environ, engine),
@@ -74,6 +79,8 @@ class FailureKnobs:
 
     def claim_crash_at_init(self, node_rank: int) -> str | None:
         """Why this rank must crash now, or None; with a crash-once file, claiming it creates the file."""
+        if self.crash_while_file is not None and os.path.exists(self.crash_while_file):
+            return f"{CRASH_WHILE_FILE}={self.crash_while_file} exists (every start crashes until it is removed)"
         if self.crash_at_init is not None:
             if node_rank not in self.crash_at_init:
                 return None

@@ -37,7 +37,8 @@ def test_components_and_their_children(registered):
     assert types["spark-weights"] == "spark-llm:components:ModelWeights"
     assert types["spark-engine-ready"] == LOCAL_COMMAND
     containers = sorted(n for n, t in types.items() if t == "docker:index/container:Container")
-    assert containers == ["spark-engine-spark-1", "spark-engine-spark-2"]
+    # (Pulumi.dual-spark.yaml turns the supervisor on: tests/unit/components/test_supervisor_graph.py.)
+    assert containers == ["spark-engine-spark-1", "spark-engine-spark-2", "spark-supervisor"]
     assert not any(t.startswith("pulumi-python:dynamic") for t in types.values())
     # The real providers only: no dynamic resource is left in these three components.
     commands = sorted(n for n, t in types.items() if t == COMMAND and not n.startswith("spark-engine-"))
@@ -52,6 +53,8 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-env",
         "spark-scripts-spark-2-ray-token",
         "spark-scripts-spark-2-script",
+        "spark-supervisor-files",
+        "spark-supervisor-state",
         "spark-weights-spark-1",
         "spark-weights-spark-1-retention",
         "spark-weights-spark-2-retention",

@@ -22,3 +22,14 @@ def test_worker_urns_come_from_the_stack_export(raw_config):
 def test_restart_start_order_by_container_start_time(spark_plan):
     s = statuses(spark_plan, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     assert restart.start_order(s) == ["spark-2", "spark-1"]
+
+
+def test_restart_also_replaces_the_step_that_stops_the_supervisor_so_it_never_fights_the_replacement():
+    resources = [
+        {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-supervisor"},
+        {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-supervisor", "delete": True},
+        {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-spark-1"},
+    ]
+    export = {"deployment": {"resources": resources}}
+    assert restart.supervisor_stop_urns(export) == ["urn:x::spark-engine-stop-supervisor"]
+    assert restart.supervisor_stop_urns({"deployment": {"resources": resources[2:]}}) == []

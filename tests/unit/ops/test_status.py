@@ -9,7 +9,17 @@ import pytest
 
 from spark_llm.ops import status
 from spark_llm.ops.render import render_text
-from tests.unit.ops.node_facts import ABSENT, REV, engine_section, node_run, running, statuses, with_revision
+from tests.unit.ops.node_facts import (
+    ABSENT,
+    REV,
+    engine_section,
+    facts,
+    node_run,
+    ok_run,
+    running,
+    statuses,
+    with_revision,
+)
 
 
 def test_status_in_sync_when_every_member_runs_the_revision_and_the_head_started_last(spark_plan):
@@ -130,3 +140,19 @@ def test_status_says_failed_start_when_the_configured_revision_failed_and_an_ear
     # Once the configured revision serves, the old failure is history only.
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     assert status.verdict(p, s, status.Health(200, (p.model_name,), last_start=failed))[0] == "in sync"
+
+
+def test_status_reads_the_supervisors_state_from_the_heads_script(spark_plan):
+    state = {
+        "restarts": [{"at": "2026-12-03T10:00:00Z", "reason": "spark-2's engine exited (255)", "result": "served"}],
+        "gave_up": {"at": "2026-12-03T10:05:00Z", "reason": "spark-2's engine exited (1) (after 3 restarts in 600 s)"},
+    }
+    report = status.supervisor_report(ok_run("spark-1", facts(supervisor=(0, json.dumps(state)))))
+    assert report is not None and report.gave_up is not None
+    lines = report.lines()
+    assert lines[0] == (
+        "supervisor restarted the group at 2026-12-03T10:00:00Z: spark-2's engine exited (255) -> served"
+    )
+    assert lines[1].startswith("the supervisor gave up at 2026-12-03T10:05:00Z: spark-2's engine exited (1)")
+    # No state file (no supervisor yet, or it never wrote one): nothing to say.
+    assert status.supervisor_report(ok_run("spark-1", facts(supervisor=(1, "cat: no such file")))) is None

@@ -58,6 +58,23 @@ def test_crash_once_file_crashes_the_first_start_only(new_group: Callable[..., E
     wait_until(lambda: head.health() == 200, "the head to become healthy after the restarted worker joined")
 
 
+def test_crash_while_file_crashes_every_start_until_it_is_removed(
+    new_group: Callable[..., EngineGroup], tmp_path: Path
+) -> None:
+    marker = tmp_path / "standin-crash"
+    marker.touch()
+    knobs = {"STANDIN_CRASH_WHILE_FILE": str(marker)}
+    group = new_group(2)
+    head = group.start(0)
+    for _ in range(2):  # every start, not only the first
+        crashing = group.start(1, env=knobs)
+        assert crashing.wait_for_exit() == 1
+        assert "STANDIN_CRASH_WHILE_FILE" in crashing.log()
+    marker.unlink()
+    group.start(1, env=knobs)
+    wait_until(lambda: head.health() == 200, "the head to become healthy once the file is gone")
+
+
 def test_rank_with_a_different_model_path_is_refused(new_group: Callable[..., EngineGroup]) -> None:
     group = new_group(2)
     head = group.start(0)

@@ -1,0 +1,113 @@
+"""Supervisor: the group's supervisor on the head (spark-llm:supervisor.enabled), a resource of the stack.
+
+- `{name}-files`: the program (scripts/supervisor.py), its spec (the members with the container IDs this `up`
+  created, the budget) and the workers' pinned host keys, in a 0700 dir on the head (spark_llm.plan.supervisor);
+  replaced with the group (the spec names its containers); its delete removes them.
+- `{name}-state`: the state dir (the program's state.json), kept while the supervisor is configured; the program
+  itself starts a new state for a new deployment.
+- `{name}`: a docker.Container on the head's provider, `restart: unless-stopped` (it comes back with the head's
+  Docker engine after a reboot), created only after the readiness gate passed (it supervises a group that served)
+  and replaced whenever its files are (its label is their digest: a new group, a new program).
+The step that stops it before `pulumi up` stops or replaces any member is the engine group's
+(components.engine_group, `stop-supervisor`): a separate step, so the members' stop steps keep their script and
+an upgrade to this version restarts no group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
+
+from components.commands import NodeCommand
+from spark_llm.plan import supervisor
+from spark_llm.plan.deployment import DeploymentPlan
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisorArgs:
+    plan: DeploymentPlan
+    """The deployment plan: the members, the budget (spark-llm:supervisor)."""
+    connection: command.remote.ConnectionArgs
+    """pulumi-command's connection to the head."""
+    provider: docker.Provider
+    """The head's docker provider."""
+    image_id: pulumi.Input[str]
+    """The engine image's ID on the head (the supervisor's image unless spark-llm:supervisor.image names another)."""
+    container_ids: pulumi.Input[dict]
+    """Each member's engine container ID, as this `up` left them."""
+    after: list[pulumi.Resource] = field(default_factory=list)
+    """What must be done first: the readiness gate (the group served)."""
+
+
+class Supervisor(pulumi.ComponentResource):
+    """The files on the head and the supervisor container."""
+
+    container_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SupervisorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("spark-llm:components:Supervisor", name, None, opts)
+        plan = args.plan
+        spec_text = pulumi.Output.from_input(args.container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
+        program = supervisor.PROGRAM.read_text()
+        files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
+        files = NodeCommand(
+            f"{name}-files",
+            connection=args.connection,
+            script=files_script,
+            delete=supervisor.remove_files_command(plan),
+            # The old files' delete runs before the new ones are written: same paths.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.after, delete_before_replace=True),
+        )
+        state = NodeCommand(
+            f"{name}-state",
+            connection=args.connection,
+            script=supervisor.state_dir_script(plan),
+            delete=supervisor.remove_state_command(plan),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        image: pulumi.Input[str] = args.image_id
+        custom = plan.supervisor.image if plan.supervisor else None
+        if custom:
+            image = docker.RemoteImage(
+                f"{name}-image",
+                name=custom,
+                keep_locally=True,
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            ).image_id
+        container = docker.Container(
+            name,
+            name=supervisor.CONTAINER_NAME,
+            image=image,
+            entrypoints=list(supervisor.command()),
+            # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.
+            network_mode="host",
+            # Docker's init passes `docker stop`'s SIGTERM on at once (the program exits on it).
+            init=True,
+            volumes=[
+                docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)
+                for m in supervisor.mounts(plan)
+            ],
+            # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
+            labels=[
+                docker.ContainerLabelArgs(
+                    label="spark-llm.supervises", value=files_script.apply(supervisor.files_digest)
+                )
+            ],
+            # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
+            # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
+            restart="unless-stopped",
+            must_run=True,
+            destroy_grace_seconds=10,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=[files, state, *args.after],
+                # The new container has the old one's name.
+                delete_before_replace=True,
+            ),
+        )
+        self.container_id = container.id
+        self.register_outputs({"container_id": self.container_id})

@@ -1,0 +1,51 @@
+"""The `supervisor` section: the container on the head that restarts the group in order after a reboot or a crash,
+within a budget (components.supervisor, scripts/supervisor.py)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from spark_llm.config.base import ConfigModel, Int
+
+
+class Supervisor(ConfigModel):
+    """The group's supervisor on the head: off by default (fault tests and people who stop a member by hand expect
+    `pulumi preview` to report it, not a container that starts it again)."""
+
+    enabled: bool = Field(
+        False,
+        description=(
+            "Run a supervisor container on the head that restarts the group in order when a member stops"
+            " (a node reboot, a crash), within the budget below"
+        ),
+        json_schema_extra={"example": True},
+    )
+    max_restarts: Int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Group restarts allowed within windowSeconds; past that the group is stopped and left stopped",
+        json_schema_extra={"example": 3},
+    )
+    window_seconds: Int = Field(
+        3600,
+        ge=60,
+        le=7 * 86400,
+        description="The window the restarts are counted in",
+        json_schema_extra={"example": 3600},
+    )
+    backoff_seconds: Int = Field(
+        10,
+        ge=0,
+        le=3600,
+        description="Wait before a restart that follows another within the window, doubling each time",
+        json_schema_extra={"example": 10},
+    )
+    poll_seconds: Int = Field(
+        5, ge=1, le=300, description="How often the supervisor reads every member", json_schema_extra={"example": 5}
+    )
+    image: str | None = Field(
+        None,
+        description="Image the supervisor runs in; it needs python3 and an ssh client (default: the engine image)",
+        json_schema_extra={"example": "nvcr.io/nvidia/pytorch:25.09-py3"},
+    )

@@ -1,0 +1,244 @@
+"""Pure: the group's supervisor (scripts/supervisor.py in a container on the head), as data and bash.
+
+components/supervisor.py declares it when spark-llm:supervisor.enabled: a files step on the head (the program, its
+spec, the workers' pinned host keys), the container, and a step that stops it before `pulumi up` touches the group.
+What it did (its state file on the head) is read back here for `spark-llm status` and `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+
+from spark_llm.plan.container import Mount
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
+from spark_llm.plan.node_files import file_script, sha256_text
+from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.scripts import SCRIPTS_DIR
+
+CONTAINER_NAME = "spark-llm-supervisor"
+PROGRAM = SCRIPTS_DIR / "supervisor.py"
+# Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
+CONTAINER_DIR = "/spark-llm-supervisor"
+CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
+CONTAINER_KEY = "/spark-llm-supervisor-key/fabric-key"
+DOCKER_SOCKET = "/var/run/docker.sock"
+STATE_FILE = "state.json"
+# The probe section (spark_llm.plan.observation: `supervisor<TAB>JSON`) that carries the state file.
+PROBE_SECTION = "supervisor"
+
+
+def files_dir(head: NodePlan) -> str:
+    return f"{head.remote_dir}/supervisor"
+
+
+def state_dir(head: NodePlan) -> str:
+    return f"{head.remote_dir}/supervisor-state"
+
+
+def state_path(head: NodePlan) -> str:
+    return f"{state_dir(head)}/{STATE_FILE}"
+
+
+def head_home(head: NodePlan) -> str:
+    """The head user's home (its remote dir is `HOME/spark-llm`: spark_llm.plan.nodes.remote_dir)."""
+    return head.remote_dir.rsplit("/", 1)[0]
+
+
+def fabric_key_on_head(plan: DeploymentPlan) -> str:
+    """spark-llm:network.fabricKeyPath as an absolute path on the head (docker mounts need one)."""
+    path = plan.fabric_key_path
+    return head_home(plan.head) + path[1:] if path.startswith("~") else path
+
+
+def known_hosts(plan: DeploymentPlan) -> str:
+    """The workers' pinned host keys (stack config), as the fabric ssh reads them: `ADDRESS KEY`, `[ADDRESS]:PORT`."""
+    lines = []
+    for worker in plan.workers:
+        host = worker.fabric_address if worker.ssh.port == 22 else f"[{worker.fabric_address}]:{worker.ssh.port}"
+        lines.append(f"{host} {worker.ssh.host_key}\n")
+    return "".join(lines)
+
+
+def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> dict:
+    """What scripts/supervisor.py reads: the members in rank order (head first), how to reach each, the budget.
+
+    `container_ids`: each member's engine container as `pulumi up` created it. Their digest is the deployment's
+    identity: a new group (any replacement) starts a new budget, and a container that is not one of these is
+    left alone (only `pulumi up` puts the deployment's back).
+    """
+    cfg = plan.config.supervisor
+    members = [
+        {
+            "name": n.name,
+            "role": n.role,
+            "address": n.fabric_address,
+            "user": n.ssh.user,
+            "port": n.ssh.port,
+            "container_id": container_ids.get(n.name, ""),
+        }
+        for n in plan.nodes
+    ]
+    ids = ",".join(f"{m['name']}={m['container_id']}" for m in members)
+    return {
+        "deployment": hashlib.sha256(f"{plan.group_revision}\0{ids}".encode()).hexdigest()[:16],
+        "revision": plan.group_revision,
+        "container": plan.container,
+        "members": members,
+        "docker_socket": DOCKER_SOCKET,
+        "key_path": CONTAINER_KEY,
+        "known_hosts": f"{CONTAINER_DIR}/known_hosts",
+        "ssh_options": list(FABRIC_SSH_OPTIONS),
+        "health_host": plan.api_address.strip("[]"),
+        "health_port": plan.port,
+        "ready_seconds": plan.ready_timeout,
+        "startup_grace": plan.config.timeouts.startup_grace_seconds,
+        "poll_seconds": cfg.poll_seconds,
+        "budget": {
+            "max_restarts": cfg.max_restarts,
+            "window_seconds": cfg.window_seconds,
+            "backoff_seconds": cfg.backoff_seconds,
+        },
+        "state_path": f"{CONTAINER_STATE_DIR}/{STATE_FILE}",
+    }
+
+
+def spec_json(plan: DeploymentPlan, container_ids: dict[str, str]) -> str:
+    return json.dumps(spec(plan, container_ids), indent=1, sort_keys=True) + "\n"
+
+
+def files_script(plan: DeploymentPlan, spec_text: str, program: str) -> str:
+    """The step on the head that writes the program, its spec and the pinned host keys (0600, the dir 0700), and
+    checks the fabric key is a readable file (docker would make a directory at a missing mount source)."""
+    directory = files_dir(plan.head)
+    out = f"mkdir -p {shlex.quote(directory)}\nchmod 0700 {shlex.quote(directory)}\n"
+    if plan.workers:
+        key = fabric_key_on_head(plan)
+        message = (
+            f"the supervisor needs the head's fabric key {key} (spark-llm:network.fabricKeyPath) to reach the"
+            " workers, and it is not a readable file on the head; set the key path or put the key there"
+        )
+        quoted = shlex.quote(key)
+        out += f"[ -f {quoted} ] && [ -r {quoted} ] || {{ echo {shlex.quote(message)} >&2; exit 1; }}\n"
+    for name, content in (("supervisor.py", program), ("spec.json", spec_text), ("known_hosts", known_hosts(plan))):
+        out += file_script(f"{directory}/{name}", content, "0600")
+    return out
+
+
+def remove_files_command(plan: DeploymentPlan) -> str:
+    """The files step's delete: the program, spec and pinned keys (a new group's spec replaces them)."""
+    return f"rm -rf {shlex.quote(files_dir(plan.head))}"
+
+
+def state_dir_script(plan: DeploymentPlan) -> str:
+    """The step that makes the state dir: it lives as long as the supervisor is configured (the program resets a
+    state of another deployment itself, so a new group or a new program keeps no stale budget, and the history of
+    the running group survives an upgrade of the program)."""
+    return f"mkdir -p {shlex.quote(state_dir(plan.head))}\necho 'supervisor state dir ready'\n"
+
+
+def remove_state_command(plan: DeploymentPlan) -> str:
+    """The state step's delete (`pulumi destroy`, or the supervisor turned off): its state goes too."""
+    return f"rm -rf {shlex.quote(state_dir(plan.head))}"
+
+
+def stop_command() -> str:
+    """Stops the supervisor (if there is one) before `pulumi up` stops or replaces any member: it must never restart
+    what `up` is replacing. A stopped `unless-stopped` container stays stopped across the head's reboot too, so a
+    failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
+    return f"docker stop -t 10 {CONTAINER_NAME} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
+
+
+def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
+    head = plan.head
+    out = [
+        # Root-equivalent on the head: it starts and stops the head's engine (README, Security).
+        Mount(DOCKER_SOCKET, DOCKER_SOCKET, read_only=False),
+        Mount(files_dir(head), CONTAINER_DIR),
+        Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),
+    ]
+    if plan.workers:
+        out.append(Mount(fabric_key_on_head(plan), CONTAINER_KEY))
+    return tuple(out)
+
+
+def command() -> tuple[str, ...]:
+    return ("python3", f"{CONTAINER_DIR}/supervisor.py", f"{CONTAINER_DIR}/spec.json")
+
+
+def files_digest(files_step_script: str) -> str:
+    """The container's label: new files (a new group's spec, a new program, new pins) replace the container, so it
+    never runs an old program against a new spec or mounts a directory that was replaced under it."""
+    return sha256_text(files_step_script)[:16]
+
+
+def probe(plan: DeploymentPlan, node: NodePlan) -> str:
+    """The head's read-only probe section: the state file as one line (`supervisor<TAB>JSON`)."""
+    if node.role != "head" or plan.supervisor is None:
+        return ""
+    path = shlex.quote(state_path(node))
+    return f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
+
+
+# ---------- what it did, read back ----------
+
+
+@dataclass(frozen=True)
+class SupervisorReport:
+    """The supervisor's state file: its restarts (oldest first) and, when it gave up, when and why."""
+
+    restarts: tuple[dict, ...]
+    gave_up: dict | None
+    waiting: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> SupervisorReport | None:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        restarts = tuple(r for r in data.get("restarts") or [] if isinstance(r, dict))
+        gave_up = data.get("gave_up") if isinstance(data.get("gave_up"), dict) else None
+        return cls(restarts, gave_up, data.get("waiting") or None)
+
+    def lines(self) -> list[str]:
+        """For `spark-llm status`: a line per restart, then the verdict when it gave up."""
+        out = []
+        for r in self.restarts:
+            took = f" in {r['seconds_to_serving']} s" if r.get("seconds_to_serving") is not None else ""
+            what = f"{r.get('reason', '?')} -> {r.get('result', '?')}{took}"
+            out.append(f"supervisor restarted the group at {r.get('at', '?')}: {what}")
+        if self.waiting:
+            out.append(f"supervisor: {self.waiting}")
+        if self.gave_up:
+            out.append(self.gave_up_sentence())
+        return out
+
+    def gave_up_sentence(self) -> str:
+        assert self.gave_up is not None
+        return (
+            f"the supervisor gave up at {self.gave_up.get('at', '?')}: {self.gave_up.get('reason', '?')}; every member"
+            " is stopped. Find the cause (`spark-llm logs`), fix it, then run `pulumi up`: it restarts the group and"
+            " the supervisor"
+        )
+
+    def preview_warning(self) -> str | None:
+        """What `pulumi preview`/`up` says of it (None: nothing happened)."""
+        if self.gave_up:
+            return (
+                f"the supervisor gave up at {self.gave_up.get('at', '?')}: {self.gave_up.get('reason', '?')};"
+                " `pulumi up` restarts the group"
+            )
+        if not self.restarts:
+            return None
+        last = self.restarts[-1]
+        times = "once" if len(self.restarts) == 1 else f"{len(self.restarts)} times"
+        return (
+            f"the supervisor restarted the group {times}, last at {last.get('at', '?')}: {last.get('reason', '?')}"
+            f" ({last.get('result', '?')})"
+        )

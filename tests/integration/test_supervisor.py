@@ -1,0 +1,178 @@
+"""The group's supervisor (spark-llm:supervisor) on the sim (1 head + 1 worker), with the real pulumi CLI.
+
+User stories: a worker reboots (its node container restarted: engine exited, disk kept), then the head does; the
+group serves again without anyone running a command, workers started before the head, within the start time plus
+30 s, and the next `pulumi up` restarts nothing (the supervisor started the same containers again, in order). A
+member that crashes on every start is restarted at most maxRestarts times, then the group is left stopped and
+`spark-llm status` fails saying the supervisor gave up and why; once the cause is gone, `pulumi up` converges.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, complete, run
+from tests.waits import wait_for
+
+pytestmark = pytest.mark.integration
+
+SUPERVISOR = "spark-llm-supervisor"
+# The worker's engine crashes at init while this file exists on its node (sim/engine/standin_engine/knobs.py:
+# STANDIN_CRASH_WHILE_FILE; the container sees the node's cache dir as ~/.cache).
+CRASH_FILE_IN_CONTAINER = "/root/.cache/standin-crash"
+CRASH_FILE_ON_NODE = "/root/spark-llm/cache/standin-crash"
+MAX_RESTARTS = 2
+# What the done-criterion allows beyond the group's own start time, from the reboot to a served completion.
+SLACK_S = 30
+
+
+def supervisor_config(pulumi: Pulumi) -> None:
+    pulumi.reset_config()
+    pulumi.set("supervisor.enabled", "true")
+    pulumi.set("supervisor.maxRestarts", str(MAX_RESTARTS))
+    pulumi.set("supervisor.windowSeconds", "300")
+    pulumi.set("supervisor.backoffSeconds", "2")
+    pulumi.set("supervisor.pollSeconds", "1")
+    pulumi.set("engine.env.STANDIN_CRASH_WHILE_FILE", CRASH_FILE_IN_CONTAINER)
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
+    supervisor_config(pulumi)
+    pulumi.up()
+    yield pulumi
+
+
+def spark_llm_status(pulumi: Pulumi) -> tuple[int, dict]:
+    config = ["--stack", "sim", "--config-file", str(pulumi.config_file)]
+    result = run([sys.executable, "-m", "spark_llm.ops.cli", "status", *config, "--json"], env=pulumi.env, check=False)
+    return result.returncode, json.loads(result.stdout)
+
+
+def engine_ids(sim: SimCluster) -> dict[str, str]:
+    return {
+        n: sim.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", "spark-llm-engine").stdout.strip()
+        for n in ("head", "worker-1")
+    }
+
+
+def serving_again(sim: SimCluster, outputs: dict, before: dict[str, str]) -> bool:
+    """Both engines started anew (after `before`), the worker before the head, and a completion is served."""
+    try:
+        started = {n: sim.started_at(n) for n in before}
+        if not all(started[n] > before[n] for n in before) or not started["worker-1"] < started["head"]:
+            return False
+        return complete(outputs)["usage"]["completion_tokens"] == 4
+    except (AssertionError, OSError, ValueError):
+        return False
+
+
+def start_seconds(outputs: dict) -> float:
+    """The group's start time, as the readiness gate measured it at `pulumi up` (the start_timeline output)."""
+    return float(outputs["start_timeline"]["gate_seconds"])
+
+
+def reboot_and_wait(sim: SimCluster, pulumi: Pulumi, node: str) -> float:
+    """Restart the node's container (its engine exits, its disk and the supervisor's restart policy stay); the
+    seconds until the group serves again, which nobody asked for."""
+    outputs = pulumi.outputs()
+    before = {n: sim.started_at(n) for n in ("head", "worker-1")}
+    start = time.monotonic()
+    run(["docker", "restart", "-t", "2", sim.container(node)])
+    bound = start_seconds(outputs) + SLACK_S + 60  # the deadline of the wait; the assertion below is the criterion
+    wait_for(f"the group to serve again after {node}'s reboot", lambda: serving_again(sim, outputs, before), bound, 1)
+    return time.monotonic() - start
+
+
+def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_up_restarts_nothing(
+    deployed, sim_cluster
+):
+    outputs = deployed.outputs()
+    ids = engine_ids(sim_cluster)
+    state = sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR).stdout.strip()
+    assert state == "running"
+    allowed = start_seconds(outputs) + SLACK_S
+    worker = reboot_and_wait(sim_cluster, deployed, "worker-1")
+    print(f"supervisor-timing worker reboot -> serving: {worker:.1f} s (start {start_seconds(outputs):.1f} s)")
+    assert worker <= allowed
+    head = reboot_and_wait(sim_cluster, deployed, "head")
+    print(f"supervisor-timing head reboot -> serving: {head:.1f} s")
+    assert head <= allowed
+    # The same containers, started again in order: nothing for Pulumi to do.
+    assert engine_ids(sim_cluster) == ids
+    assert_group_serves(deployed, sim_cluster)
+    deployed("preview", "--expect-no-changes")
+    up = deployed.up().stdout
+    assert "replaced" not in up and "created" not in up, up
+    assert engine_ids(sim_cluster) == ids
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status
+    restarts = status["supervisor"]["restarts"]
+    assert [r["result"] for r in restarts] == ["served", "served"], restarts
+    assert "worker-1's engine exited" in restarts[0]["reason"], restarts
+    assert "head's engine exited" in restarts[1]["reason"], restarts
+
+
+def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_status_says_why(deployed, sim_cluster):
+    # A new group (`spark-llm restart`: new containers through Pulumi, the supervisor stopped first, then a new one)
+    # starts a new budget: the restarts of the test above no longer count.
+    config = ["--stack", "sim", "--config-file", str(deployed.config_file)]
+    restart = [sys.executable, "-m", "spark_llm.ops.cli", "restart", *config, "--yes", "--json"]
+    report = json.loads(run(restart, env=deployed.env, timeout=600).stdout)
+    assert report["ok"], report
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["supervisor"]["restarts"] == [], status
+    sim_cluster.node_exec("worker-1", "touch", CRASH_FILE_ON_NODE)
+    try:
+        sim_cluster.node_exec("worker-1", "docker", "kill", "spark-llm-engine")
+
+        def gave_up() -> dict | None:
+            code, status = spark_llm_status(deployed)
+            return status if code != 0 and (status.get("supervisor") or {}).get("gave_up") else None
+
+        status = wait_for("the supervisor to give up", gave_up, 240, 2)
+        assert status["state"] == "supervisor gave up", status
+        reason = status["supervisor"]["gave_up"]["reason"]
+        assert "worker-1" in reason and f"after {MAX_RESTARTS} restarts" in reason, reason
+        assert "`pulumi up`" in status["summary"], status
+        failed = [r for r in status["supervisor"]["restarts"] if r["result"].startswith("failed")]
+        assert len(failed) == MAX_RESTARTS, status
+        assert "STANDIN_CRASH_WHILE_FILE" in json.dumps(status["supervisor"]), status
+        states = {
+            n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.State.Status}}", "spark-llm-engine").stdout
+            for n in ("head", "worker-1")
+        }
+        assert all(s.strip() == "exited" for s in states.values()), states
+        preview = deployed("preview")
+        assert "the supervisor gave up" in preview.stdout + preview.stderr
+    finally:
+        sim_cluster.node_exec("worker-1", "rm", "-f", CRASH_FILE_ON_NODE)
+    deployed.up()
+    assert_group_serves(deployed, sim_cluster)
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status
+    assert status["supervisor"]["gave_up"] is None and status["supervisor"]["restarts"] == [], status
+    deployed("preview", "--expect-no-changes")  # the new group and its new supervisor: nothing left to do
+
+
+def supervisor_state(sim: SimCluster) -> str:
+    return sim.node_exec("head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR).stdout.strip()
+
+
+def test_a_failed_up_leaves_the_supervisor_stopped_and_the_next_good_up_starts_a_new_one(deployed, sim_cluster):
+    deployed.set("engine.env.STANDIN_CRASH_AT_INIT", "1")  # a broken revision: the worker crashes at init
+    failed = deployed.up(check=False)
+    assert failed.returncode != 0
+    # Stopped before any member was, and left stopped: nothing restarts the broken revision in a loop.
+    assert supervisor_state(sim_cluster) == "exited"
+    supervisor_config(deployed)
+    deployed.up()
+    assert_group_serves(deployed, sim_cluster)
+    assert supervisor_state(sim_cluster) == "running"
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status

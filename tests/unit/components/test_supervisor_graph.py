@@ -1,0 +1,61 @@
+"""The supervisor under Pulumi mocks (Pulumi.dual-spark.yaml turns it on): a container on the head that survives
+the head's reboot, created after the group served, stopped before `pulumi up` stops any member."""
+
+from __future__ import annotations
+
+import json
+
+from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned, register
+
+SUPERVISOR = "spark-supervisor"
+
+
+def _depends_on(request, name: str) -> bool:
+    return any(dep.endswith(f"::{name}") for dep in request.dependencies)
+
+
+def test_the_supervisor_is_a_container_on_the_head_that_comes_back_after_a_reboot(registered):
+    container = registered[SUPERVISOR]
+    assert container.type == "docker:index/container:Container"
+    assert "::spark-docker-spark-1::" in container.provider
+    got = inputs(container)
+    assert got["name"] == "spark-llm-supervisor"
+    assert got["restart"] == "unless-stopped" and got["networkMode"] == "host"
+    volumes = {v["containerPath"]: v for v in got["volumes"]}
+    assert volumes["/var/run/docker.sock"]["hostPath"] == "/var/run/docker.sock"
+    assert volumes["/spark-llm-supervisor-key/fabric-key"]["hostPath"] == "/home/aurora/.ssh/id_ed25519"
+    assert volumes["/spark-llm-supervisor-key/fabric-key"]["readOnly"] is True
+    assert container.deleteBeforeReplace
+
+
+def test_it_starts_after_the_readiness_gate_and_its_files(registered):
+    assert _depends_on(registered[SUPERVISOR], "spark-engine-ready")
+    assert _depends_on(registered[SUPERVISOR], "spark-supervisor-files")
+    assert _depends_on(registered["spark-supervisor-files"], "spark-engine-ready")
+    assert _depends_on(registered[SUPERVISOR], "spark-supervisor-state")
+
+
+def test_its_state_outlives_a_new_group_and_goes_with_the_supervisor(registered):
+    state = registered["spark-supervisor-state"]
+    assert "rm -rf /home/aurora/spark-llm/supervisor-state" in inputs(state)["delete"]
+    assert "supervisor-state" not in inputs(registered["spark-supervisor-files"])["delete"]
+
+
+def test_it_is_stopped_before_any_member_with_the_members_restart_inputs_as_triggers(registered):
+    stop = registered["spark-engine-stop-supervisor"]
+    assert "docker stop -t 10 spark-llm-supervisor" in inputs(stop)["stdin"]
+    assert _depends_on(registered["spark-engine-stop-spark-1"], "spark-engine-stop-supervisor")
+    # The same triggers as the members' stop steps (besides each step's own script digest).
+    assert json.dumps(inputs(stop)["triggers"][1:]) == json.dumps(
+        inputs(registered["spark-engine-stop-spark-1"])["triggers"][1:]
+    )
+
+
+def test_without_it_nothing_of_it_is_declared_and_the_members_stop_steps_are_the_same(monkeypatch, registered):
+    raw = pinned(dual_spark_stack_file())
+    raw.pop("supervisor")
+    off = register(monkeypatch, raw)
+    assert not [name for name in off if "supervisor" in name]
+    for node in ("spark-1", "spark-2"):
+        step = f"spark-engine-stop-{node}"
+        assert inputs(off[step])["stdin"] == inputs(registered[step])["stdin"]

@@ -1,0 +1,95 @@
+"""spark_llm.plan.supervisor: the spec the supervisor reads, its files on the head, and what it did, read back."""
+
+from __future__ import annotations
+
+import json
+
+from spark_llm.config import parse
+from spark_llm.plan import deployment, supervisor
+from spark_llm.plan.steps import build_steps
+
+TEMPLATE = deployment.TEMPLATE_PATH.read_text()
+
+
+def plan_of(raw, **supervisor_config):
+    raw["supervisor"] = {"enabled": True, **supervisor_config}
+    return deployment.build_plan(parse(raw), TEMPLATE)
+
+
+def test_the_spec_lists_members_head_first_with_their_fabric_address_and_the_budget(raw_config):
+    plan = plan_of(raw_config, maxRestarts=2, backoffSeconds=3)
+    spec = supervisor.spec(plan, {"spark-1": "aaa", "spark-2": "bbb"})
+    assert [(m["name"], m["role"], m["container_id"]) for m in spec["members"]] == [
+        ("spark-1", "head", "aaa"),
+        ("spark-2", "worker", "bbb"),
+    ]
+    assert spec["members"][1]["address"] == "192.168.200.13" and spec["members"][1]["user"] == "aurora"
+    assert spec["budget"] == {"max_restarts": 2, "window_seconds": 3600, "backoff_seconds": 3}
+    assert spec["health_host"] == "127.0.0.1" and spec["health_port"] == plan.port
+    assert "StrictHostKeyChecking=yes" in spec["ssh_options"]
+
+
+def test_a_new_group_is_a_new_deployment_for_the_supervisor(raw_config):
+    plan = plan_of(raw_config)
+    one = supervisor.spec(plan, {"spark-1": "a", "spark-2": "b"})["deployment"]
+    assert one == supervisor.spec(plan, {"spark-1": "a", "spark-2": "b"})["deployment"]
+    assert one != supervisor.spec(plan, {"spark-1": "a", "spark-2": "c"})["deployment"]
+
+
+def test_the_fabric_key_is_mounted_from_the_head_users_home_and_checked_before_docker_mounts_it(raw_config):
+    raw_config["network"] = {"fabricKeyPath": "~/.ssh/fabric"}
+    plan = plan_of(raw_config)
+    assert supervisor.fabric_key_on_head(plan) == "/home/aurora/.ssh/fabric"
+    mounts = {m.target: m for m in supervisor.mounts(plan)}
+    assert mounts[supervisor.CONTAINER_KEY].source == "/home/aurora/.ssh/fabric"
+    assert mounts[supervisor.CONTAINER_KEY].read_only
+    assert not mounts[supervisor.DOCKER_SOCKET].read_only
+    script = supervisor.files_script(plan, "{}\n", "print()\n")
+    assert "[ -f /home/aurora/.ssh/fabric ] && [ -r /home/aurora/.ssh/fabric ]" in script
+    assert "spark-llm:network.fabricKeyPath" in script
+
+
+def test_the_known_hosts_pin_each_worker_by_its_fabric_address(raw_config):
+    plan = plan_of(raw_config)
+    assert supervisor.known_hosts(plan) == f"192.168.200.13 {plan.workers[0].ssh.host_key}\n"
+
+
+def test_only_the_heads_probe_reads_the_state_and_only_with_the_supervisor(raw_config):
+    plan = plan_of(raw_config)
+    probes = build_steps(plan).probes
+    assert supervisor.state_path(plan.head) in probes["spark-1"]
+    assert "supervisor-state" not in probes["spark-2"]
+    raw_config["supervisor"] = {"enabled": False}
+    off = deployment.build_plan(parse(raw_config), TEMPLATE)
+    assert "supervisor-state" not in build_steps(off).probes["spark-1"]
+
+
+RESTART = {"at": "2026-12-03T10:00:00Z", "reason": "spark-2's engine exited (137)", "result": "served"}
+
+
+def test_preview_says_how_often_it_restarted_the_group_and_the_last_reason():
+    report = supervisor.SupervisorReport.parse(
+        json.dumps({"restarts": [RESTART, {**RESTART, "at": "2026-12-03T11:00:00Z"}], "gave_up": None})
+    )
+    assert report is not None
+    assert report.preview_warning() == (
+        "the supervisor restarted the group 2 times, last at 2026-12-03T11:00:00Z: spark-2's engine exited (137)"
+        " (served)"
+    )
+
+
+def test_a_supervisor_that_gave_up_says_why_and_that_pulumi_up_restarts_the_group():
+    gave_up = {"at": "2026-12-03T12:00:00Z", "reason": "spark-2's engine exited (1) (after 3 restarts in 600 s)"}
+    report = supervisor.SupervisorReport.parse(json.dumps({"restarts": [RESTART], "gave_up": gave_up}))
+    assert report is not None
+    assert report.preview_warning() == (
+        "the supervisor gave up at 2026-12-03T12:00:00Z: spark-2's engine exited (1) (after 3 restarts in 600 s);"
+        " `pulumi up` restarts the group"
+    )
+    assert report.lines()[-1].startswith("the supervisor gave up at 2026-12-03T12:00:00Z: spark-2's engine exited")
+    assert "then run `pulumi up`" in report.lines()[-1]
+
+
+def test_nothing_to_say_when_it_never_restarted_and_an_unreadable_file_is_no_report():
+    assert supervisor.SupervisorReport.parse(json.dumps({"restarts": [], "gave_up": None})).preview_warning() is None
+    assert supervisor.SupervisorReport.parse("{not json") is None
