@@ -59,7 +59,7 @@ def in_sync(spark_plan, monkeypatch):
     """status.run on a group in sync; the canary's history and answer are what the test sets in `seen`."""
     plan = with_revision(spark_plan)
     nodes = statuses(plan, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,))))
+    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
     seen: dict = {"history": [], "outputs": {}, "answer": RECORDED.answer, "asked": 0}
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: seen["outputs"])
     monkeypatch.setattr(status_canary, "head_history", lambda ssh, path, kept: seen["history"])
@@ -113,7 +113,7 @@ def test_a_group_started_before_the_canary_is_a_note_not_a_failure(in_sync, caps
 def test_a_group_not_in_sync_is_not_asked(spark_plan, monkeypatch, capsys):
     plan = with_revision(spark_plan)
     nodes = statuses(plan, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z", revision="other"))
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,))))
+    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {})
 
     def never(*args, **kwargs):
