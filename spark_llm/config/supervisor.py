@@ -9,8 +9,10 @@ from spark_llm.config.base import ConfigModel, Int
 
 
 class Supervisor(ConfigModel):
-    """The group's supervisor on the head: off by default (fault tests and people who stop a member by hand expect
-    `pulumi preview` to report it, not a container that starts it again)."""
+    """The group's supervisor on the head, which restarts the group in order after a reboot or a crash (opt-in).
+
+    Off by default: fault tests, and people who stop a member by hand, expect `pulumi preview` to report it, not a
+    container that starts it again."""
 
     enabled: bool = Field(
         False,

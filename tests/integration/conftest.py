@@ -36,10 +36,50 @@ STACK_FILE = SIM_HOME / "Pulumi.sim.yaml"
 SIM_IMAGE_TAG = "spark-llm/standin-engine:sim"
 
 
+# A test that edits the work tree's own scripts (test_rollout: an operator's edit of the launch template) holds this
+# lock exclusively; every pulumi or spark-llm command of the other test workers holds it shared, so none of them
+# reads a half-edited template and plans another revision (a race the test bed once lost: a status on one worker
+# saw the drift another worker's template edit made). Commands a test starts in the background (Popen) are not held.
+SCRIPTS_LOCK = REPO / ".sim-workers" / "scripts.lock"
+# In the environment, not a module global: pytest loads this file as `conftest` and the tests import it as
+# `tests.integration.conftest`, two modules with globals of their own in one worker.
+EDITING = "SPARK_LLM_TEST_EDITING_SCRIPTS"
+
+
+def _reads_scripts(cmd: list[str]) -> bool:
+    return bool(cmd) and (Path(cmd[0]).name == "pulumi" or "spark_llm.ops.cli" in cmd)
+
+
+@contextmanager
+def scripts_read(cmd: list[str]) -> Iterator[None]:
+    """A shared hold of SCRIPTS_LOCK while `cmd` runs, when it reads the scripts and this worker is not editing."""
+    if os.environ.get(EDITING) or not _reads_scripts(cmd):
+        yield
+        return
+    SCRIPTS_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(SCRIPTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+
+
+@contextmanager
+def editing_scripts() -> Iterator[None]:
+    """The work tree's scripts/ may be edited inside: no other worker's pulumi or spark-llm runs meanwhile."""
+    SCRIPTS_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(SCRIPTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.environ[EDITING] = "1"
+        try:
+            yield
+        finally:
+            del os.environ[EDITING]
+
+
 def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict | None = None, cwd: Path = REPO):
-    result = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env, cwd=cwd
-    )
+    with scripts_read(cmd):
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+        )
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import REPO, complete
+from tests.integration.conftest import REPO, complete, editing_scripts
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
@@ -34,6 +34,11 @@ def test_from_nothing_the_worker_starts_before_the_head_and_the_endpoint_answers
 
 
 def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deployed, sim_cluster):
+    with editing_scripts():
+        _template_edit_recopies_the_script(deployed, sim_cluster)
+
+
+def _template_edit_recopies_the_script(deployed, sim_cluster):
     original = TEMPLATE.read_text()
     try:
         TEMPLATE.write_text(original + "# rollout test: an edit an operator makes\n")
@@ -67,13 +72,14 @@ def test_preview_diff_shows_an_edited_line_of_the_launch_script_as_text(deployed
     new_line = 'die() { echo "launch.sh (diff test): $*" >&2; exit 1; }'
     assert original.count(old_line) == 1
     marker = uuid.uuid4().hex
-    try:
-        TEMPLATE.write_text(original.replace(old_line, new_line))
-        deployed.set("engine.env.SPARK_LLM_DIFF_TEST", marker)
-        result = deployed("preview", "--diff")
-    finally:
-        TEMPLATE.write_text(original)
-        deployed.reset_config()
+    with editing_scripts():
+        try:
+            TEMPLATE.write_text(original.replace(old_line, new_line))
+            deployed.set("engine.env.SPARK_LLM_DIFF_TEST", marker)
+            result = deployed("preview", "--diff")
+        finally:
+            TEMPLATE.write_text(original)
+            deployed.reset_config()
     out = ANSI.sub("", result.stdout)
     for node in ("head", "worker-1"):
         assert f"spark-scripts-{node}-script" in out, out
