@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, bench_stack, sh, sim_up, summary, timed, write_result
 
 TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
 
@@ -44,12 +42,7 @@ def main() -> int:
 
     sim_up(args.workers)
 
-    with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
-        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
-        sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
-        config = Path(tmp) / "Pulumi.sim.yaml"
-        config.write_text(STACK_FILE.read_text())
-        stack = ["--stack", "sim", "--non-interactive", "--config-file", str(config)]
+    with bench_stack() as (env, stack, config):
         up = ["pulumi", "up", "--yes", "--skip-preview", *stack]
         first_up, _ = timed(up, env)
 

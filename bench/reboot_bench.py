@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
+from simbench import REPO, bench_stack, serves, sh, sim_up, summary, timed, write_result
 
 ENGINE = "spark-llm-engine"
 DEADLINE_S = 300
@@ -37,18 +33,6 @@ def node_container(node: str) -> str:
 def started_at(node: str) -> str:
     cmd = ["docker", "exec", node_container(node), "docker", "inspect", "-f", "{{.State.StartedAt}}", ENGINE]
     return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-
-
-def serves(outputs: dict) -> bool:
-    body = json.dumps({"model": outputs["model"], "prompt": "hi", "max_tokens": 1}).encode()
-    request = urllib.request.Request(
-        outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def supervisor_restarts() -> list[dict]:
@@ -90,12 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     sim_up(args.workers)
     nodes = ["head", *(f"worker-{i}" for i in range(1, args.workers + 1))]
-    with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
-        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
-        sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
-        config = Path(tmp) / "Pulumi.sim.yaml"
-        config.write_text(STACK_FILE.read_text())
-        stack = ["--stack", "sim", "--non-interactive", "--config-file", str(config)]
+    with bench_stack() as (env, stack, config):
         for key, value in (("enabled", "true"), ("pollSeconds", "1"), ("maxRestarts", "100"), ("backoffSeconds", "0")):
             sh(["pulumi", "config", "set", "--path", f"supervisor.{key}", value, *stack], env)
         first_up, _ = timed(["pulumi", "up", "--yes", "--skip-preview", *stack], env)

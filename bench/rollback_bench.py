@@ -21,14 +21,12 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, bench_stack, serves, sh, sim_up, summary, timed, write_result
 
 HISTORY = "/root/spark-llm/history/starts.jsonl"
 WAIT_S = 300.0
@@ -49,22 +47,10 @@ def write_config(config: Path, fraction: str | None, on_failure: str = "stop") -
     config.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-def served(outputs: dict) -> bool:
-    body = json.dumps({"model": outputs["model"], "prompt": "ping", "max_tokens": 1}).encode()
-    request = urllib.request.Request(
-        outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def first_completion(outputs: dict) -> float:
     """Epoch seconds of the first completion the endpoint answers."""
     deadline = time.monotonic() + WAIT_S
-    while not served(outputs):
+    while not serves(outputs, timeout=2):
         if time.monotonic() > deadline:
             sys.exit(f"the endpoint did not serve again within {WAIT_S:.0f} s")
         time.sleep(0.2)
@@ -92,12 +78,7 @@ def main() -> int:
 
     samples: dict[str, list[float]] = {"auto": [], "printed_command": []}
     up_fails_s: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
-        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
-        sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
-        config = Path(tmp) / "Pulumi.sim.yaml"
-        config.write_text((REPO / "Pulumi.sim.yaml").read_text())
-        stack = ["--stack", "sim", "--non-interactive", "--config-file", str(config)]
+    with bench_stack() as (env, stack, config):
         up = ["pulumi", "up", "--yes", "--skip-preview", *stack]
         try:
             for _ in range(args.repeat):

@@ -8,7 +8,11 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,6 +40,31 @@ def summary(samples: list[float]) -> dict:
         "min_s": round(min(samples), 2),
         "max_s": round(max(samples), 2),
     }
+
+
+@contextmanager
+def bench_stack() -> Iterator[tuple[dict, list[str], Path]]:
+    """Stack `sim` on a private temp state backend with a private copy of the sim's config: (env, the stack
+    arguments every pulumi command of the bench takes, the config file)."""
+    with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
+        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
+        sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
+        config = Path(tmp) / "Pulumi.sim.yaml"
+        config.write_text(STACK_FILE.read_text())
+        yield env, ["--stack", "sim", "--non-interactive", "--config-file", str(config)], config
+
+
+def serves(outputs: dict, timeout: float = 5) -> bool:
+    """One one-token completion from the stack's endpoint answers 200."""
+    body = json.dumps({"model": outputs["model"], "prompt": "ping", "max_tokens": 1}).encode()
+    request = urllib.request.Request(
+        outputs["endpoint"] + "/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def sim_up(workers: int) -> None:
