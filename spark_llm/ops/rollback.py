@@ -164,7 +164,11 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
     else:
         took = f"{(served - failed).total_seconds():.1f} s after the failed start ({failed.isoformat()})"
     say(f"revision {good.group_revision} serves again: its first completion answered {took}.")
-    relaunch = f"revision {asked}" if asked and asked != good.group_revision else "the config's revision"
+    if asked == good.group_revision:
+        # Nothing had failed since (the config asks for the revision that serves): no rollback to warn about.
+        say(f"{stack_file} asks for this same revision: `pulumi preview` shows no change to the engine group.")
+        return 0 if served else 1
+    relaunch = f"revision {asked}" if asked else "the config's revision"
     say(
         f"the deployed revision is a rollback: {stack_file} still asks for {relaunch}, which failed to start."
         " `pulumi preview` shows what the next `pulumi up` would do (relaunch it): fix the config first, then"
