@@ -19,19 +19,24 @@ from spark_llm.remote.ssh import RemoteError
 REQUEST_SECONDS = 30
 
 
-def canary_script(address: str, port: int, model: str, api_key: str | None) -> str:
-    """On the head: the canary completion; prints the response body, then ` HTTP<code>` (parse_answer reads it).
+def completion_command(address: str, port: int, body: dict, api_key: str | None, seconds: float) -> str:
+    """On the head: curl of one completion against rank 0; prints the response body, then ` HTTP<code>`. The
+    readiness gate's probe and the canary both ask this way.
 
     With an API key the header reaches curl through a file descriptor (`-H @<(printf ...)`, printf being a bash
-    builtin): the key travels in this script over ssh's stdin and is on no command line on the head.
+    builtin): the key travels in the script over ssh's stdin and is on no command line on the head.
     """
-    body = json.dumps(request_body(model))
     auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(api_key)}) " if api_key else ""
     return (
-        f"curl -sS -m {REQUEST_SECONDS} -o - -w ' HTTP%{{http_code}}' {auth}"
+        f"curl -sS -m {seconds:g} -o - -w ' HTTP%{{http_code}}' {auth}"
         f"http://{address}:{int(port)}/v1/completions "
-        f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1 || true\n"
+        f"-H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"
     )
+
+
+def canary_script(address: str, port: int, model: str, api_key: str | None) -> str:
+    """On the head: the canary completion (parse_answer reads what it prints)."""
+    return completion_command(address, port, request_body(model), api_key, REQUEST_SECONDS) + " 2>&1 || true\n"
 
 
 def _record(output: str, revision: str, nodes: Sequence[str]) -> CanaryRecord:

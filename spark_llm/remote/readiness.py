@@ -25,7 +25,7 @@ from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.start_timeline import TIMELINE_PREFIX, failure_record, phase_seconds, succeeded
 from spark_llm.remote.after_failure import after_failure
-from spark_llm.remote.canary import gate_canary
+from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled
@@ -52,20 +52,10 @@ def _members(props: dict) -> list[Member]:
 
 def _probe_script(props: dict) -> str:
     """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
-    listens on every address, so no port needs to be open outside; else the one address it listens on).
-
-    With an API key the header reaches curl through a file descriptor (`-H @<(printf ...)`, printf being a bash
-    builtin): the key travels in this script over ssh's stdin and is on no command line on the head.
-    """
-    body = json.dumps({"model": props["model"], "prompt": "ping", "max_tokens": 1})
-    key = props.get("api_key")
-    auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(key)}) " if key else ""
-    return (
-        f"out=$(curl -sS -m 10 -o - -w ' HTTP%{{http_code}}' {auth}"
-        f"http://{props['address']}:{int(props['port'])}/v1/completions "
-        f"-H 'Content-Type: application/json' -d {shlex.quote(body)} 2>&1) || true\n"
-        'echo "$out" | tail -c 300\n'
-    )
+    listens on every address, so no port needs to be open outside; else the one address it listens on)."""
+    body = {"model": props["model"], "prompt": "ping", "max_tokens": 1}
+    curl = completion_command(props["address"], props["port"], body, props.get("api_key"), 10)
+    return f'out=$({curl} 2>&1) || true\necho "$out" | tail -c 300\n'
 
 
 def redact(text: str, secret: str | None) -> str:
