@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, file_backend_url, sh, sim_up, summary, timed, write_result
 
 PROFILES = {"sglang": ("sglang", "native"), "vllm-native": ("vllm", "native"), "vllm-ray": ("vllm", "ray")}
 READY = re.compile(r"ready: rank 0 generated a token after ([0-9.]+) s")
@@ -40,7 +40,7 @@ def main() -> int:
         p: {"switch_up_s": [], "ready_after_s": [], "crash_to_failure_s": []} for p in PROFILES
     }
     with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
-        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
+        env = dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(tmp))
         sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
         config = Path(tmp) / "Pulumi.sim.yaml"
         stack = ["--stack", "sim", "--non-interactive", "--config-file", str(config)]

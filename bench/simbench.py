@@ -20,6 +20,11 @@ REPO = Path(__file__).resolve().parent.parent
 STACK_FILE = REPO / "Pulumi.sim.yaml"
 
 
+def file_backend_url(directory: Path | str) -> str:
+    """Pulumi's file backend in `directory`, as tools/env.sh sets the default one (it says why `metadata=skip`)."""
+    return f"file://{directory}?metadata=skip"
+
+
 def sh(cmd: list[str], env: dict, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL)
     if check and result.returncode != 0:
@@ -47,7 +52,7 @@ def bench_stack() -> Iterator[tuple[dict, list[str], Path]]:
     """Stack `sim` on a private temp state backend with a private copy of the sim's config: (env, the stack
     arguments every pulumi command of the bench takes, the config file)."""
     with tempfile.TemporaryDirectory(prefix="spark-llm-bench-") as tmp:
-        env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{tmp}")
+        env = dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(tmp))
         sh(["pulumi", "stack", "init", "sim", "--non-interactive"], env)
         config = Path(tmp) / "Pulumi.sim.yaml"
         config.write_text(STACK_FILE.read_text())

@@ -16,10 +16,13 @@ if [ -d "$_spark_llm_bin" ]; then
   case ":$PATH:" in *":$_spark_llm_bin:"*) ;; *) PATH="$_spark_llm_bin:$PATH" ;; esac
 fi
 export PATH="$_spark_llm_repo/.venv/bin:$PATH"
-# State stays on this machine unless the user chose a backend.
+# State stays on this machine unless the user chose a backend. `metadata=skip`: the file backend's library
+# (gocloud.dev fileblob) otherwise rewrites a `<file>.attrs` sidecar next to every state file in place, unlike the
+# file itself (a temp file, renamed); a CLI killed inside that window leaves it empty, and every later command on the
+# stack then fails with "failed to load checkpoint: EOF". Pulumi needs nothing from those sidecars.
 if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
   mkdir -p "$_spark_llm_repo/.pulumi-state"
-  export PULUMI_BACKEND_URL="file://$_spark_llm_repo/.pulumi-state"
+  export PULUMI_BACKEND_URL="file://$_spark_llm_repo/.pulumi-state?metadata=skip"
 fi
 # Secrets in state are encrypted with this passphrase. The empty default suits the sim stack only: for a real
 # stack set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) before sourcing this file.

@@ -36,6 +36,12 @@ STACK_FILE = SIM_HOME / "Pulumi.sim.yaml"
 SIM_IMAGE_TAG = "spark-llm/standin-engine:sim"
 
 
+def file_backend_url(directory: Path) -> str:
+    """Pulumi's file backend in `directory`, as tools/env.sh sets the default one (`metadata=skip`: no `.attrs`
+    sidecars, which a killed CLI can leave empty; tools/env.sh says why)."""
+    return f"file://{directory}?metadata=skip"
+
+
 # A test that edits the work tree's own scripts (test_rollout: an operator's edit of the launch template) holds this
 # lock exclusively; every pulumi or spark-llm command of the other test workers holds it shared, so none of them
 # reads a half-edited template and plans another revision (a race the test bed once lost: a status on one worker
@@ -270,7 +276,7 @@ def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
 @pytest.fixture(scope="module")
 def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
     backend = tmp_path_factory.mktemp("pulumi-state")
-    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}"), backend) as cli:
+    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend)), backend) as cli:
         yield cli
 
 

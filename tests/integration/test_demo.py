@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM, project_stack_file_lock, run
+from tests.integration.conftest import REPO, SIM, file_backend_url, project_stack_file_lock, run
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def test_demo_prints_a_completion_served_across_head_and_worker(standin_image, tmp_path):
     # `make demo` as a newcomer runs it: the work tree's own sim (not a test worker's), created if need be.
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LLM_SIM_HOME"}
-    env |= {"PULUMI_BACKEND_URL": f"file://{tmp_path}", "WORKERS": "1"}
+    env |= {"PULUMI_BACKEND_URL": file_backend_url(tmp_path), "WORKERS": "1"}
     state = REPO / ".sim" / "state.json"
     with project_stack_file_lock():
         created = not state.exists()

@@ -245,6 +245,9 @@ def test_a_user_without_root_installs_the_deploy_path_and_deploys_to_the_sim(
         # Its own state backend: the checkout's, written by the user.
         states = list((user.clone / ".pulumi-state").glob(".pulumi/stacks/**/sim.json"))
         assert states and all(s.stat().st_uid == user.uid for s in states), states
+        # ...and, as tools/env.sh sets it up, no `.attrs` sidecars: a killed CLI could leave one empty, and the stack
+        # would then fail every command with "failed to load checkpoint: EOF".
+        assert not list((user.clone / ".pulumi-state").glob("**/*.attrs"))
     finally:
         started = time.monotonic()
         destroy = user.pulumi("destroy", "--yes", "--skip-preview", check=False)

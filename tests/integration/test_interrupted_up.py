@@ -16,6 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,11 @@ def recover(pulumi: Pulumi, sig: int) -> subprocess.CompletedProcess[str]:
     """The README's recovery, and nothing else: after Ctrl-C, `pulumi up` again; after a killed CLI, whose lock
     on the stack is left behind, `pulumi cancel --yes` (no other `pulumi` runs on this stack) and `pulumi up`."""
     if sig == signal.SIGKILL:
+        # The CLI died wherever it was, mid-write of the state included: the state file is written to a temp file
+        # and renamed; a sidecar written in place (`.attrs`, which a CI run once found empty, after which every
+        # command failed with "failed to load checkpoint: EOF") must not exist (tools/env.sh: `metadata=skip`).
+        backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://").split("?")[0])
+        assert not list(backend.glob("**/*.attrs"))
         locked = pulumi.up(check=False)
         assert locked.returncode != 0 and "the stack is currently locked" in locked.stdout + locked.stderr
         pulumi("cancel", "--yes")

@@ -34,7 +34,7 @@ def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
 
 def stack_locks(pulumi: Pulumi) -> list[Path]:
     """The file backend's lock files of the stack (`.pulumi/locks/<org>/<project>/<stack>/*.json`)."""
-    backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://").split("?")[0])
     return sorted((backend / ".pulumi" / "locks").glob("**/sim/*.json"))
 
 

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, run, sim_stack
+from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, file_backend_url, run, sim_stack
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def two_states(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
         clis = []
         for name in ("checkout-b", "checkout-a"):
             backend = tmp_path_factory.mktemp(name)
-            env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{backend}")
+            env = dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend))
             clis.append(stack.enter_context(sim_stack(env, backend)))
         yield clis[0], clis[1]
 
