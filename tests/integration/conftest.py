@@ -10,7 +10,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -81,11 +83,34 @@ def editing_scripts() -> Iterator[None]:
             del os.environ[EDITING]
 
 
+# Where the test bed's time goes: with this variable set (`make integration CMDLOG=/tmp/cmds.jsonl`), every command
+# run() runs appends a line: the test, the command's first words, its wall seconds and the CPU seconds of it and its
+# descendants on this machine (what the sim's nodes spend on its behalf is not in it). The tier is CPU-bound on two
+# cores, so the CPU column is what a faster bed must cut.
+CMDLOG = os.environ.get("SPARK_LLM_TEST_CMDLOG")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict | None = None, cwd: Path = REPO):
+    started, cpu = time.monotonic(), _children_cpu()
     with scripts_read(cmd):
         result = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env, cwd=cwd
         )
+    if CMDLOG:
+        words = [Path(cmd[0]).name, *(w for w in cmd[1:3] if not w.startswith("/"))]
+        line = {
+            "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+            "cmd": " ".join(words),
+            "wall_s": round(time.monotonic() - started, 2),
+            "cpu_s": round(_children_cpu() - cpu, 2),
+        }
+        with open(CMDLOG, "a") as log:
+            log.write(json.dumps(line) + "\n")
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
