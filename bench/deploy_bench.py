@@ -13,20 +13,17 @@ Talks only to the sim's containers. Absolute numbers depend on the machine; comp
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, bench_stack, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, bench_parser, bench_stack, sh, sim_up, summary, timed, write_result
 
 TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=1)
+    ap = bench_parser(__doc__)
     ap.add_argument(
         "--compare",
         type=Path,

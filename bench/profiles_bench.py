@@ -16,23 +16,20 @@ Talks only to the sim's containers.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-from simbench import REPO, STACK_FILE, file_backend_url, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, bench_parser, file_backend_url, sh, sim_up, summary, timed, write_result
 
 PROFILES = {"sglang": ("sglang", "native"), "vllm-native": ("vllm", "native"), "vllm-ray": ("vllm", "ray")}
 READY = re.compile(r"ready: rank 0 generated a token after ([0-9.]+) s")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=1)
+    ap = bench_parser(__doc__)
     args = ap.parse_args()
     sim_up(args.workers)
 

@@ -13,13 +13,12 @@ the supervisor recorded (its seconds from starting the restart to /health). Talk
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 
-from simbench import REPO, bench_stack, serves, sh, sim_up, summary, timed, write_result
+from simbench import REPO, bench_parser, bench_stack, serves, sh, sim_up, summary, timed, write_result
 
 ENGINE = "spark-llm-engine"
 DEADLINE_S = 300
@@ -68,9 +67,7 @@ def reboot(node: str, nodes: list[str], outputs: dict) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=1)
+    ap = bench_parser(__doc__)
     args = ap.parse_args()
     sim_up(args.workers)
     nodes = ["head", *(f"worker-{i}" for i in range(1, args.workers + 1))]

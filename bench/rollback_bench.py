@@ -15,7 +15,6 @@ Talks only to the sim's containers. Absolute numbers depend on the machine; comp
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
-from simbench import REPO, STACK_FILE, bench_stack, serves, sh, sim_up, summary, timed, write_result
+from simbench import REPO, STACK_FILE, bench_parser, bench_stack, serves, sh, sim_up, summary, timed, write_result
 
 HISTORY = "/root/spark-llm/history/starts.jsonl"
 WAIT_S = 300.0
@@ -68,9 +67,7 @@ def failed_at(head_container: str) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=1)
+    ap = bench_parser(__doc__, repeat=2)
     args = ap.parse_args()
     sim_up(args.workers)
     prefix = json.loads((REPO / ".sim" / "state.json").read_text())["prefix"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -70,6 +71,14 @@ def serves(outputs: dict, timeout: float = 5) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def bench_parser(doc: str, repeat: int = 3) -> argparse.ArgumentParser:
+    """The options every sim bench takes: --repeat (rounds per method) and --workers (the sim's size)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--workers", type=int, default=1)
+    return ap
 
 
 def sim_up(workers: int) -> None:

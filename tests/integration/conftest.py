@@ -200,6 +200,11 @@ class Pulumi:
     config_file: Path
     stack: str = "sim"
 
+    @property
+    def backend_dir(self) -> Path:
+        """The directory of its file backend (file_backend_url's)."""
+        return Path(self.env["PULUMI_BACKEND_URL"].removeprefix("file://").split("?")[0])
+
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         extra = ["--config-file", str(self.config_file)] if args and args[0] in CONFIG_COMMANDS else []
         cmd = ["pulumi", *args, "--stack", self.stack, "--non-interactive", *extra]

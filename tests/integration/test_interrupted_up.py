@@ -16,7 +16,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -47,8 +46,7 @@ def recover(pulumi: Pulumi, sig: int) -> subprocess.CompletedProcess[str]:
         # The CLI died wherever it was, mid-write of the state included: the state file is written to a temp file
         # and renamed; a sidecar written in place (`.attrs`, which a CI run once found empty, after which every
         # command failed with "failed to load checkpoint: EOF") must not exist (tools/env.sh: `metadata=skip`).
-        backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://").split("?")[0])
-        assert not list(backend.glob("**/*.attrs"))
+        assert not list(pulumi.backend_dir.glob("**/*.attrs"))
         locked = pulumi.up(check=False)
         assert locked.returncode != 0 and "the stack is currently locked" in locked.stdout + locked.stderr
         pulumi("cancel", "--yes")

@@ -34,8 +34,7 @@ def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
 
 def stack_locks(pulumi: Pulumi) -> list[Path]:
     """The file backend's lock files of the stack (`.pulumi/locks/<org>/<project>/<stack>/*.json`)."""
-    backend = Path(pulumi.env["PULUMI_BACKEND_URL"].removeprefix("file://").split("?")[0])
-    return sorted((backend / ".pulumi" / "locks").glob("**/sim/*.json"))
+    return sorted((pulumi.backend_dir / ".pulumi" / "locks").glob("**/sim/*.json"))
 
 
 def test_a_second_up_while_one_runs_is_refused_with_the_lock_and_changes_nothing(
