@@ -64,7 +64,8 @@ unit: venv ## tests without network or cluster
 # (docker-engine.sh also locks, for anyone who runs pytest directly). Three on two cores: a test spends much of its
 # time waiting (a container's startup grace, a rendezvous, ssh), which a third sim fills.
 INTEGRATION_WORKERS ?= 3
-# CMDLOG=FILE: a line per command the tests run, with its wall and CPU seconds (tests/integration/conftest.py run()).
+# CMDLOG=FILE: a line per command the tests run, with its wall and CPU seconds, and per test phase with its worker and
+# times (tests/integration/conftest.py).
 CMDLOG ?=
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
 	$(ENV); sim/docker-engine.sh ensure; SPARK_LLM_TEST_CMDLOG=$(CMDLOG) $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --durations=40 tests/integration

@@ -108,12 +108,22 @@ def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict |
             "cmd": " ".join(words),
             "wall_s": round(time.monotonic() - started, 2),
             "cpu_s": round(_children_cpu() - cpu, 2),
+            "end": round(time.time(), 1),
         }
         with open(CMDLOG, "a") as log:
             log.write(json.dumps(line) + "\n")
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With CMDLOG, a line per test phase too: which sim worker ran it, and when (the tier's timeline: a worker left
+    alone at the end runs on one of the two cores)."""
+    if CMDLOG:
+        line = {"test": report.nodeid, "phase": report.when, "worker": WORKER, "start": round(report.start, 1)}
+        with open(CMDLOG, "a") as log:
+            log.write(json.dumps({**line, "end": round(report.stop, 1), "outcome": report.outcome}) + "\n")
 
 
 @pytest.fixture(scope="session")

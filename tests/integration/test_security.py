@@ -5,9 +5,9 @@ spark-llm:hfToken as secrets (the sim's fabric key sits on the head, its operato
 head's management address (spark-llm:engine.host). After `pulumi up` serves, no secret value shows in any
 process's arguments (on this machine, which sees every node's processes too, sampled all through `up`; and `ps` in
 each node), in `pulumi stack export`, in the state and config files, in `spark-llm logs`/`status` output or in
-preview/up output, nor in any file others may read on a node (under the homes, /srv and /tmp) or in spark-llm's
-cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address (the gate, status and
-a client here reach it) and not on the head's fabric address.
+preview/up output, nor in any file others may read on a node (under the homes, /srv and /tmp) or in what deploying
+writes to spark-llm's cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address
+(the gate, status and a client here reach it) and not on the head's fabric address.
 """
 
 from __future__ import annotations
@@ -115,8 +115,13 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
             bad = [path for path, content in readable.items() if leaks(content.decode(errors="replace"), needles)]
             assert not bad, (node, bad)
             checked[f"files others read on {node}"] = len(readable)
+        # Here: what deploying writes in spark-llm's cache (scripts/manifest.py's manifests of the local weights, the
+        # upload log). The rest of that directory is the toolchain `make tools` keeps (the CLI, plugins, image
+        # tarballs: gigabytes that no secret reaches, and reading them was two minutes of this test).
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spark-llm"
-        local = [p for p in cache.rglob("*") if p.is_file() and mode(p) & 0o004] if cache.exists() else []
+        written = [p for sub in ("manifests", "logs") for p in (cache / sub).rglob("*") if p.is_file()]
+        assert any(p.parent.name == "manifests" for p in written), "no manifest written: the walk would see nothing"
+        local = [p for p in written if mode(p) & 0o004]
         for path in local:
             assert not leaks(path.read_bytes().decode(errors="replace"), needles), path
         checked["files others read in ~/.cache/spark-llm here"] = len(local)
