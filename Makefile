@@ -68,7 +68,7 @@ INTEGRATION_WORKERS ?= 3
 # times (tests/integration/conftest.py).
 CMDLOG ?=
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
-	$(ENV); sim/docker-engine.sh ensure; SPARK_LLM_TEST_CMDLOG=$(CMDLOG) $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 tests/integration
+	$(ENV); sim/docker-engine.sh ensure; SPARK_LLM_TEST_CMDLOG=$(CMDLOG) $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --durations=40 tests/integration
 
 test: tools lint unit integration ## everything CI runs (installs what is missing first)
 

@@ -117,47 +117,6 @@ def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict |
     return result
 
 
-# The test files by how long each took in a full run (`make integration CMDLOG=...`, 2026-12-03: 296 s down to 6 s),
-# longest first. pytest-xdist hands whole files to the sims in collection order (the Makefile turns off its own
-# ordering, by number of tests, which put five one-test files of 50 to 170 s last), so the long ones start early and
-# no worker is left running a long file alone on the two cores at the end. A file not listed runs after these.
-LONGEST_FIRST = (
-    "test_node_faults.py",
-    "test_weights.py",
-    "test_interrupted_up.py",
-    "test_ops.py",
-    "test_rollout.py",
-    "test_engines.py",
-    "test_supervisor.py",
-    "test_start_watch.py",
-    "test_two_operators.py",
-    "test_rollback.py",
-    "test_weights_fanout.py",
-    "test_two_states.py",
-    "test_connections.py",
-    "test_engines_three_workers.py",
-    "test_image_layers.py",
-    "test_bad_input.py",
-    "test_two_operators_postgres.py",
-    "test_two_workers.py",
-    "test_api_key.py",
-    "test_image.py",
-    "test_ray_security.py",
-    "test_deploy_as_user.py",
-    "test_disk_full.py",
-    "test_demo.py",
-    "test_pulumi_lifecycle.py",
-    "test_security.py",
-    "test_sim_cluster.py",
-    "test_sim_networks.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With CMDLOG, a line per test phase too: which sim worker ran it, and when (the tier's timeline: a worker left
     alone at the end runs on one of the two cores)."""
