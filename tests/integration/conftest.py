@@ -110,20 +110,24 @@ def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict |
             "cpu_s": round(_children_cpu() - cpu, 2),
             "end": round(time.time(), 1),
         }
-        with open(CMDLOG, "a") as log:
-            log.write(json.dumps(line) + "\n")
+        _log_line(line)
     if check and result.returncode != 0:
         raise AssertionError(f"{cmd} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
 
 
+def _log_line(line: dict[str, Any]) -> None:
+    with open(str(CMDLOG), "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With CMDLOG, a line per test phase too: which sim worker ran it, and when (the tier's timeline: a worker left
-    alone at the end runs on one of the two cores)."""
-    if CMDLOG:
-        line = {"test": report.nodeid, "phase": report.when, "worker": WORKER, "start": round(report.start, 1)}
-        with open(CMDLOG, "a") as log:
-            log.write(json.dumps({**line, "end": round(report.stop, 1), "outcome": report.outcome}) + "\n")
+    alone at the end runs on one of the two cores). Written where the test ran: under xdist the controller gets each
+    report again (with `node` set) and skips it."""
+    if CMDLOG and not hasattr(report, "node"):
+        phase = {"test": report.nodeid, "phase": report.when, "worker": WORKER, "start": round(report.start, 1)}
+        _log_line({**phase, "end": round(report.stop, 1), "outcome": report.outcome})
 
 
 @pytest.fixture(scope="session")
