@@ -40,11 +40,13 @@ from collections.abc import Callable
 
 from fanout_transport import (  # beside this file on the head (sys.path[0])
     IO_TIMEOUT_EXIT,
+    IO_TIMEOUT_SECONDS,
     STATS,
     CopyError,
     Fabric,
     Hasher,
     Job,
+    LinkCutError,
     Node,
     Receiver,
     disk_full,
@@ -69,6 +71,7 @@ class Copy:
         self.streams = max(1, int(plan.get("streams") or min(4, os.cpu_count() or 1)))
         self.transport: str = plan.get("transport", "rsyncd")
         self.timeout = float(plan.get("timeout") or 6 * 3600)
+        self.idle_seconds = int(plan.get("idle_timeout") or IO_TIMEOUT_SECONDS)
         self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
         self.workers = [Node(**w) for w in plan["workers"]]
         self.fabric = Fabric(os.path.expanduser(plan["fabric_key"]), plan["ssh_options"], self.workers, work)
@@ -149,17 +152,23 @@ class Copy:
         for w in self.workers:
             if not need[w.name]:
                 finish(w)
+        # A worker the fabric no longer reaches: its sessions are ended, not waited on (ssh would wait out
+        # ServerAlive, 60 s, before the error reached the user).
+        cut: set[str] = set()
         try:
             if any(need.values()):
                 self.send(need, have, whole, finish)
+        except LinkCutError as exc:
+            cut.add(exc.node)
+            raise
         finally:
             for r in self.receivers.values():
-                r.stop()
+                r.stop(timeout=0 if r.node.name in cut else 15)
             for t in finishers:
                 t.join()
             for h in self.hashers.values():  # the copy failed: keep what they hashed, for the next run's scan
                 if h.proc.poll() is None:
-                    h.close(timeout=30)
+                    h.close(timeout=0 if h.node.name in cut else 30)
         if errors:
             raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
@@ -245,7 +254,7 @@ class Copy:
                 for g in batch:
                     queue.remove(g)
                 is_whole = any(g["path"] in whole[target.name] for g in batch)
-                return Job(source=nodes[src], target=target, files=batch, whole=is_whole)
+                return Job(nodes[src], target, batch, is_whole, idle_seconds=self.idle_seconds)
             return None
 
         try:

@@ -21,8 +21,8 @@ RSYNC_USER = "spark-llm"
 STATS = {"Literal data": "literal", "Matched data": "matched", "Total bytes sent": "wire"}
 STATS_NOISE = ("Number of ", "Total ", "File list ", "sent ", "total size ", "Matched ", "Literal ")
 MODULE = "model"
-# rsync gives up when no data moved for this long: a cut fabric otherwise hangs the copy (a plain TCP stream to a
-# worker's daemon has no keepalive) until spark-llm:timeouts.transferSeconds, 6 hours by default.
+# rsync gives up when no data moved for this long (spark-llm:timeouts.fabricIdleSeconds): a cut fabric otherwise
+# hangs the copy (a plain TCP stream to a worker's daemon has no keepalive) until timeouts.transferSeconds, 6 hours.
 IO_TIMEOUT_SECONDS = 60
 IO_TIMEOUT_EXIT = 30  # rsync's "timeout in data send/receive"
 
@@ -37,6 +37,14 @@ def say(message: str) -> None:
 
 class CopyError(Exception):
     """What failed, where, and what to do next: the message the user sees."""
+
+
+class LinkCutError(CopyError):
+    """No data moved to `node` for the idle bound: its ssh sessions cannot close cleanly, so none is waited on."""
+
+    def __init__(self, message: str, node: str) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 def human(n: float) -> str:
@@ -70,6 +78,7 @@ class Job:
     reader: threading.Thread | None = None
     tail: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    idle_seconds: int = IO_TIMEOUT_SECONDS  # rsync's --timeout: no data moved for this long is a cut link
 
 
 class Fabric:
@@ -171,11 +180,12 @@ cat >/dev/null
     def url(self) -> str:
         return f"rsync://{RSYNC_USER}@{self.node.address}:{self.port}/{MODULE}/"
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15) -> None:
+        """Close the session (the daemon ends with it); `timeout` 0 for a node cut off, whose ssh cannot close."""
         try:
             assert self.proc.stdin
             self.proc.stdin.close()
-            self.proc.wait(timeout=15)
+            self.proc.wait(timeout=timeout)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
 
@@ -217,12 +227,13 @@ class Hasher:
             say(f"fanout: {self.node.name}: hashing during the copy failed: {err.decode(errors='replace')[-300:]}")
 
 
-def link_cut(job: Job, arrived: int, total: int) -> CopyError:
+def link_cut(job: Job, arrived: int, total: int) -> LinkCutError:
     """What a copy that stopped moving says (rsync's --timeout expired)."""
-    return CopyError(
-        f"{job.target.name}: no data moved from {job.source.name} for {IO_TIMEOUT_SECONDS} s: the fabric between"
+    return LinkCutError(
+        f"{job.target.name}: no data moved from {job.source.name} for {job.idle_seconds} s: the fabric between"
         f" them is cut or {job.target.name} is down ({human(arrived)} of {human(total)} had arrived). Check the link"
-        " (`spark-llm preflight`), then run pulumi up again: files already copied are kept, a partial one resumes"
+        " (`spark-llm preflight`), then run pulumi up again: files already copied are kept, a partial one resumes",
+        job.target.name,
     )
 
 
@@ -252,7 +263,7 @@ def rsync_options(job: Job) -> list[str]:
         "--from0",
         "--files-from=-",
     ]
-    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L", f"--timeout={IO_TIMEOUT_SECONDS}"]
+    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L", f"--timeout={job.idle_seconds}"]
     if job.whole:
         opts.append("--whole-file")
     return opts

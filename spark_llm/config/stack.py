@@ -44,6 +44,13 @@ class Timeouts(ConfigModel):
         description="The weights copy from the head to all workers (scripts/fanout.py)",
         json_schema_extra={"example": 21600},
     )
+    fabric_idle_seconds: Int = Field(
+        60,
+        ge=5,
+        le=3600,
+        description="The weights copy fails when no data moved over the fabric for this long (a cut link)",
+        json_schema_extra={"example": 120},
+    )
     startup_grace_seconds: Int = Field(
         5, ge=1, le=300, description="A started container must stay up this long", json_schema_extra={"example": 10}
     )

@@ -50,6 +50,7 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
         "streams": cfg.transfer.streams,
         "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",
         "timeout": cfg.timeouts.transfer_seconds,
+        "idle_timeout": cfg.timeouts.fabric_idle_seconds,
     }
 
 

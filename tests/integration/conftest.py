@@ -10,13 +10,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import resource
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,8 @@ class Pulumi:
     env: dict[str, str]
     config_file: Path
     stack: str = "sim"
+    _outputs: dict = field(default_factory=dict, repr=False)
+    _outputs_stamp: list = field(default_factory=list, repr=False)
 
     @property
     def backend_dir(self) -> Path:
@@ -225,8 +228,11 @@ class Pulumi:
         return run(cmd, env=self.env, check=check, timeout=timeout)
 
     def set(self, path: str, value: str) -> None:
-        """`pulumi config set --path` on the private config copy."""
-        self("config", "set", "--path", path, value)
+        """`pulumi config set --path PATH VALUE` on the private config copy, written as that command writes it (one
+        CLI start less per key: 0.25 s of CPU each, 130 times a run)."""
+        document = yaml.safe_load(self.config_file.read_text()) or {}
+        set_config_path(document.setdefault("config", {}), path, value)
+        self.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
     def reset_config(self) -> None:
         """Back to the config `sim up` wrote (with this stack's secrets salt)."""
@@ -254,7 +260,43 @@ class Pulumi:
         return self("up", "--yes", "--skip-preview", *args, check=check)
 
     def outputs(self) -> dict:
-        return json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
+        """`pulumi stack output --json --show-secrets`, read again only when the stack's state file changed."""
+        stamp = [(f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in self.state_files()]
+        if not stamp or stamp != self._outputs_stamp:
+            self._outputs = json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
+            self._outputs_stamp = stamp
+        return json.loads(json.dumps(self._outputs))  # a copy: a test may change what it got
+
+    def state_files(self) -> list[Path]:
+        """The stack's checkpoint in the file backend (every up, refresh and destroy rewrites it)."""
+        return sorted(self.backend_dir.glob(f".pulumi/stacks/*/{self.stack}.json*"))
+
+
+def set_config_path(config: dict, path: str, value: str) -> None:
+    """Pulumi's `config set --path`: `a.b[0].c` under the project's namespace unless the first part names one
+    (`spark-llm:image.ref`), maps and lists made on the way, and the value typed as the CLI types it: `true` and
+    `false` as booleans, a canonical integer as a number, anything else as text."""
+    parts = [p for p in re.split(r"\.|\[(\d+)\]", path) if p]
+    key = parts[0] if ":" in parts[0] else f"spark-llm:{parts[0]}"
+    steps: list[str | int] = [key, *(int(p) if p.isdigit() else p for p in parts[1:])]
+    typed: object = value
+    if value in ("true", "false"):
+        typed = value == "true"
+    elif re.fullmatch(r"-?[1-9]\d*|0", value):
+        typed = int(value)
+    node: Any = config
+    for step, after in zip(steps, steps[1:], strict=False):
+        empty: Any = [] if isinstance(after, int) else {}
+        if isinstance(step, int):
+            node.extend(None for _ in range(step + 1 - len(node)))
+            node[step] = node[step] if node[step] is not None else empty
+        else:
+            node.setdefault(step, empty)
+        node = node[step]
+    last = steps[-1]
+    if isinstance(last, int):
+        node.extend(None for _ in range(last + 1 - len(node)))
+    node[last] = typed
 
 
 @contextmanager

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from spark_llm import config
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import weights
@@ -33,6 +35,18 @@ def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_hea
     assert "tok" in worker["record"] and "/home/aurora/spark-llm/state" in worker["record"]
     # Defaults: the head's cores decide the streams; rsync daemons on the fabric; the documented timeout.
     assert data["streams"] is None and data["transport"] == "rsyncd" and data["timeout"] == 21600
+    assert data["idle_timeout"] == 60  # rsync's --timeout: a cut link fails the copy after a minute
+
+
+def test_the_idle_bound_on_the_fabric_is_the_users_choice_within_limits():
+    raw = dual_spark_raw()
+    raw["timeouts"] = {"fabricIdleSeconds": 20}
+    cfg = config.parse(raw)
+    p = plan.build_plan(cfg, plan.TEMPLATE_PATH.read_text())
+    assert fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")["idle_timeout"] == 20
+    raw["timeouts"] = {"fabricIdleSeconds": 2}
+    with pytest.raises(config.ConfigError, match=r"spark-llm:timeouts.fabricIdleSeconds"):
+        config.parse(raw)
 
 
 def test_streams_and_encryption_are_the_users_choice():

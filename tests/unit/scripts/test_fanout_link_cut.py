@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
@@ -25,6 +28,14 @@ def test_every_rsync_gives_up_when_no_data_moves_for_a_minute():
     assert "--timeout=60" in t.rsync_options(job) and t.IO_TIMEOUT_EXIT == 30
 
 
+def test_the_idle_bound_is_the_plans_and_the_message_says_it():
+    """spark-llm:timeouts.fabricIdleSeconds reaches every rsync and the error names it."""
+    t = transport()
+    job = t.Job(t.Node("head", "10.0.0.1", is_head=True), t.Node("w1", "10.0.0.2"), [], False, idle_seconds=15)
+    assert "--timeout=15" in t.rsync_options(job) and "--timeout=60" not in t.rsync_options(job)
+    assert str(t.link_cut(job, 0, 1)).startswith("w1: no data moved from head for 15 s:")
+
+
 def test_a_copy_that_stopped_moving_names_the_worker_its_source_and_what_to_do():
     t = transport()
     job = t.Job(source=t.Node("w1", "10.0.0.2"), target=t.Node("w2", "10.0.0.3"), files=[], whole=False)
@@ -32,3 +43,25 @@ def test_a_copy_that_stopped_moving_names_the_worker_its_source_and_what_to_do()
     assert message.startswith("w2: no data moved from w1 for 60 s: the fabric between them is cut or w2 is down")
     assert "(40.0 MB of 80.0 MB had arrived)" in message
     assert "`spark-llm preflight`), then run pulumi up again: files already copied are kept" in message
+
+
+def test_a_cut_workers_sessions_are_ended_at_once_not_waited_on():
+    """Over a cut fabric an ssh session to the worker cannot close (ssh waits out ServerAlive, a minute): the
+    copy's cleanup kills its daemon's session and its hasher at once, so the error reaches the user then."""
+    t = transport()
+    receiver = object.__new__(t.Receiver)
+    receiver.proc = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE)
+    hasher = object.__new__(t.Hasher)
+    hasher.proc = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    started = time.monotonic()
+    receiver.stop(timeout=0)
+    hasher.close(timeout=0)
+    assert receiver.proc.wait(timeout=5) == -signal.SIGKILL and hasher.proc.wait(timeout=5) == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+
+
+def test_a_link_cut_names_the_worker_it_cut_off():
+    t = transport()
+    job = t.Job(t.Node("head", "10.0.0.1", is_head=True), t.Node("w1", "10.0.0.2"), [], False)
+    cut = t.link_cut(job, 0, 1)
+    assert isinstance(cut, t.CopyError) and cut.node == "w1"
