@@ -7,11 +7,13 @@ temp dir, so tests never touch the developer's .pulumi-state.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -45,43 +47,24 @@ def file_backend_url(directory: Path) -> str:
     return f"file://{directory}?metadata=skip"
 
 
-# A test that edits the work tree's own scripts (test_rollout: an operator's edit of the launch template) holds this
-# lock exclusively; every pulumi or spark-llm command of the other test workers holds it shared, so none of them
-# reads a half-edited template and plans another revision (a race the test bed once lost: a status on one worker
-# saw the drift another worker's template edit made). Commands a test starts in the background (Popen) are not held.
-SCRIPTS_LOCK = REPO / ".sim-workers" / "scripts.lock"
-# In the environment, not a module global: pytest loads this file as `conftest` and the tests import it as
-# `tests.integration.conftest`, two modules with globals of their own in one worker.
-EDITING = "SPARK_LLM_TEST_EDITING_SCRIPTS"
+# The project files a Pulumi run reads (the program, its packages and the node scripts): what a test that edits them
+# copies, so that the edit is its own (project_copy).
+PROGRAM_FILES = ("Pulumi.yaml", "__main__.py", "components", "spark_llm", "scripts")
 
 
-def _reads_scripts(cmd: list[str]) -> bool:
-    return bool(cmd) and (Path(cmd[0]).name == "pulumi" or "spark_llm.ops.cli" in cmd)
-
-
-@contextmanager
-def scripts_read(cmd: list[str]) -> Iterator[None]:
-    """A shared hold of SCRIPTS_LOCK while `cmd` runs, when it reads the scripts and this worker is not editing."""
-    if os.environ.get(EDITING) or not _reads_scripts(cmd):
-        yield
-        return
-    SCRIPTS_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(SCRIPTS_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        yield
-
-
-@contextmanager
-def editing_scripts() -> Iterator[None]:
-    """The work tree's scripts/ may be edited inside: no other worker's pulumi or spark-llm runs meanwhile."""
-    SCRIPTS_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(SCRIPTS_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        os.environ[EDITING] = "1"
-        try:
-            yield
-        finally:
-            del os.environ[EDITING]
+def project_copy(directory: Path) -> Path:
+    """A checkout of the program of the test's own in `directory`, as an operator's checkout is:
+    a test edits its scripts there and no other test worker's program reads the edit."""
+    for name in PROGRAM_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, directory / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, directory / name)
+    # Shared, not copied: the venv, and sim/ (the sim stack's model.source.path is relative: sim/standin-model).
+    for name in (".venv", "sim"):
+        (directory / name).symlink_to(REPO / name)
+    return directory
 
 
 # Where the test bed's time goes: with this variable set (`make integration CMDLOG=/tmp/cmds.jsonl`), every command
@@ -98,10 +81,9 @@ def _children_cpu() -> float:
 
 def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict | None = None, cwd: Path = REPO):
     started, cpu = time.monotonic(), _children_cpu()
-    with scripts_read(cmd):
-        result = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env, cwd=cwd
-        )
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     if CMDLOG:
         words = [Path(cmd[0]).name, *(w for w in cmd[1:3] if not w.startswith("/"))]
         line = {
@@ -214,6 +196,7 @@ class Pulumi:
     env: dict[str, str]
     config_file: Path
     stack: str = "sim"
+    cwd: Path = REPO  # the project it runs: the work tree, or a test's project_copy
     _outputs: dict = field(default_factory=dict, repr=False)
     _outputs_stamp: list = field(default_factory=list, repr=False)
 
@@ -225,7 +208,7 @@ class Pulumi:
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         extra = ["--config-file", str(self.config_file)] if args and args[0] in CONFIG_COMMANDS else []
         cmd = ["pulumi", *args, "--stack", self.stack, "--non-interactive", *extra]
-        return run(cmd, env=self.env, check=check, timeout=timeout)
+        return run(cmd, env=self.env, check=check, timeout=timeout, cwd=self.cwd)
 
     def set(self, path: str, value: str) -> None:
         """`pulumi config set --path PATH VALUE` on the private config copy, written as that command writes it (one
@@ -254,7 +237,7 @@ class Pulumi:
         cmd = ["pulumi", "up", "--yes", "--skip-preview", "--stack", self.stack, "--non-interactive"]
         cmd += ["--config-file", str(self.config_file)]
         options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-        return subprocess.Popen(cmd, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, **(options | popen))
+        return subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL, **(options | popen))
 
     def up(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self("up", "--yes", "--skip-preview", *args, check=check)
@@ -326,12 +309,12 @@ def as_the_project_stack_file(cli: Pulumi) -> Iterator[None]:
                 target.write_text(saved)
 
 
-def private_config(config_file: Path) -> None:
+def private_config(config_file: Path, project: Path = REPO) -> None:
     """The sim's stack file, with this stack's secrets settings (its salt): those the private copy has already,
-    else those `pulumi stack init` just kept in the work tree's own Pulumi.sim.yaml (where init writes them,
-    whatever the sim's home)."""
+    else those `pulumi stack init` just kept in the project's own Pulumi.sim.yaml (where init writes them, whatever
+    the sim's home)."""
     document = yaml.safe_load(STACK_FILE.read_text()) or {}
-    source = config_file if config_file.exists() else REPO / "Pulumi.sim.yaml"
+    source = config_file if config_file.exists() else project / "Pulumi.sim.yaml"
     if source != STACK_FILE and source.exists():
         kept = yaml.safe_load(source.read_text()) or {}
         document.update({k: v for k, v in kept.items() if k != "config"})
@@ -339,15 +322,16 @@ def private_config(config_file: Path) -> None:
 
 
 @contextmanager
-def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
-    """Stack `sim` on the backend env names, with a private copy of the config in config_dir; destroyed after."""
+def sim_stack(env: dict[str, str], config_dir: Path, project: Path = REPO) -> Iterator[Pulumi]:
+    """Stack `sim` of `project` (the work tree or a project_copy) on the backend env names, with a private copy of
+    the config in config_dir; destroyed after."""
     config_file = config_dir / "Pulumi.sim.yaml"
     # One init at a time across the test workers: each writes its salt into the work tree's Pulumi.sim.yaml, and the
-    # copy must carry the salt its own init wrote (or kept).
-    with project_stack_file_lock():
-        run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env)
-        private_config(config_file)
-    cli = Pulumi(env=env, config_file=config_file)
+    # copy must carry the salt its own init wrote (or kept). A project copy has a stack file of its own.
+    with project_stack_file_lock() if project == REPO else contextlib.nullcontext():
+        run(["pulumi", "stack", "init", "sim", "--non-interactive"], env=env, cwd=project)
+        private_config(config_file, project)
+    cli = Pulumi(env=env, config_file=config_file, cwd=project)
     yield cli
     # Leave no engine running for the next module: destroy what this module deployed.
     cli("destroy", "--yes", "--skip-preview", check=False)
@@ -356,6 +340,7 @@ def sim_stack(env: dict[str, str], config_dir: Path) -> Iterator[Pulumi]:
         ["pulumi", "stack", "rm", "sim", "--yes", "--force", "--preserve-config", "--non-interactive"],
         env=env,
         check=False,
+        cwd=project,
     )
 
 

@@ -108,8 +108,7 @@ def test_a_stack_whose_key_file_is_gone_recovers_with_one_up(deployed, sim_clust
         assert "spark-engine-worker-1 created replacement" in out
         assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
     finally:
-        deployed.reset_config()
-    deployed.up()
+        deployed.reset_config()  # no `up` back: the next test starts with a destroy
 
 
 def test_a_container_started_by_hand_stops_up_before_anything_is_touched(deployed, sim_cluster):

@@ -47,13 +47,15 @@ def test_each_profile_serves_a_completion_in_its_start_order(pulumi, sim_cluster
     assert complete(outputs, "Two DGX Sparks", 6)["usage"]["completion_tokens"] == 6
 
 
-def test_switching_sglang_to_vllm_and_back_restarts_the_group_and_moves_no_weights(pulumi, sim_cluster):
-    use_profile(pulumi, "sglang")
+def test_switching_between_vllm_and_sglang_restarts_the_group_and_moves_no_weights(pulumi, sim_cluster):
+    # From the profile the tests above left deployed (their last: vllm on Ray; the `up` is a no-op then), to SGLang
+    # and back to vLLM.
+    use_profile(pulumi, "vllm-ray")
     pulumi.up()
     weights = weights_on_nodes(sim_cluster)
     digest = pulumi.outputs()["weights_manifest_digest"]
 
-    for profile in ("vllm-native", "sglang"):
+    for profile in ("sglang", "vllm-native"):
         use_profile(pulumi, profile)
         preview = pulumi("preview").stdout
         assert "spark-engine-worker-1 replace" in preview and "spark-engine-head replace" in preview

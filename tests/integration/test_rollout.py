@@ -8,24 +8,39 @@ that meant nothing); a one-off crash is cured by running `pulumi up` again; a co
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, complete, editing_scripts
+from tests.integration.conftest import Pulumi, SimCluster, complete, file_backend_url, project_copy, sim_stack
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
 
-TEMPLATE = REPO / "scripts" / "launch.tmpl.sh"
+
+@pytest.fixture(scope="module")
+def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
+    """The sim stack of a checkout of this module's own: its tests edit the launch template there, as an operator
+    edits theirs, and no other test worker's program reads the edit."""
+    checkout = project_copy(tmp_path_factory.mktemp("checkout"))
+    backend = tmp_path_factory.mktemp("pulumi-state")
+    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend)), backend, checkout) as cli:
+        yield cli
 
 
 @pytest.fixture(scope="module")
-def deployed(pulumi) -> Iterator:
+def deployed(pulumi: Pulumi) -> Iterator[Pulumi]:
     pulumi.up()
     yield pulumi
+
+
+def template(cli: Pulumi) -> Path:
+    """The launch template of the checkout the stack runs from."""
+    return cli.cwd / "scripts" / "launch.tmpl.sh"
 
 
 def test_from_nothing_the_worker_starts_before_the_head_and_the_endpoint_answers(deployed, sim_cluster):
@@ -34,14 +49,9 @@ def test_from_nothing_the_worker_starts_before_the_head_and_the_endpoint_answers
 
 
 def test_template_edit_recopies_the_script_and_restarts_the_group_in_order(deployed, sim_cluster):
-    with editing_scripts():
-        _template_edit_recopies_the_script(deployed, sim_cluster)
-
-
-def _template_edit_recopies_the_script(deployed, sim_cluster):
-    original = TEMPLATE.read_text()
+    original = template(deployed).read_text()
     try:
-        TEMPLATE.write_text(original + "# rollout test: an edit an operator makes\n")
+        template(deployed).write_text(original + "# rollout test: an edit an operator makes\n")
         preview = deployed("preview").stdout
         for node in ("head", "worker-1"):
             assert f"spark-scripts-{node}-script replace" in preview, preview
@@ -56,8 +66,9 @@ def _template_edit_recopies_the_script(deployed, sim_cluster):
         script = sim_cluster.node_exec("worker-1", "cat", "/root/spark-llm/launch.sh").stdout
         assert script.endswith("# rollout test: an edit an operator makes\n")
     finally:
-        TEMPLATE.write_text(original)
-    deployed.up()  # back to the committed template
+        template(deployed).write_text(original)
+    # No `up` back to the committed template: the next tests' diffs and ups hold with this line deployed, and the
+    # first of them that runs `up` deploys the template as committed.
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -67,19 +78,18 @@ def test_preview_diff_shows_an_edited_line_of_the_launch_script_as_text(deployed
     """`pulumi preview --diff` showed the launch script as one truncated base64 line, with its sha256 and size:
     reading the diff before a relaunch is what preview is for. The edited line now shows as itself, old and new;
     what the env file (a secret) holds stays out of the output."""
-    original = TEMPLATE.read_text()
+    original = template(deployed).read_text()
     old_line = 'die() { echo "launch.sh: $*" >&2; exit 1; }'
     new_line = 'die() { echo "launch.sh (diff test): $*" >&2; exit 1; }'
     assert original.count(old_line) == 1
     marker = uuid.uuid4().hex
-    with editing_scripts():
-        try:
-            TEMPLATE.write_text(original.replace(old_line, new_line))
-            deployed.set("engine.env.SPARK_LLM_DIFF_TEST", marker)
-            result = deployed("preview", "--diff")
-        finally:
-            TEMPLATE.write_text(original)
-            deployed.reset_config()
+    try:
+        template(deployed).write_text(original.replace(old_line, new_line))
+        deployed.set("engine.env.SPARK_LLM_DIFF_TEST", marker)
+        result = deployed("preview", "--diff")
+    finally:
+        template(deployed).write_text(original)
+        deployed.reset_config()
     out = ANSI.sub("", result.stdout)
     for node in ("head", "worker-1"):
         assert f"spark-scripts-{node}-script" in out, out
