@@ -8,6 +8,7 @@ temp dir, so tests never touch the developer's .pulumi-state.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -39,6 +40,7 @@ SIM_DIR = SIM_HOME / ".sim"
 SIM_STATE = SIM_DIR / "state.json"
 STACK_FILE = SIM_HOME / "Pulumi.sim.yaml"
 SIM_IMAGE_TAG = "spark-llm/standin-engine:sim"
+PROJECT = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["name"]  # the config namespace of unprefixed keys
 
 
 def file_backend_url(directory: Path) -> str:
@@ -248,7 +250,7 @@ class Pulumi:
         if not stamp or stamp != self._outputs_stamp:
             self._outputs = json.loads(self("stack", "output", "--json", "--show-secrets").stdout)
             self._outputs_stamp = stamp
-        return json.loads(json.dumps(self._outputs))  # a copy: a test may change what it got
+        return copy.deepcopy(self._outputs)  # a test may change what it got
 
     def state_files(self) -> list[Path]:
         """The stack's checkpoint in the file backend (every up, refresh and destroy rewrites it)."""
@@ -260,7 +262,7 @@ def set_config_path(config: dict, path: str, value: str) -> None:
     (`spark-llm:image.ref`), maps and lists made on the way, and the value typed as the CLI types it: `true` and
     `false` as booleans, a canonical integer as a number, anything else as text."""
     parts = [p for p in re.split(r"\.|\[(\d+)\]", path) if p]
-    key = parts[0] if ":" in parts[0] else f"spark-llm:{parts[0]}"
+    key = parts[0] if ":" in parts[0] else f"{PROJECT}:{parts[0]}"
     steps: list[str | int] = [key, *(int(p) if p.isdigit() else p for p in parts[1:])]
     typed: object = value
     if value in ("true", "false"):
