@@ -144,6 +144,21 @@ class SparkCluster(pulumi.ComponentResource):
             ModelWeightsArgs(plan=plan, steps=steps.weights, connections=connections, observations=observed),
             child,
         )
+        # The supervisor's image is checked before the group's steps run (they wait for the check); its files and
+        # container come after the group served (Supervisor.start).
+        overseer = None
+        if plan.supervisor is not None:
+            _supervisor_note(plan, args.observations)
+            overseer = Supervisor(
+                f"{name}-supervisor",
+                SupervisorArgs(
+                    plan=plan,
+                    connection=connections[plan.head.name],
+                    provider=providers[plan.head.name],
+                    image_id=image.image_id,
+                ),
+                child,
+            )
         restart_on: dict[str, pulumi.Input[str]] = {
             "spark-llm.script": scripts.script_sha256,
             "spark-llm.weights": weights.manifest_digest,
@@ -166,26 +181,14 @@ class SparkCluster(pulumi.ComponentResource):
                 generation=generation,
                 state_id=identity.stdout,
                 # Prerequisites of every container.
-                after=[scripts, image, weights],
+                after=[scripts, image, weights, *([overseer.image_check] if overseer else [])],
                 restart_on=restart_on,
                 supervised=plan.supervisor is not None,
             ),
             child,
         )
-        if plan.supervisor is not None:
-            _supervisor_note(plan, args.observations)
-            Supervisor(
-                f"{name}-supervisor",
-                SupervisorArgs(
-                    plan=plan,
-                    connection=connections[plan.head.name],
-                    provider=providers[plan.head.name],
-                    image_id=image.image_id,
-                    container_ids=group.container_ids,
-                    after=[group.ready],
-                ),
-                child,
-            )
+        if overseer is not None:
+            overseer.start(container_ids=group.container_ids, after=[group.ready])
         self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256

@@ -5,9 +5,13 @@
   replaced with the group (the spec names its containers); its delete removes them.
 - `{name}-state`: the state dir (the program's state.json), kept while the supervisor is configured; the program
   itself starts a new state for a new deployment.
+- `{name}-image-check`: proves on the head that the image has python3 and an ssh client (re-run when the image
+  changes). The engine group's steps wait for it (`image_check`, declared before the group): an image that cannot
+  supervise fails `pulumi up` before anything is stopped.
 - `{name}`: a docker.Container on the head's provider, `restart: unless-stopped` (it comes back with the head's
   Docker engine after a reboot), created only after the readiness gate passed (it supervises a group that served)
-  and replaced whenever its files are (its label is their digest: a new group, a new program).
+  and replaced whenever its files are (its label is their digest: a new group, a new program). `start` declares it
+  with its files, once the group is declared.
 The step that stops it before `pulumi up` stops or replaces any member is the engine group's
 (components.engine_group, `stop-supervisor`): a separate step, so the members' stop steps keep their script and
 an upgrade to this version restarts no group.
@@ -15,7 +19,7 @@ an upgrade to this version restarts no group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_command as command
@@ -36,38 +40,18 @@ class SupervisorArgs:
     """The head's docker provider."""
     image_id: pulumi.Input[str]
     """The engine image's ID on the head (the supervisor's image unless spark-llm:supervisor.image names another)."""
-    container_ids: pulumi.Input[dict]
-    """Each member's engine container ID, as this `up` left them."""
-    after: list[pulumi.Resource] = field(default_factory=list)
-    """What must be done first: the readiness gate (the group served)."""
 
 
 class Supervisor(pulumi.ComponentResource):
-    """The files on the head and the supervisor container."""
+    """The supervisor's image and its check (declared first), then its files and container (`start`)."""
 
+    image_check: NodeCommand
     container_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: SupervisorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:Supervisor", name, None, opts)
+        self._name, self._args = name, args
         plan = args.plan
-        spec_text = pulumi.Output.from_input(args.container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
-        program = supervisor.PROGRAM.read_text()
-        files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
-        files = NodeCommand(
-            f"{name}-files",
-            connection=args.connection,
-            script=files_script,
-            delete=supervisor.remove_files_command(plan),
-            # The old files' delete runs before the new ones are written: same paths.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.after, delete_before_replace=True),
-        )
-        state = NodeCommand(
-            f"{name}-state",
-            connection=args.connection,
-            script=supervisor.state_dir_script(plan),
-            delete=supervisor.remove_state_command(plan),
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
-        )
         image: pulumi.Input[str] = args.image_id
         custom = plan.supervisor.image if plan.supervisor else None
         if custom:
@@ -77,10 +61,40 @@ class Supervisor(pulumi.ComponentResource):
                 keep_locally=True,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             ).image_id
+        self._image = image
+        self.image_check = NodeCommand(
+            f"{name}-image-check",
+            connection=args.connection,
+            script=pulumi.Output.from_input(image).apply(lambda ref: supervisor.image_check_script(plan, ref)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def start(self, container_ids: pulumi.Input[dict], after: list[pulumi.Resource]) -> None:
+        """The files and the container, once the group is declared: `container_ids`, each member's engine container
+        as this `up` leaves them; `after`, what must be done first (the readiness gate: the group served)."""
+        name, args, plan = self._name, self._args, self._args.plan
+        spec_text = pulumi.Output.from_input(container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
+        program = supervisor.PROGRAM.read_text()
+        files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
+        files = NodeCommand(
+            f"{name}-files",
+            connection=args.connection,
+            script=files_script,
+            delete=supervisor.remove_files_command(plan),
+            # The old files' delete runs before the new ones are written: same paths.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after, delete_before_replace=True),
+        )
+        state = NodeCommand(
+            f"{name}-state",
+            connection=args.connection,
+            script=supervisor.state_dir_script(plan),
+            delete=supervisor.remove_state_command(plan),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
         container = docker.Container(
             name,
             name=supervisor.CONTAINER_NAME,
-            image=image,
+            image=self._image,
             entrypoints=list(supervisor.command()),
             # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.
             network_mode="host",
@@ -104,7 +118,7 @@ class Supervisor(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[files, state, *args.after],
+                depends_on=[files, state, self.image_check, *after],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),

@@ -17,7 +17,7 @@ from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.node_files import file_script, sha256_text
 from spark_llm.plan.nodes import NodePlan
-from spark_llm.plan.scripts import SCRIPTS_DIR
+from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 
 CONTAINER_NAME = "spark-llm-supervisor"
 PROGRAM = SCRIPTS_DIR / "supervisor.py"
@@ -150,6 +150,18 @@ def stop_command() -> str:
     what `up` is replacing. A stopped `unless-stopped` container stays stopped across the head's reboot too, so a
     failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
     return f"docker stop -t 10 {CONTAINER_NAME} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
+
+
+def image_check_script(plan: DeploymentPlan, image: str) -> str:
+    """The step that proves, on the head, that the supervisor's image has python3 and (with workers) an ssh client
+    (scripts/lib/supervisor_image.sh). `image`: what the container will run (the engine image's ID on the head, or
+    the pulled spark-llm:supervisor.image). Without it the supervisor would start and never reach a worker (an
+    engine image need not carry ssh), so `pulumi up` fails here, before it stops anything."""
+    custom = plan.supervisor.image if plan.supervisor else None
+    what = f"{custom} (spark-llm:supervisor.image)" if custom else f"{plan.config.image.ref} (the engine image)"
+    needs_ssh = "1" if plan.workers else "0"
+    call = shlex.join(["supervisor_image_check", image, needs_ssh, what])
+    return bash_lib("supervisor_image") + call + "\n"
 
 
 def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, complete, run
+from tests.integration.conftest import SIM_IMAGE_TAG, Pulumi, SimCluster, assert_group_serves, complete, run
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -176,3 +176,31 @@ def test_a_failed_up_leaves_the_supervisor_stopped_and_the_next_good_up_starts_a
     assert supervisor_state(sim_cluster) == "running"
     code, status = spark_llm_status(deployed)
     assert code == 0 and status["state"] == "in sync", status
+
+
+# The engine image without its ssh client: an image that could run the supervisor but never reach a worker.
+NO_SSH_IMAGE = "spark-llm/standin-engine:no-ssh"
+
+
+def test_an_image_without_ssh_fails_up_naming_the_key_before_anything_is_stopped(deployed, sim_cluster):
+    build = f"printf 'FROM {SIM_IMAGE_TAG}\\nRUN rm /usr/bin/ssh\\n' | docker build -q -t {NO_SSH_IMAGE} -"
+    sim_cluster.node_exec("head", "bash", "-c", build)
+    before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    supervisor_id = sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{.Id}}", SUPERVISOR).stdout
+    deployed.set("supervisor.image", NO_SSH_IMAGE)
+    try:
+        failed = deployed.up(check=False)
+        out = failed.stdout + failed.stderr
+        assert failed.returncode != 0
+        assert (
+            f"spark-llm:supervisor.image: the supervisor's image {NO_SSH_IMAGE} (spark-llm:supervisor.image) has no ssh"
+            in out
+        ), out[-3000:]
+        assert "Traceback" not in out
+        # Nothing was stopped: the same engines, the same supervisor, still running.
+        assert {n: sim_cluster.started_at(n) for n in before} == before
+        assert sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{.Id}}", SUPERVISOR).stdout == supervisor_id
+        assert supervisor_state(sim_cluster) == "running"
+    finally:
+        supervisor_config(deployed)
+        sim_cluster.node_exec("head", "docker", "rmi", NO_SSH_IMAGE, check=False)

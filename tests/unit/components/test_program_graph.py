@@ -54,6 +54,7 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-ray-token",
         "spark-scripts-spark-2-script",
         "spark-supervisor-files",
+        "spark-supervisor-image-check",
         "spark-supervisor-state",
         "spark-weights-spark-1",
         "spark-weights-spark-1-retention",

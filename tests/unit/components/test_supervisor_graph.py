@@ -4,6 +4,7 @@ the head's reboot, created after the group served, stopped before `pulumi up` st
 from __future__ import annotations
 
 import json
+import shlex
 
 from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned, register
 
@@ -59,3 +60,27 @@ def test_without_it_nothing_of_it_is_declared_and_the_members_stop_steps_are_the
     for node in ("spark-1", "spark-2"):
         step = f"spark-engine-stop-{node}"
         assert inputs(off[step])["stdin"] == inputs(registered[step])["stdin"]
+
+
+def test_its_image_is_checked_on_the_head_before_anything_is_stopped(registered):
+    check = registered["spark-supervisor-image-check"]
+    assert check.type == "command:remote:Command"
+    got = inputs(check)
+    assert "supervisor_image_check() {" in got["stdin"]
+    # The engine image (its ID on the head, as the container runs it), named to the operator by its ref; the
+    # group has a worker, so the image needs ssh too.
+    call = shlex.split(got["stdin"].splitlines()[-1])
+    ref = dual_spark_stack_file()["image"]["ref"]
+    assert call[0] == "supervisor_image_check" and call[2:] == ["1", f"{ref} (the engine image)"], call
+    for step in ("spark-engine-stop-supervisor", "spark-engine-stop-spark-1", "spark-engine-stop-spark-2"):
+        assert _depends_on(registered[step], "spark-supervisor-image-check"), step
+    assert _depends_on(registered[SUPERVISOR], "spark-supervisor-image-check")
+
+
+def test_a_supervisor_image_of_its_own_is_pulled_and_that_image_is_checked(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    raw["supervisor"]["image"] = "registry.example/engine-with-ssh:1"
+    got = register(monkeypatch, raw)
+    assert inputs(got["spark-supervisor-image"])["name"] == "registry.example/engine-with-ssh:1"
+    last = inputs(got["spark-supervisor-image-check"])["stdin"].splitlines()[-1]
+    assert "'registry.example/engine-with-ssh:1 (spark-llm:supervisor.image)'" in last

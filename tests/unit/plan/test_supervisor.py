@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from spark_llm.config import parse
 from spark_llm.plan import deployment, supervisor
@@ -93,3 +94,72 @@ def test_a_supervisor_that_gave_up_says_why_and_that_pulumi_up_restarts_the_grou
 def test_nothing_to_say_when_it_never_restarted_and_an_unreadable_file_is_no_report():
     assert supervisor.SupervisorReport.parse(json.dumps({"restarts": [], "gave_up": None})).preview_warning() is None
     assert supervisor.SupervisorReport.parse("{not json") is None
+
+
+# A stand-in `docker` for the image check: `docker run ... --entrypoint sh IMAGE -c SCRIPT sh ARG` runs SCRIPT with
+# only IMAGE's tools on PATH (a directory per image, under $FAKE_IMAGES); an image without sh fails as docker does.
+FAKE_DOCKER = """#!/bin/bash
+args=("$@"); i=0
+while [ "${args[$i]}" != --entrypoint ]; do i=$((i + 1)); done
+image=${args[$((i + 2))]//[:\\/]/_}
+echo "WARNING: The requested image's platform (linux/arm64) does not match the detected host platform" >&2
+if [ ! -e "$FAKE_IMAGES/$image/sh" ]; then
+  echo "docker: Error response from daemon: failed to create task: exec: \\"sh\\": executable file not found" >&2
+  exit 127
+fi
+PATH="$FAKE_IMAGES/$image" exec /bin/sh "${@:$((i + 4))}"
+"""
+
+
+def run_image_check(tmp_path, plan, image: str, tools: tuple[str, ...]):
+    images = tmp_path / "images"
+    folder = images / image.replace(":", "_").replace("/", "_")  # PATH cannot hold a ':'
+    folder.mkdir(parents=True)
+    for tool in tools:
+        exe = folder / tool
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_IMAGES": str(images)}
+    script = "set -euo pipefail\n" + supervisor.image_check_script(plan, image)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_an_image_with_python3_and_ssh_passes_the_check_whatever_docker_warns(raw_config, tmp_path):
+    done = run_image_check(tmp_path, plan_of(raw_config), "sha256:abc", ("sh", "python3", "ssh"))
+    assert done.returncode == 0, done.stderr
+    assert "python3 and ssh found" in done.stdout
+
+
+def test_an_engine_image_without_ssh_fails_naming_the_key_the_image_and_a_way_out(raw_config, tmp_path):
+    plan = plan_of(raw_config)
+    done = run_image_check(tmp_path, plan, "sha256:abc", ("sh", "python3"))
+    assert done.returncode != 0
+    assert done.stderr.startswith("spark-llm:supervisor.image: the supervisor's image ")
+    assert f"{plan.config.image.ref} (the engine image) has no ssh " in done.stderr
+    assert "pulumi config set --path supervisor.image" in done.stderr and "supervisor.enabled" in done.stderr
+    assert "Nothing on the nodes was stopped." in done.stderr
+
+
+def test_an_image_of_its_own_without_python3_or_ssh_is_named_as_the_operator_set_it(raw_config, tmp_path):
+    plan = plan_of(raw_config, image="registry.example/tiny:1")
+    done = run_image_check(tmp_path, plan, "registry.example/tiny:1", ("sh",))
+    assert done.returncode != 0
+    assert "registry.example/tiny:1 (spark-llm:supervisor.image) has no python3 and ssh " in done.stderr
+
+
+def test_a_head_alone_needs_no_ssh_in_the_image(raw_config, tmp_path):
+    raw_config["nodes"] = raw_config["nodes"][:1]
+    done = run_image_check(tmp_path, plan_of(raw_config), "sha256:abc", ("sh", "python3"))
+    assert done.returncode == 0, done.stderr
+    assert "python3 found" in done.stdout
+
+
+def test_an_image_without_a_shell_fails_with_dockers_own_words(raw_config, tmp_path):
+    done = run_image_check(tmp_path, plan_of(raw_config), "sha256:abc", ())
+    assert done.returncode != 0
+    assert "could not run a shell in the supervisor's image" in done.stderr
+    assert 'exec: "sh": executable file not found' in done.stderr
