@@ -49,6 +49,11 @@ def file_backend_url(directory: Path) -> str:
     return f"file://{directory}?metadata=skip"
 
 
+def backend_env(directory: Path) -> dict[str, str]:
+    """This environment with a private file backend in `directory` (file_backend_url)."""
+    return dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(directory))
+
+
 # The project files a Pulumi run reads (the program, its packages and the node scripts): what a test that edits them
 # copies, so that the edit is its own (project_copy).
 PROGRAM_FILES = ("Pulumi.yaml", "__main__.py", "components", "spark_llm", "scripts")
@@ -346,10 +351,17 @@ def sim_stack(env: dict[str, str], config_dir: Path, project: Path = REPO) -> It
     )
 
 
+@contextmanager
+def module_stack(tmp_path_factory: pytest.TempPathFactory, project: Path = REPO) -> Iterator[Pulumi]:
+    """A test module's sim stack of `project` on a private backend (sim_stack)."""
+    backend = tmp_path_factory.mktemp("pulumi-state")
+    with sim_stack(backend_env(backend), backend, project) as cli:
+        yield cli
+
+
 @pytest.fixture(scope="module")
 def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
-    backend = tmp_path_factory.mktemp("pulumi-state")
-    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend)), backend) as cli:
+    with module_stack(tmp_path_factory) as cli:
         yield cli
 
 

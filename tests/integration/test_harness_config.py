@@ -3,13 +3,12 @@ what the real CLI writes: the same keys, nesting and types, for every shape of p
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 import yaml
 
-from tests.integration.conftest import REPO, file_backend_url, run, set_config_path
+from tests.integration.conftest import REPO, backend_env, run, set_config_path
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +33,7 @@ CASES = [
 
 def test_the_harness_writes_config_as_the_cli_does(tmp_path):
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    env = dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(tmp_path))
+    env = backend_env(tmp_path)
     run(["pulumi", "stack", "init", "t", "--non-interactive"], env=env, cwd=tmp_path)
     ours: dict = {}
     for path, value in CASES:

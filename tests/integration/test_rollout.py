@@ -8,7 +8,6 @@ that meant nothing); a one-off crash is cured by running `pulumi up` again; a co
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, complete, file_backend_url, project_copy, sim_stack
+from tests.integration.conftest import Pulumi, SimCluster, complete, module_stack, project_copy
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
@@ -26,9 +25,7 @@ pytestmark = pytest.mark.integration
 def pulumi(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pulumi]:
     """The sim stack of a checkout of this module's own: its tests edit the launch template there, as an operator
     edits theirs, and no other test worker's program reads the edit."""
-    checkout = project_copy(tmp_path_factory.mktemp("checkout"))
-    backend = tmp_path_factory.mktemp("pulumi-state")
-    with sim_stack(dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend)), backend, checkout) as cli:
+    with module_stack(tmp_path_factory, project_copy(tmp_path_factory.mktemp("checkout"))) as cli:
         yield cli
 
 

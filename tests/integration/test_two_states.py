@@ -11,7 +11,6 @@ docker made directories in their place, and `up` and `destroy` both failed on th
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, file_backend_url, run, sim_stack
+from tests.integration.conftest import Pulumi, SimCluster, assert_group_serves, backend_env, run, sim_stack
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +31,7 @@ def two_states(sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
         clis = []
         for name in ("checkout-b", "checkout-a"):
             backend = tmp_path_factory.mktemp(name)
-            env = dict(os.environ, PULUMI_BACKEND_URL=file_backend_url(backend))
-            clis.append(stack.enter_context(sim_stack(env, backend)))
+            clis.append(stack.enter_context(sim_stack(backend_env(backend), backend)))
         yield clis[0], clis[1]
 
 
