@@ -22,6 +22,7 @@ from tests.waits import wait_for
 pytestmark = pytest.mark.integration
 
 SUPERVISOR = "spark-llm-supervisor"
+SUPERVISOR_STATE = "/root/spark-llm/supervisor-state/state.json"
 # The worker's engine crashes at init while this file exists on its node (sim/engine/standin_engine/knobs.py:
 # STANDIN_CRASH_WHILE_FILE; the container sees the node's cache dir as ~/.cache).
 CRASH_FILE_IN_CONTAINER = "/root/.cache/standin-crash"
@@ -82,11 +83,29 @@ def reboot_and_wait(sim: SimCluster, pulumi: Pulumi, node: str) -> float:
     seconds until the group serves again, which nobody asked for."""
     outputs = pulumi.outputs()
     before = {n: sim.started_at(n) for n in ("head", "worker-1")}
+    recorded = len(supervisor_restarts(sim))
     start = time.monotonic()
     run(["docker", "restart", "-t", "2", sim.container(node)])
     bound = start_seconds(outputs) + SLACK_S + 60  # the deadline of the wait; the assertion below is the criterion
     wait_for(f"the group to serve again after {node}'s reboot", lambda: serving_again(sim, outputs, before), bound, 1)
+    # A completion can come before the supervisor's own /health poll records its restart as served: a reboot in
+    # that gap (the next one, of the head) would cut its restart short. Wait for the record too.
+    wait_for(f"the supervisor to record its restart after {node}'s reboot", lambda: restart_ended(sim, recorded), 60, 1)
     return time.monotonic() - start
+
+
+def supervisor_restarts(sim: SimCluster) -> list[dict]:
+    """The restarts in the supervisor's state file on the head ([] before its first)."""
+    found = sim.node_exec("head", "cat", SUPERVISOR_STATE, check=False)
+    try:
+        return json.loads(found.stdout).get("restarts", []) if found.returncode == 0 else []
+    except ValueError:  # read while being written
+        return []
+
+
+def restart_ended(sim: SimCluster, recorded: int) -> bool:
+    restarts = supervisor_restarts(sim)
+    return len(restarts) > recorded and "ended" in restarts[-1]
 
 
 def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_up_restarts_nothing(
