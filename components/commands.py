@@ -48,6 +48,13 @@ def _digest(value: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.from_input(value).apply(sha256_text)
 
 
+def secret_digest(value: pulumi.Input[str]) -> pulumi.Output[str]:
+    """The value's sha256, a secret once known. While unknown (a preview that creates the Ray token it holds) a
+    plain unknown: pulumi-command refused an unknown secret inside `triggers` ("triggers[0]: malformed secret:
+    missing value"), and the whole preview of a first Ray deployment failed."""
+    return pulumi.Output.unsecret(_digest(value)).apply(pulumi.Output.secret)
+
+
 def bash_stdin(script: str) -> str:
     """The script as bash reads it from stdin: strict mode, and nothing after it is read as input."""
     return "set -euo pipefail\n" + script
@@ -93,7 +100,7 @@ class NodeCommand(command.remote.Command):
         digest = _digest(script)
         if secret:
             stdin = pulumi.Output.secret(stdin)
-            digest = pulumi.Output.secret(digest)
+            digest = secret_digest(script)
         super().__init__(
             name,
             connection=connection,

@@ -22,7 +22,7 @@ from functools import partial
 import pulumi
 import pulumi_command as command
 
-from components.commands import NodeCommand
+from components.commands import NodeCommand, secret_digest
 from components.drift_notes import noted_step_token
 from spark_llm.plan import node_files
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -89,7 +89,7 @@ class LaunchScripts(pulumi.ComponentResource):
             printed: pulumi.Input[str] = made.stdout
             ray_token = pulumi.Output.secret(printed)
             # A new token (a new stack on the same nodes) must restart the group: its digest, kept secret.
-            self.ray_token_digest = pulumi.Output.secret(ray_token.apply(sha256_text))
+            self.ray_token_digest = secret_digest(ray_token)
         self.api_config_digest = None
         if plan.api_config:
             # A new key must restart the group (the engine reads the file at start): its digest, kept secret.
