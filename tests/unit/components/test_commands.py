@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
+import pulumi
 import pytest
 
-from components.commands import CONNECTION_UPDATED, _delete_command, bash_stdin, discarding_stdin, run_stdin_script
+from components.commands import (
+    CONNECTION_UPDATED,
+    _delete_command,
+    bash_stdin,
+    discarding_stdin,
+    run_stdin_script,
+    secret_digest,
+)
+from spark_llm.plan.node_files import sha256_text
 
 SCRIPT = 'echo "phase=${SPARK_LLM_PHASE:-create}"\nexit 0\necho never\n' + "# padding\n" * 20000
 
@@ -78,3 +88,24 @@ def test_nothing_of_the_script_runs_when_its_temp_file_cannot_be_made():
         env={"PATH": "/usr/bin:/bin", "TMPDIR": "/nonexistent-dir"},
     )
     assert out.returncode != 0 and "ran" not in out.stdout
+
+
+def test_a_secret_digest_is_secret_once_known_and_a_plain_unknown_before():
+    """pulumi-command refused an unknown secret inside `triggers` ("malformed secret: missing value"): the first
+    preview of a Ray deployment (whose token is made by the up) failed. Known, the digest stays a secret."""
+
+    async def settle() -> list[tuple[object, bool, bool]]:
+        loop = asyncio.get_running_loop()
+
+        def done(result: object) -> asyncio.Future:
+            future = loop.create_future()
+            future.set_result(result)
+            return future
+
+        unknown_secret = pulumi.Output(set(), done(None), done(False), done(True))  # a preview's token
+        digests = [secret_digest(pulumi.Output.secret("token")), secret_digest(unknown_secret)]
+        return [(await d.future(with_unknowns=True), await d.is_known(), await d.is_secret()) for d in digests]
+
+    known, unknown = asyncio.run(settle())
+    assert known == (sha256_text("token"), True, True)
+    assert unknown[1:] == (False, False)
