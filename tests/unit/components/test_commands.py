@@ -106,6 +106,8 @@ def test_a_secret_digest_is_secret_once_known_and_a_plain_unknown_before():
         digests = [secret_digest(pulumi.Output.secret("token")), secret_digest(unknown_secret)]
         return [(await d.future(with_unknowns=True), await d.is_known(), await d.is_secret()) for d in digests]
 
-    known, unknown = asyncio.run(settle())
+    # On the thread's own loop, left open: asyncio.run would close it and unset it for the mocked-program tests
+    # that run after this one in the same process (the SDK reads asyncio.get_event_loop()).
+    known, unknown = asyncio.get_event_loop_policy().get_event_loop().run_until_complete(settle())
     assert known == (sha256_text("token"), True, True)
     assert unknown[1:] == (False, False)
