@@ -97,10 +97,9 @@ class NodeCommand(command.remote.Command):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         stdin = pulumi.Output.from_input(script).apply(bash_stdin)
-        digest = _digest(script)
+        digest = secret_digest(script) if secret else _digest(script)
         if secret:
             stdin = pulumi.Output.secret(stdin)
-            digest = secret_digest(script)
         super().__init__(
             name,
             connection=connection,
