@@ -22,21 +22,24 @@ help: ## list targets
 system-deps: ## Debian packages: docker.io, rsync, openssh-client, shellcheck, debootstrap, curl, postgresql
 	tools/system-deps.sh
 
-# Two stamps: deploying needs the first (the program's packages), developing the second (plus pytest, ruff, mypy,
-# ...). Both install with the pinned uv (tools/uv.sh: from PyPI into ~/.cache/spark-llm/uv, no root): the same pins
-# pip installed, in ~8 s where pip took ~43 with one core busy (the first thing a fresh clone's `make test` and a new
-# user's `make deploy-tools` waited on). The venv is made on this machine's python3, as `python3 -m venv` makes it
-# (made again over what an interrupted make left).
-# Bytecode compiled at install, as pip does: the first program runs do not each compile the Pulumi SDK.
+# Two stamps: deploying needs the first (the program's packages, with python3's venv and pip: nothing else to
+# install), developing the second (plus pytest, ruff, mypy, ...), which stands for both.
 $(VENV)/.deploy-installed: requirements-deploy.txt pyproject.toml
-	[ -x $(PY) ] && [ -f $(VENV)/pyvenv.cfg ] || \
-	  tools/uv.sh venv -q --allow-existing --python "$$(python3 -c 'import sys; print(sys.executable)')" $(VENV)
-	tools/uv.sh pip install -q --compile-bytecode --python $(PY) -r requirements-deploy.txt -e .
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-deploy.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-$(VENV)/.installed: requirements.txt $(VENV)/.deploy-installed
-	tools/uv.sh pip install -q --compile-bytecode --python $(PY) -r requirements.txt
-	touch $@
+# The developers' venv: the same pins, installed by uv (tools/uv.sh, pinned in tools/versions.env, from PyPI into
+# ~/.cache/spark-llm/uv) in ~8 s where pip took ~43 with one core busy, the first thing a fresh clone's `make test`
+# waited on. Into the venv `make deploy-venv` made, if any, else a new one on this machine's python3, as
+# `python3 -m venv` makes it (made again over what an interrupted make left). Bytecode compiled at install, as pip
+# does: the first program runs do not each compile the Pulumi SDK.
+$(VENV)/.installed: requirements.txt requirements-deploy.txt pyproject.toml
+	[ -x $(PY) ] && [ -f $(VENV)/pyvenv.cfg ] || \
+	  tools/uv.sh venv -q --allow-existing --python "$$(python3 -c 'import sys; print(sys.executable)')" $(VENV)
+	tools/uv.sh pip install -q --compile-bytecode --python $(PY) -r requirements.txt -e .
+	touch $(VENV)/.deploy-installed $@
 
 venv: $(VENV)/.installed ## the project venv with pinned Python packages (the developers' tools included)
 

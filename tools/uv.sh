@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the pinned uv (PyPI's `uv`, UV_VERSION in tools/versions.env), installing it first into a cache outside the
-# checkout: `make deploy-venv` and `make venv` fill the project venv with it (the same pins pip would install, in ~8 s
-# instead of ~43: a fresh clone's `make test` and a new user's `make deploy-tools` used to wait on pip, one core busy).
+# checkout: `make venv` fills the developers' venv with it (the same pins pip would install, in ~8 s instead of ~43:
+# a fresh clone's `make test` used to wait on pip with one core busy). The deploy path (`make deploy-tools`, run as
+# the operator's own user) keeps python3's venv and pip: uv leaves a build lock in /tmp (uv-setuptools-*.lock).
 #
 # Usage:   tools/uv.sh ARGS...          e.g. tools/uv.sh pip install --python .venv/bin/python -r requirements.txt
 # Env:     SPARK_LLM_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/spark-llm)
@@ -9,7 +10,7 @@
 #          reaches PyPI through a mirror has said so to pip)
 # Outputs: uv's own; uv itself in $SPARK_LLM_CACHE/uv/$UV_VERSION (a venv made by python3 -m venv).
 #
-# Needs python3 with its venv module and pip (tools/deploy-deps.sh checks), and PyPI; no root.
+# Needs python3 with its venv module and pip, and PyPI; no root.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
