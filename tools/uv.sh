@@ -30,6 +30,7 @@ if [ ! -x "$uv" ]; then
   python3 -m venv "$partial"
   "$partial/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
   mv -T "$partial" "$home" 2>/dev/null || [ -x "$uv" ]
+  rm -rf "$partial" # what lost the race (the trap does not run: exec below replaces this shell)
 fi
 
 # Python only as this machine has it (uv would otherwise download one); the system's CA certificates, as pip uses.
