@@ -159,7 +159,9 @@ def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_s
             except ValueError:
                 return False
 
-        wait_for("the supervisor to give up (its record on the head)", gave_up, 240)
+        # Once a second, the supervisor's own poll (pollSeconds): a `docker exec` every 0.2 s would cost more CPU than
+        # the status calls it replaces.
+        wait_for("the supervisor to give up (its record on the head)", gave_up, 240, 1)
         code, status = spark_llm_status(deployed)
         assert code != 0 and status["state"] == "supervisor gave up", status
         reason = status["supervisor"]["gave_up"]["reason"]
