@@ -246,13 +246,13 @@ def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
         + "head_id=$(docker image inspect --format '{{.Id}}' \"$IMAGE_REF\" 2>/dev/null) || head_id=absent\n"
         + '[ "$head_id" = "$HEAD_IMAGE_ID" ] || fail "the head\'s $IMAGE_REF is now $head_id, not $HEAD_IMAGE_ID as'
         ' when this update checked it; nothing was sent to $NODE. Run pulumi up again."\n'
-        + "save_early\n"
         + "require_node_platform\n"
         + "have=$(image_facts)\n"
         + 'if [ "${have%% *}" = "$HEAD_IMAGE_ID" ]; then\n'
         + '  echo "$NODE already has $IMAGE_REF ($HEAD_IMAGE_ID): nothing to transfer"\n'
         + "else\n"
         + '  echo "$NODE: ${have:-no $IMAGE_REF}; the head has $HEAD_IMAGE_ID"\n'
+        + "  save_early\n"
         + "  send_image\n"
         + "fi\n"
         + 'verify "$HEAD_IMAGE_ID"\n'
