@@ -156,6 +156,39 @@ def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, 
     assert out == "docker\tCannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"
 
 
+@pytest.mark.parametrize("present", [True, False])
+def test_the_probe_asks_docker_once_about_a_container_it_finds(tmp_path, raw_config, present):
+    """The probe runs at every preview and up, on every node: a running container is read with one docker call
+    (inspect); only a failed inspect asks whether the Docker engine answers at all (absent, not down)."""
+    import subprocess
+
+    from spark_llm.config import parse
+    from spark_llm.plan import deployment as plan
+    from spark_llm.remote.observe import probe_script
+
+    fake = tmp_path / "docker"
+    inspect = 'echo \'{"status": "running", "exit_code": 0}\'; exit 0' if present else "echo; exit 1"
+    fake.write_text(
+        f'#!/bin/sh\necho "$1" >>{tmp_path}/calls\n'
+        f'case "$1" in inspect) {inspect} ;; version) exit 0 ;; image) exit 1 ;; esac\n'
+    )
+    fake.chmod(0o755)
+    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    out = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    calls = (tmp_path / "calls").read_text().split()
+    seen = parse_probe("w1", out)
+    if present:
+        assert calls == ["inspect", "image"] and seen.engine.status == "running"
+    else:
+        assert calls == ["inspect", "version", "image"] and seen.engine.status == "absent" and not seen.docker_down
+
+
 def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, raw_config):
     import pulumi
 
