@@ -133,7 +133,8 @@ def test_a_stopped_docker_engine_is_a_fault_of_that_node_not_a_missing_container
     )
 
 
-def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, raw_config):
+def run_probe_with_fake_docker(tmp_path, raw_config, docker_script: str) -> str:
+    """A worker's probe script run by bash, with `docker` on PATH being `docker_script` (sh); its stdout."""
     import subprocess
 
     from spark_llm.config import parse
@@ -141,18 +142,21 @@ def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, 
     from spark_llm.remote.observe import probe_script
 
     fake = tmp_path / "docker"
-    fake.write_text(
-        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n"
-    )
+    fake.write_text("#!/bin/sh\n" + docker_script)
     fake.chmod(0o755)
     p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
-    out = subprocess.run(
+    return subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
         capture_output=True,
         text=True,
         env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
         check=True,
     ).stdout
+
+
+def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, raw_config):
+    fake = "echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n"
+    out = run_probe_with_fake_docker(tmp_path, raw_config, fake)
     assert out == "docker\tCannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"
 
 
@@ -160,27 +164,11 @@ def test_the_probe_says_docker_does_not_answer_and_reads_nothing_else(tmp_path, 
 def test_the_probe_asks_docker_once_about_a_container_it_finds(tmp_path, raw_config, present):
     """The probe runs at every preview and up, on every node: a running container is read with one docker call
     (inspect); only a failed inspect asks whether the Docker engine answers at all (absent, not down)."""
-    import subprocess
-
-    from spark_llm.config import parse
-    from spark_llm.plan import deployment as plan
-    from spark_llm.remote.observe import probe_script
-
-    fake = tmp_path / "docker"
     inspect = 'echo \'{"status": "running", "exit_code": 0}\'; exit 0' if present else "echo; exit 1"
-    fake.write_text(
-        f'#!/bin/sh\necho "$1" >>{tmp_path}/calls\n'
-        f'case "$1" in inspect) {inspect} ;; version) exit 0 ;; image) exit 1 ;; esac\n'
+    fake = (
+        f'echo "$1" >>{tmp_path}/calls\ncase "$1" in inspect) {inspect} ;; version) exit 0 ;; image) exit 1 ;; esac\n'
     )
-    fake.chmod(0o755)
-    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
-    out = subprocess.run(
-        ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
-        capture_output=True,
-        text=True,
-        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
-        check=True,
-    ).stdout
+    out = run_probe_with_fake_docker(tmp_path, raw_config, fake)
     calls = (tmp_path / "calls").read_text().split()
     seen = parse_probe("w1", out)
     if present:
