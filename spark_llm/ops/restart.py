@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from spark_llm.ops import render, status
+from spark_llm.ops import render, status_read
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan
 
@@ -49,9 +49,9 @@ def supervisor_stop_urns(export: dict) -> list[str]:
     ]
 
 
-def start_order(statuses: Sequence[status.NodeStatus]) -> list[str]:
+def start_order(statuses: Sequence[status_read.NodeStatus]) -> list[str]:
     """Pure: the running members by the time their containers started, earliest first."""
-    running = [(status.parse_time(s.started_at), s.node) for s in statuses if s.state == "running"]
+    running = [(status_read.parse_time(s.started_at), s.node) for s in statuses if s.state == "running"]
     return [node for at, node in sorted((t, n) for t, n in running if t is not None)]
 
 
@@ -75,7 +75,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         answer = input(f"Restart the engine group ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
-    before, _, _ = status.collect(plan)
+    before, _, _ = status_read.collect(plan)
     export = pulumi.export()
     replace = [arg for urn in [*supervisor_stop_urns(export), *urns] for arg in ("--replace", urn)]
     start = time.monotonic()
@@ -83,7 +83,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     code, up_output = pulumi.stream("up", "--yes", *replace, config=True, out=out)
     up_seconds = time.monotonic() - start
     preview_code, _ = pulumi.stream("preview", "--expect-no-changes", config=True, out=out) if code == 0 else (-1, "")
-    statuses, _, _ = status.collect(plan)
+    statuses, _, _ = status_read.collect(plan)
     order = start_order(statuses)
     in_order = order == list(plan.start_order)
     started_before = {s.node: s.started_at for s in before}

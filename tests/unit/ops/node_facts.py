@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from spark_llm.config import parse
-from spark_llm.ops import status
+from spark_llm.ops import status_read
 from spark_llm.ops.preflight_checks import Limits
 from spark_llm.ops.preflight_script import GB
 from spark_llm.plan import deployment as plan
@@ -104,7 +104,7 @@ def running(started: str, revision: str = REV) -> tuple[int, str]:
 
 def statuses(spark_plan, head_inspect, worker_inspect):
     runs = [node_run("spark-1", head_inspect), node_run("spark-2", worker_inspect)]
-    return [status.node_status(n, "spark-llm-engine", r) for n, r in zip(spark_plan.nodes, runs, strict=True)]
+    return [status_read.node_status(n, "spark-llm-engine", r) for n, r in zip(spark_plan.nodes, runs, strict=True)]
 
 
 def with_revision(spark_plan):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from spark_llm.ops import preflight_script, status
+from spark_llm.ops import preflight_script, status_read
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.remote import runner
 from tests.unit.ops.node_facts import build
@@ -29,7 +29,7 @@ def test_node_scripts_are_valid_bash(spark_plan, role, tmp_path):
     path = tmp_path / "facts.sh"
     path.write_text(runner.clock_script(preflight_script.node_script(spark_plan, node, check_flags=True)))
     subprocess.run(["bash", "-n", str(path)], check=True)
-    path.write_text(status.node_script(spark_plan, node))
+    path.write_text(status_read.node_script(spark_plan, node))
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
@@ -43,5 +43,5 @@ def test_fabric_pings_fill_the_configured_mtu_from_both_sides(spark_plan):
 
 def test_api_key_reaches_curl_through_a_descriptor_not_argv(raw_config):
     raw_config["apiKey"] = "sk-secret"
-    script = status.node_script(build(raw_config), build(raw_config).head)
+    script = status_read.node_script(build(raw_config), build(raw_config).head)
     assert "-H @<(printf 'Authorization: Bearer %s\\n' 'sk-secret')" in script

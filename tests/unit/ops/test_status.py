@@ -1,5 +1,5 @@
-"""`spark-llm status`: the group's verdict (in sync, drift, not deployed, unhealthy) and what `pulumi up` does
-about it, from each node's output; uptime, the head's health, the table, docker's times."""
+"""`spark-llm status`: the group's verdict (in sync, drift, not deployed, unhealthy, failed_start) and what
+`pulumi up` does about it, and the table (what it reads from the nodes: test_status_read.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,13 @@ import json
 
 import pytest
 
-from spark_llm.ops import status
+from spark_llm.ops import status, status_read
 from spark_llm.ops.render import render_text
 from tests.unit.ops.node_facts import (
     ABSENT,
     REV,
     engine_section,
-    facts,
     node_run,
-    ok_run,
     running,
     statuses,
     with_revision,
@@ -43,7 +41,7 @@ def test_status_names_an_engine_another_state_of_the_stack_started(spark_plan, o
         node_run("spark-1", running("2026-11-30T10:00:05.5Z"), owner=(0, "ours abcdef0123456789")),
         node_run("spark-2", running("2026-11-30T10:00:01Z"), owner=(0, owner)),
     ]
-    s = [status.node_status(n, "spark-llm-engine", r) for n, r in zip(p.nodes, runs, strict=True)]
+    s = [status_read.node_status(n, "spark-llm-engine", r) for n, r in zip(p.nodes, runs, strict=True)]
     state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)), state_id="ours")
     assert state == verdict
     if verdict == "drift":
@@ -90,40 +88,11 @@ def test_status_not_deployed_and_unhealthy(spark_plan):
     assert state == "unhealthy" and "/health answers 503" in sentence
 
 
-def test_status_uptime_and_head_health_from_the_scripts_output(spark_plan):
-    run = node_run(
-        "spark-1",
-        running("2026-11-30T10:00:00Z"),
-        health=(0, "200"),
-        models=(0, json.dumps({"data": [{"id": "Qwen/Qwen3.5-122B-A10B-FP8"}]})),
-    )
-    s = status.node_status(spark_plan.head, "spark-llm-engine", run)
-    assert s.state == "running" and s.uptime_s == pytest.approx(
-        1795000000.0 - status.parse_time("2026-11-30T10:00:00Z")
-    )
-    health = status.head_health(run)
-    assert health.healthy and health.models == ("Qwen/Qwen3.5-122B-A10B-FP8",)
-
-
-def test_a_head_that_does_not_listen_says_so():
-    run = node_run(
-        "spark-1",
-        (0, engine_section("exited", 1, "x", "y", "z", "id", "false")),
-        health=(7, "000curl: (7) Failed to connect"),
-    )
-    assert status.head_health(run) == status.Health(None, (), "nothing listens on the port")
-
-
 def test_status_table_lists_each_node(spark_plan):
     p = with_revision(spark_plan)
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     text = render_text(status.status_table(p, s, status.Health(200, (p.model_name,))))
     assert "spark-1" in text and "spark-2" in text and "/health 200" in text and REV in text
-
-
-def test_docker_times_parse_with_nanoseconds_and_trimmed_zeros():
-    assert status.parse_time("2026-11-30T10:00:01.5Z") == pytest.approx(status.parse_time("2026-11-30T10:00:01Z") + 0.5)
-    assert status.parse_time("0001-01-01T00:00:00Z") is None
 
 
 def test_status_says_failed_start_when_the_configured_revision_failed_and_an_earlier_one_serves(spark_plan):
@@ -140,19 +109,3 @@ def test_status_says_failed_start_when_the_configured_revision_failed_and_an_ear
     # Once the configured revision serves, the old failure is history only.
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     assert status.verdict(p, s, status.Health(200, (p.model_name,), last_start=failed))[0] == "in sync"
-
-
-def test_status_reads_the_supervisors_state_from_the_heads_script(spark_plan):
-    state = {
-        "restarts": [{"at": "2026-12-03T10:00:00Z", "reason": "spark-2's engine exited (255)", "result": "served"}],
-        "gave_up": {"at": "2026-12-03T10:05:00Z", "reason": "spark-2's engine exited (1) (after 3 restarts in 600 s)"},
-    }
-    report = status.supervisor_report(ok_run("spark-1", facts(supervisor=(0, json.dumps(state)))))
-    assert report is not None and report.gave_up is not None
-    lines = report.lines()
-    assert lines[0] == (
-        "supervisor restarted the group at 2026-12-03T10:00:00Z: spark-2's engine exited (255) -> served"
-    )
-    assert lines[1].startswith("the supervisor gave up at 2026-12-03T10:05:00Z: spark-2's engine exited (1)")
-    # No state file (no supervisor yet, or it never wrote one): nothing to say.
-    assert status.supervisor_report(ok_run("spark-1", facts(supervisor=(1, "cat: no such file")))) is None
