@@ -60,6 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # run by a script or a supervisor would not stop on SIGINT. Ctrl-C always means stop here.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parser().parse_args(argv)
+    # Ctrl-C anywhere (reading the stack's config with the Pulumi CLI takes a second or more) ends the command with
+    # a line, not a traceback; the exit code is the shell's for SIGINT.
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"spark-llm {args.command}: interrupted; `spark-llm status` shows what runs on the nodes\n")
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     module, _ = COMMANDS[args.command]
     plan = None
@@ -77,8 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, PulumiError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

@@ -52,3 +52,13 @@ def test_cli_stops_on_sigint_even_when_started_with_it_ignored():
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert result.stdout.strip() == "True", result.stderr
+
+
+def test_ctrl_c_while_the_config_is_read_ends_with_a_line_and_130_not_a_traceback(monkeypatch, capfd):
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.PulumiCli, "load_plan", interrupted)
+    assert cli.main(["status", "--stack", "sim"]) == 130
+    err = capfd.readouterr().err
+    assert err == "spark-llm status: interrupted; `spark-llm status` shows what runs on the nodes\n"
