@@ -53,6 +53,10 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# The commands that restart or redeploy the engine group.
+CHANGES_NODES = ("restart", "rollback")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what a command that seems hung is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -65,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except KeyboardInterrupt:
-        sys.stderr.write(f"spark-llm {args.command}: interrupted; `spark-llm status` shows what runs on the nodes\n")
+        # Only the commands that change the nodes leave something worth looking at.
+        hint = "; `spark-llm status` shows what runs on the nodes" if args.command in CHANGES_NODES else ""
+        sys.stderr.write(f"spark-llm {args.command}: interrupted{hint}\n")
         return 130
 
 

@@ -61,4 +61,6 @@ def test_ctrl_c_while_the_config_is_read_ends_with_a_line_and_130_not_a_tracebac
     monkeypatch.setattr(cli.PulumiCli, "load_plan", interrupted)
     assert cli.main(["status", "--stack", "sim"]) == 130
     err = capfd.readouterr().err
-    assert err == "spark-llm status: interrupted; `spark-llm status` shows what runs on the nodes\n"
+    assert err == "spark-llm status: interrupted\n"
+    assert cli.main(["restart", "--stack", "sim"]) == 130
+    assert capfd.readouterr().err == "spark-llm restart: interrupted; `spark-llm status` shows what runs on the nodes\n"
