@@ -15,17 +15,12 @@ from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
+from spark_llm.group.history import LAST_START_SECTION, last_failure, last_start_probe
 from spark_llm.plan import drift, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
-from spark_llm.plan.start_timeline import (
-    LAST_START_SECTION,
-    START_HISTORY,
-    failed_start_warning,
-    last_failure,
-    last_start_probe,
-)
+from spark_llm.plan.start_timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
 
 
@@ -34,7 +29,7 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     files' live digests: spark_llm.plan.steps)."""
     probes = build_steps(plan).probes
     # On the head, also the latest start of the configured revision (a failed one is warned of: _note_failed_start).
-    last_start = last_start_probe(f"{plan.head.remote_dir}/{START_HISTORY}", plan.group_revision)
+    last_start = last_start_probe(plan.history_path, plan.group_revision)
     return lambda node: probes[node.name] + (last_start if node.name == plan.head.name else "")
 
 

@@ -35,7 +35,7 @@ from components.commands import NodeCommand, discarding_stdin
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
-from spark_llm.plan.start_timeline import START_HISTORY, parse_timeline
+from spark_llm.plan.start_timeline import parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
 
 
@@ -244,7 +244,7 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> dict:
         "container": plan.container,
         "revision": plan.group_revision,
         "stall_seconds": plan.stall_seconds,
-        "history_path": f"{plan.head.remote_dir}/{START_HISTORY}",
+        "history_path": plan.history_path,
         # After a failed start: print the rollback command, or run it (spark_llm.remote.after_failure).
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -37,9 +36,7 @@ from spark_llm.plan.rollback import (
     last_good_update,
     rollback_stack_file,
 )
-from spark_llm.plan.start_timeline import START_HISTORY
-from spark_llm.remote.runner import run_script
-from spark_llm.remote.ssh import RemoteError
+from spark_llm.remote.history import read_history
 
 USES_PLAN = False
 """The CLI loads no plan from the current config first: it may be the one that does not start (or not parse)."""
@@ -85,17 +82,11 @@ def _up(back: PulumiCli, message: str, deadline: float) -> int:
 
 def _last_failure_at(plan: DeploymentPlan) -> datetime | None:
     """When the latest failed start was recorded (the head's history; the gate's clock is this machine's)."""
-    path = f"{plan.head.remote_dir}/{START_HISTORY}"
-    try:
-        text = run_script(plan.head.ssh, f"tail -n 20 {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
-    except RemoteError:
-        return None
-    for line in reversed(text.splitlines()):
+    for entry in reversed(read_history(plan.head.ssh, plan.history_path)):
         try:
-            entry = json.loads(line)
             if entry.get("failed"):
                 return datetime.fromisoformat(entry["at"])
-        except (ValueError, KeyError, AttributeError, TypeError):
+        except (ValueError, KeyError, TypeError):
             continue
     return None
 

@@ -21,13 +21,14 @@ from dataclasses import asdict
 from rich.table import Table
 from rich.text import Text
 
+from spark_llm.group.history import last_failure
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status_canary import canary_lines, check_canary
 from spark_llm.ops.status_read import Health, NodeStatus, collect, parse_time
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.start_phases import PROFILE_ENGINES, phases_for
-from spark_llm.plan.start_timeline import failed_start_warning, last_failure, phase_seconds
+from spark_llm.plan.start_timeline import failed_start_warning, phase_seconds
 
 STATE_STYLES = {
     "in sync": "green",

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from spark_llm.plan.canary import CanaryRecord, changes, describe, recorded_canary
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.start_timeline import START_HISTORY
-from spark_llm.remote.canary import ask_canary, head_history
+from spark_llm.remote.canary import ask_canary
+from spark_llm.remote.history import read_history
 
 HISTORY_READ = 20
 """Starts read from the head's history (the gate keeps its last 20)."""
@@ -71,7 +71,7 @@ def check_canary(
     """
     if not asked:
         return judge(None, None)
-    history = head_history(plan.head.ssh, f"{plan.head.remote_dir}/{START_HISTORY}", HISTORY_READ)
+    history = read_history(plan.head.ssh, plan.history_path, HISTORY_READ)
     timeline = outputs.get("start_timeline")
     recorded = recorded_canary(revision, [*history, *([timeline] if isinstance(timeline, dict) else [])])
     now = ask_canary(

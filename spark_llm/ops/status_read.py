@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from spark_llm.group.history import last_start_probe
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
-from spark_llm.plan.start_timeline import START_HISTORY, last_start_probe
 from spark_llm.plan.supervisor import SupervisorReport, state_path
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
@@ -80,7 +80,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
             "capture health health",
             "capture models models",
             # Did the configured revision fail to start last time (the readiness gate's history on the head)?
-            f"last_start() {{\n{last_start_probe(f'{node.remote_dir}/{START_HISTORY}', plan.group_revision)}}}",
+            f"last_start() {{\n{last_start_probe(plan.history_path, plan.group_revision)}}}",
             "capture last_start last_start",
         ]
         if plan.supervisor is not None:

@@ -10,8 +10,9 @@ any change of the answer, the node set or the revision with both sides shown.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 CANARY_PROMPT = "Count from one to ten: one, two, three,"
 CANARY_MAX_TOKENS = 8
@@ -85,7 +86,7 @@ def changes(recorded: CanaryRecord, now: CanaryRecord) -> list[str]:
     return out
 
 
-def recorded_canary(revision: str, timelines: Sequence[dict]) -> CanaryRecord | None:
+def recorded_canary(revision: str, timelines: Sequence[Mapping[str, Any]]) -> CanaryRecord | None:
     """The canary recorded for `revision` in these timelines (oldest first; the last such record wins).
 
     A revision without a record but an older one with it: the newest record (of another revision), so the change
@@ -99,7 +100,7 @@ def recorded_canary(revision: str, timelines: Sequence[dict]) -> CanaryRecord | 
     return records[-1] if records else None
 
 
-def _records(timelines: Iterable[dict]) -> Iterable[CanaryRecord]:
+def _records(timelines: Iterable[Mapping[str, Any]]) -> Iterable[CanaryRecord]:
     for timeline in timelines:
         record = CanaryRecord.from_json(timeline.get(TIMELINE_KEY)) if isinstance(timeline, dict) else None
         if record is not None:

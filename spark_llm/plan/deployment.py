@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from spark_llm.config import NAMESPACE, Node, StackConfig
 from spark_llm.config.supervisor import Supervisor
+from spark_llm.group.history import history_path
+from spark_llm.group.order import start_order
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import SshHost
@@ -73,8 +75,13 @@ class DeploymentPlan:
 
     @property
     def start_order(self) -> list[str]:
-        """Workers first (they wait for the head's rendezvous), the head last."""
-        return [n.name for n in self.workers] + [self.head.name]
+        """Workers first (they wait for the head's rendezvous), the head last (spark_llm.group.order)."""
+        return start_order([n.name for n in self.nodes])
+
+    @property
+    def history_path(self) -> str:
+        """The head's history of starts (spark_llm.group.history), the one place its path is made."""
+        return history_path(self.head.remote_dir)
 
 
 API_CONFIG_NAME = "api-key.yaml"

@@ -68,17 +68,3 @@ def ask_canary(
     result = run(head, canary_script(address, port, model, api_key), timeout=REQUEST_SECONDS + 30)
     output = result.stdout if result.ok else f"(could not ask: ssh exit {result.code}: {result.stderr.strip()[-200:]})"
     return _record(output, revision, nodes)
-
-
-def head_history(head: SshHost, path: str, kept: int) -> list[dict]:
-    """The head's recorded starts (spark_llm.plan.start_timeline.START_HISTORY), oldest first; [] when unreadable."""
-    result = run(head, f"tail -n {int(kept)} {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
-    entries = []
-    for line in result.stdout.splitlines() if result.ok else []:
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            entries.append(value)
-    return entries

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from spark_llm.group.history import StartRecord, failure_record, succeeded
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
-from spark_llm.plan.start_timeline import TIMELINE_PREFIX, failure_record, phase_seconds, succeeded
+from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
 from spark_llm.remote.after_failure import after_failure
 from spark_llm.remote.canary import completion_command, gate_canary
+from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled
@@ -110,44 +111,10 @@ class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
 
-HISTORY_KEPT = 20
-
-
 def _state_text(state: EngineState) -> str:
     if state.status == "exited":
         return f"exited (exit code {state.exit_code}{', killed for memory' if state.oom_killed else ''})"
     return state.status
-
-
-def _history(head: Member, path: str) -> list[dict]:
-    """This stack's earlier starts, as the gate recorded them on the head (oldest first; [] when none)."""
-    if not path:
-        return []
-    try:
-        text = run_script(head.ssh, f"tail -n {HISTORY_KEPT} {shlex.quote(path)} 2>/dev/null || true\n", timeout=60)
-    except RemoteError:
-        return []
-    entries = []
-    for line in text.splitlines():
-        try:
-            entries.append(json.loads(line))
-        except ValueError:
-            continue
-    return entries
-
-
-def _record(head: Member, path: str, entry: dict) -> None:
-    """Append this start to the head's history (the last HISTORY_KEPT kept); a failure costs only the history."""
-    line = json.dumps(entry, sort_keys=True)
-    script = (
-        f'f={shlex.quote(path)}\nmkdir -p "$(dirname "$f")"\n'
-        f'{{ tail -n {HISTORY_KEPT - 1} "$f" 2>/dev/null || true; printf \'%s\\n\' {shlex.quote(line)}; }} > "$f.new"\n'
-        'mv "$f.new" "$f"\n'
-    )
-    try:
-        run_script(head.ssh, script, timeout=60)
-    except RemoteError:
-        pass
 
 
 def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) -> str:
@@ -163,9 +130,9 @@ def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) ->
     )
 
 
-def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
+def wait_ready(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
     """`watch_start`; a start that fails is a line of the head's history too (what `pulumi preview` and
-    `spark-llm status` say of the revision afterwards: spark_llm.plan.start_timeline.failure_record)."""
+    `spark-llm status` say of the revision afterwards: spark_llm.group.history.failure_record)."""
     try:
         return watch_start(spec, say=say)
     except GroupNotReadyError as err:
@@ -174,11 +141,11 @@ def wait_ready(spec: dict, *, say: Callable[[str], None]) -> dict:
             reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
             at = datetime.now(UTC).isoformat(timespec="milliseconds")
             failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
-            _record(head, spec["history_path"], failure)
+            append_history(head.ssh, spec["history_path"], failure)
         raise
 
 
-def watch_start(spec: dict, *, say: Callable[[str], None]) -> dict:
+def watch_start(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
     """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running or a
     member's start phase stalls. Returns the start's timeline (what TIMELINE_PREFIX prints).
 
@@ -192,7 +159,11 @@ def watch_start(spec: dict, *, say: Callable[[str], None]) -> dict:
     logs = [MemberLog(m.name, m.role, m.ssh, profile, spec.get("container", "spark-llm-engine")) for m in members]
     history_path = spec.get("history_path", "")
     # A failed start's phases say nothing of how long a phase may take: the bounds learn from successful ones.
-    history = [h for h in succeeded(_history(head, history_path)) if h.get("profile") == profile]
+    history = [
+        h
+        for h in succeeded(read_history(head.ssh, history_path) if history_path else [])
+        if h.get("profile") == profile
+    ]
     override = spec.get("stall_seconds") or None
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
@@ -220,7 +191,7 @@ def watch_start(spec: dict, *, say: Callable[[str], None]) -> dict:
         if probe.endswith("HTTP200"):
             waited = round(time.monotonic() - start, 1)
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
-            timeline = {
+            timeline: StartRecord = {
                 "revision": spec.get("revision", ""),
                 "profile": profile,
                 "at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -236,7 +207,7 @@ def watch_start(spec: dict, *, say: Callable[[str], None]) -> dict:
                 "canary": gate_canary(spec, head.ssh, [m.name for m in members], lambda line: say(redact(line, key))),
             }
             if history_path:
-                _record(head, history_path, timeline)
+                append_history(head.ssh, history_path, timeline)
             return timeline
         if time.monotonic() > deadline:
             raise GroupNotReadyError(

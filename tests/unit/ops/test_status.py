@@ -96,7 +96,7 @@ def test_status_table_lists_each_node(spark_plan):
 
 
 def test_status_says_failed_start_when_the_configured_revision_failed_and_an_earlier_one_serves(spark_plan):
-    from spark_llm.plan.start_timeline import failure_record
+    from spark_llm.group.history import failure_record
 
     p = with_revision(spark_plan)
     earlier = "fedcba9876543210"

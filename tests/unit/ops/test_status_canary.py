@@ -62,7 +62,7 @@ def in_sync(spark_plan, monkeypatch):
     monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
     seen: dict = {"history": [], "outputs": {}, "answer": RECORDED.answer, "asked": 0}
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: seen["outputs"])
-    monkeypatch.setattr(status_canary, "head_history", lambda ssh, path, kept: seen["history"])
+    monkeypatch.setattr(status_canary, "read_history", lambda ssh, path, kept: seen["history"])
 
     def ask(ssh, address, port, model, key, *, revision, nodes):
         seen["asked"] += 1
@@ -120,7 +120,7 @@ def test_a_group_not_in_sync_is_not_asked(spark_plan, monkeypatch, capsys):
         raise AssertionError("the canary was asked of a group in drift")
 
     monkeypatch.setattr(status_canary, "ask_canary", never)
-    monkeypatch.setattr(status_canary, "head_history", never)
+    monkeypatch.setattr(status_canary, "read_history", never)
     assert _run(plan, as_json=True) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "drift" and report["canary"]["note"].startswith("not asked")

@@ -84,7 +84,7 @@ def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_a
 
     recorded = []
     monkeypatch.setattr(readiness, "watch_start", fails)
-    monkeypatch.setattr(readiness, "_record", lambda head, path, entry: recorded.append((head.name, path, entry)))
+    monkeypatch.setattr(readiness, "append_history", lambda ssh, path, entry: recorded.append((ssh.host, path, entry)))
     spec = {
         "members": [{"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s"}],
         "history_path": "/root/spark-llm/history/starts.jsonl",
@@ -99,6 +99,6 @@ def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_a
     else:
         raise AssertionError("the failure was swallowed")
     [(head, path, entry)] = recorded
-    assert (head, path) == ("head", "/root/spark-llm/history/starts.jsonl")
+    assert (head, path) == (CONNECTION["host"], "/root/spark-llm/history/starts.jsonl")
     assert entry["revision"] == "abc" and entry["profile"] == "vllm"
     assert entry["failed"] == "head (head): engine container is exited (exit code 1)"

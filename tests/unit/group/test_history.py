@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 
-from spark_llm.plan.start_timeline import (
+from spark_llm.group.history import (
     LAST_START_SECTION,
-    failed_start_warning,
+    append_script,
     failure_record,
     last_failure,
     last_start_probe,
+    parse_history,
+    read_script,
     succeeded,
 )
+from spark_llm.plan.start_timeline import failed_start_warning
 
 OK = {"revision": "aaaa", "profile": "sglang", "at": "2026-12-03T10:00:00+00:00", "nodes": {}}
 FAILED = failure_record("bbbb", "sglang", "head (head): engine container is exited (exit code 1)", "2026-12-03T10:05")
@@ -32,6 +35,18 @@ def test_the_probe_prints_the_latest_line_about_the_revision(tmp_path):
     assert section == LAST_START_SECTION and last_failure(line, "bbbb") == FAILED
     none = subprocess.run(["bash", "-c", last_start_probe(str(tmp_path / "none"), "bbbb")], capture_output=True)
     assert none.returncode == 0 and none.stdout == b""
+
+
+def test_the_one_writer_keeps_the_last_lines_and_the_one_reader_reads_them_back(tmp_path):
+    path = str(tmp_path / "history" / "starts.jsonl")
+    for n in range(5):
+        subprocess.run(["bash", "-c", append_script(path, {**OK, "revision": f"r{n}"}, kept=3)], check=True)
+    with open(path, "a") as f:
+        f.write("not json\n")  # a torn line is skipped, not an error
+    out = subprocess.run(["bash", "-c", read_script(path, kept=4)], capture_output=True, text=True, check=True)
+    assert [r["revision"] for r in parse_history(out.stdout)] == ["r2", "r3", "r4"]
+    missing = subprocess.run(["bash", "-c", read_script(str(tmp_path / "none"))], capture_output=True, text=True)
+    assert missing.returncode == 0 and parse_history(missing.stdout) == []
 
 
 def test_only_a_failed_start_of_the_configured_revision_counts():

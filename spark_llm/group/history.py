@@ -1,0 +1,100 @@
+"""The head's history of starts: one JSON line a start, written by the readiness gate, read by preview, status,
+the canary and rollback. One path, one writer, one reader.
+
+Later starts' stall bounds learn from the successful ones (`succeeded`); a failed start is a line too
+(`failure_record`), so preview and status can say that the configured revision failed last time.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TypedDict
+
+# Relative to a node's spark-llm directory (spark_llm.plan.nodes.remote_dir).
+START_HISTORY = "history/starts.jsonl"
+KEPT = 20
+"""Lines kept: the last KEPT starts."""
+LAST_START_SECTION = "last_start"
+
+
+class PhaseTime(TypedDict):
+    phase: str
+    seconds: float
+
+
+class StartRecord(TypedDict, total=False):
+    """One line of the history: a start that served (its timeline) or one that failed (`failed` says why)."""
+
+    revision: str
+    profile: str
+    at: str
+    gate_seconds: float
+    nodes: dict[str, list[PhaseTime]]
+    """Each node's phases in order (a list: Pulumi sorts an output's keys)."""
+    canary: dict
+    """The canary's answer (spark_llm.plan.canary.CanaryRecord.to_json)."""
+    failed: str
+
+
+def history_path(remote_dir: str) -> str:
+    """Where the history lives under the head's spark-llm directory."""
+    return f"{remote_dir}/{START_HISTORY}"
+
+
+def record_line(record: StartRecord) -> str:
+    """The one writer's line: keys sorted, so `"revision": "<hex>"` is spelled exactly so (`last_start_probe`)."""
+    return json.dumps(record, sort_keys=True)
+
+
+def append_script(path: str, record: StartRecord, kept: int = KEPT) -> str:
+    """Bash that appends `record` to the history at `path` (atomically), keeping the last `kept` lines."""
+    return (
+        f'f={shlex.quote(path)}\nmkdir -p "$(dirname "$f")"\n'
+        f"{{ tail -n {kept - 1} \"$f\" 2>/dev/null || true; printf '%s\\n' {shlex.quote(record_line(record))}; }}"
+        ' > "$f.new"\nmv "$f.new" "$f"\n'
+    )
+
+
+def read_script(path: str, kept: int = KEPT) -> str:
+    """Read-only bash printing the history's last `kept` lines (nothing when there is none)."""
+    return f"tail -n {int(kept)} {shlex.quote(path)} 2>/dev/null || true\n"
+
+
+def parse_history(text: str) -> list[StartRecord]:
+    """The one reader: the lines `read_script` printed -> the records, oldest first (lines that are not one skipped)."""
+    records: list[StartRecord] = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            records.append(value)  # type: ignore[arg-type]
+    return records
+
+
+def failure_record(revision: str, profile: str, reason: str, at: str) -> StartRecord:
+    """A failed start as the history keeps it."""
+    return {"revision": revision, "profile": profile, "at": at, "failed": reason}
+
+
+def succeeded(records: list[StartRecord]) -> list[StartRecord]:
+    """The starts that reached a completion (a failed start's phases say nothing of how long a phase may take)."""
+    return [r for r in records if isinstance(r, dict) and not r.get("failed")]
+
+
+def last_start_probe(path: str, revision: str) -> str:
+    """Read-only bash printing `last_start<TAB>JSON`: the history's latest line about `revision`."""
+    needle = f'"revision": "{revision}"'
+    found = f"grep -F {shlex.quote(needle)} {shlex.quote(path)} 2>/dev/null | tail -n 1"
+    return f'if line=$({found}) && [ -n "$line" ]; then\n  printf "{LAST_START_SECTION}\\t%s\\n" "$line"\nfi\n'
+
+
+def last_failure(text: str | None, revision: str) -> StartRecord | None:
+    """A `last_start` line's record when it is a failed start of `revision` (None otherwise)."""
+    found = parse_history(text or "")
+    entry = found[-1] if found else None
+    if entry is None or entry.get("revision") != revision or not entry.get("failed"):
+        return None
+    return entry

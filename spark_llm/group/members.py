@@ -1,0 +1,56 @@
+"""A member of the engine group as every caller sees it: its engine container's state, read one way.
+
+Preview (spark_llm.plan.drift), `spark-llm status` and the supervisor on the head each read the containers their own
+way (the program's probe, the operator's ssh, the head's Docker socket), then hand the verdict (group.verdict) the
+same record. `from_inspect` reads what `docker inspect` and the probe's `engine_state` print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What a member can be besides Docker's own states (running, exited, created, restarting, paused, dead).
+ABSENT = "absent"
+UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member's engine container; members are passed in rank order, the head first."""
+
+    name: str
+    role: str
+    """head or worker."""
+    status: str
+    """Docker's state (running, exited, ...), ABSENT (no such container) or UNREACHABLE (the node did not answer)."""
+    exit_code: int | None = None
+    started_at: str = ""
+    """Docker's StartedAt (group.times reads it)."""
+    oom_killed: bool = False
+    error: str = ""
+    """Why the node could not be read (UNREACHABLE)."""
+    rollout: str = ""
+    """The label naming the rollout that started the container (the generation, or the group revision)."""
+    foreign: str = ""
+    """Who else started this container ("" when it is the deployment's own), e.g. `another state of this stack`."""
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def is_head(self) -> bool:
+        return self.role == "head"
+
+
+def from_inspect(name: str, role: str, state: dict, **extra: object) -> Member:
+    """A member from a container's `State` as `docker inspect` prints it (Status, ExitCode, StartedAt, OOMKilled)."""
+    return Member(
+        name=name,
+        role=role,
+        status=str(state.get("Status", "unknown")),
+        exit_code=int(state.get("ExitCode", 0)),
+        started_at=str(state.get("StartedAt", "")),
+        oom_killed=bool(state.get("OOMKilled", False)),
+        **extra,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,94 @@
+"""Is the engine group whole? The one rule, for `pulumi preview`/`up`, `spark-llm status` and the supervisor.
+
+The group is whole when every member's engine container runs, each is the deployment's own, all were started by
+the same rollout, and no worker started after the head (a worker restarted alone rejoins nothing: the engines'
+process group died with it). A caller passes a Policy for what only `pulumi up` can mend (a member absent, a node
+that does not answer, a container someone else started): preview and status count it as a reason to restart the
+group (`up` recreates it, in group.order), the supervisor waits for it (it can create nothing, and a node that does
+not answer may be rebooting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spark_llm.group.members import ABSENT, UNREACHABLE, Member
+from spark_llm.group.times import later
+
+WHOLE = "whole"
+BROKEN = "broken"
+WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a caller does about a member only `pulumi up` can mend, and whether rollouts are compared."""
+
+    missing: str
+    """"restart": it breaks the group (preview, status); "wait": the verdict is WAIT (the supervisor)."""
+    same_rollout: bool = True
+    """Members must carry one rollout label (preview's generation); the supervisor knows its containers by ID."""
+
+
+RESTART = Policy("restart")
+SUPERVISE = Policy("wait", same_rollout=False)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str
+    """WHOLE, BROKEN or WAIT."""
+    problems: tuple[str, ...] = ()
+    """One phrase per thing that is wrong, in rank order."""
+    culprits: tuple[str, ...] = ()
+    """The members at fault, in rank order."""
+
+    @property
+    def why(self) -> str:
+        return "; ".join(self.problems)
+
+
+def _missing(m: Member) -> str | None:
+    """What only `pulumi up` can mend about `m`, in words (None: nothing)."""
+    if m.status == UNREACHABLE:
+        return f"{m.name} could not be read ({m.error or 'no answer'})"
+    if m.status == ABSENT:
+        return f"{m.name} has no engine container"
+    if m.foreign:
+        return f"{m.name}'s engine was started by {m.foreign}"
+    return None
+
+
+def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout: str | None = None) -> Verdict:
+    """The group's verdict. `members`: in rank order, the head first. `expected_rollout`: the rollout the config
+    gives (status: the group revision), None to compare the members with each other only."""
+    problems: list[tuple[str, str]] = []
+    for m in members:
+        missing = _missing(m)
+        if missing is not None:
+            if policy.missing == "wait":
+                return Verdict(WAIT, (missing,), (m.name,))
+            problems.append((m.name, missing))
+        elif not m.running:
+            oom = ", killed for memory" if m.oom_killed else ""
+            code = "?" if m.exit_code is None else m.exit_code
+            problems.append((m.name, f"{m.name}'s engine container is {m.status} (exit code {code}{oom})"))
+        elif expected_rollout is not None and m.rollout != expected_rollout:
+            problems.append(
+                (m.name, f"{m.name} runs revision {m.rollout or '(none)'}, the config gives {expected_rollout}")
+            )
+    head = members[0] if members else None
+    if head is not None and head.running and not _missing(head):
+        for m in members[1:]:
+            if m.running and not _missing(m) and later(m.started_at, head.started_at):
+                problems.append((m.name, f"{m.name}'s engine container restarted after the head's"))
+    rollouts = {m.rollout for m in members}
+    if not problems and policy.same_rollout and expected_rollout is None and (len(rollouts) > 1 or "" in rollouts):
+        problems.append(("", "the members' containers belong to different rollouts"))
+    if not problems:
+        return Verdict(WHOLE)
+    order = {m.name: i for i, m in enumerate(members)}
+    problems.sort(key=lambda p: order.get(p[0], len(order)))
+    culprits = tuple(dict.fromkeys(name for name, _ in problems if name))
+    return Verdict(BROKEN, tuple(phrase for _, phrase in problems), culprits)
