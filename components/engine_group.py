@@ -32,6 +32,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand, discarding_stdin
+from spark_llm.group.order import stop_order
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
@@ -145,7 +146,7 @@ class EngineGroup(pulumi.ComponentResource):
         # With an API key the restart inputs carry its file's digest: kept encrypted in state.
         secret = plan.api_config is not None
         triggers = [*restart.values(), *args.image_ids.values(), plan.group_revision]
-        # Every member stopped before any is replaced: the head first, then the workers (last rank first). With a
+        # Every member stopped before any is replaced, in the group's stop order (spark_llm.group.order). With a
         # supervisor, it is stopped before them all (it must not restart what `up` replaces), by a step of its own:
         # the members' stop steps keep their script, so enabling it (or upgrading to it) restarts no group.
         stops: list[NodeCommand] = []
@@ -160,7 +161,7 @@ class EngineGroup(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
                 )
             )
-        for node in [plan.head, *reversed(plan.workers)]:
+        for node in stop_order(plan.nodes):
             stops.append(
                 NodeCommand(
                     f"{name}-stop-{node.name}",
@@ -198,6 +199,7 @@ class EngineGroup(pulumi.ComponentResource):
             )
             return container, watch
 
+        # Created in the group's start order (spark_llm.group.order): the workers chained in rank order, the head last.
         containers: dict[str, docker.Container] = {}
         watches: list[NodeCommand] = []
         for node in plan.workers:

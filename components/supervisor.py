@@ -74,7 +74,7 @@ class Supervisor(pulumi.ComponentResource):
         as this `up` leaves them; `after`, what must be done first (the readiness gate: the group served)."""
         name, args, plan = self._name, self._args, self._args.plan
         spec_text = pulumi.Output.from_input(container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
-        program = supervisor.PROGRAM.read_text()
+        program = supervisor.program_files()
         files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
         files = NodeCommand(
             f"{name}-files",

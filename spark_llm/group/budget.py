@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+
+from spark_llm.group.records import Budget, RestartRecord
 
 
-class Budget(TypedDict):
-    """spark-llm:supervisor's budget (spark_llm.config.supervisor), as the supervisor's spec carries it."""
-
-    max_restarts: int
-    window_seconds: float
-    backoff_seconds: float
-
-
-class Attempt(TypedDict, total=False):
-    """What the budget reads of a restart record (group.records.RestartRecord)."""
-
-    started: float
-    ended: float | None
-
-
-def recent(attempts: Sequence[Attempt], now: float, budget: Budget) -> list[Attempt]:
+def recent(attempts: Sequence[RestartRecord], now: float, budget: Budget) -> list[RestartRecord]:
     """The restarts that started within the budget's window."""
     return [a for a in attempts if now - a["started"] < budget["window_seconds"]]
 
 
-def next_step(attempts: Sequence[Attempt], now: float, budget: Budget) -> tuple[str, float]:
+def next_step(attempts: Sequence[RestartRecord], now: float, budget: Budget) -> tuple[str, float]:
     """("restart", seconds to wait first) or ("give_up", 0): the budget's answer to a group found broken.
 
     The first restart in the window waits nothing; the n-th waits `backoff_seconds * 2**(n-2)` after the previous

@@ -24,7 +24,13 @@ def docker_time_ns(text: str) -> int | None:
 def docker_time(text: str) -> float | None:
     """A Docker time (the whole text) -> epoch seconds; None for Docker's zero time or no time."""
     ns = docker_time_ns(text)
-    return None if ns is None else ns / 1e9
+    return None if ns is None else seconds(ns)
+
+
+def seconds(ns: int) -> float:
+    """Nanoseconds since the epoch -> epoch seconds, the fraction as exact as a float holds it (not ns / 1e9)."""
+    whole, fraction = divmod(ns, 1_000_000_000)
+    return whole + fraction / 1e9
 
 
 def split_stamp(line: str) -> tuple[int | None, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import queue
-import re
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.text import Text
 
+from spark_llm.group.times import split_stamp
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -32,8 +32,6 @@ HOLD_SECONDS = 0.5
 # ...and the first lines wait this long for every node's first line (a worker answers through the head).
 FIRST_LINES_SECONDS = 5.0
 NODE_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
-
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z ")
 
 
 @dataclass(frozen=True)
@@ -54,13 +52,8 @@ class LogLine:
 
 def parse_line(node: str, raw: str) -> LogLine:
     """Pure: one `docker logs --timestamps` line (RFC 3339 with up to 9 fraction digits, trailing zeros cut)."""
-    raw = raw.rstrip("\n")
-    match = _STAMP.match(raw)
-    if not match:
-        return LogLine(node, 0, raw)
-    seconds = int(datetime.fromisoformat(match.group(1) + "+00:00").timestamp())
-    nanos = int((match.group(2) or "0").ljust(9, "0"))
-    return LogLine(node, seconds * 1_000_000_000 + nanos, raw[match.end() :])
+    time_ns, text = split_stamp(raw.rstrip("\n"))
+    return LogLine(node, time_ns or 0, text)
 
 
 def interleave(per_node: Mapping[str, Sequence[LogLine]]) -> list[LogLine]:

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from spark_llm.group.times import docker_time
 from spark_llm.ops import render, status_read
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan
@@ -51,7 +52,7 @@ def supervisor_stop_urns(export: dict) -> list[str]:
 
 def start_order(statuses: Sequence[status_read.NodeStatus]) -> list[str]:
     """Pure: the running members by the time their containers started, earliest first."""
-    running = [(status_read.parse_time(s.started_at), s.node) for s in statuses if s.state == "running"]
+    running = [(docker_time(s.started_at), s.node) for s in statuses if s.state == "running"]
     return [node for at, node in sorted((t, n) for t, n in running if t is not None)]
 
 

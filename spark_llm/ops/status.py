@@ -22,10 +22,13 @@ from rich.table import Table
 from rich.text import Text
 
 from spark_llm.group.history import last_failure
+from spark_llm.group.members import UNREACHABLE, Member
+from spark_llm.group.order import restart_steps
+from spark_llm.group.verdict import RESTART, judge
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status_canary import canary_lines, check_canary
-from spark_llm.ops.status_read import Health, NodeStatus, collect, parse_time
+from spark_llm.ops.status_read import Health, NodeStatus, collect
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.start_phases import PROFILE_ENGINES, phases_for
 from spark_llm.plan.start_timeline import failed_start_warning, phase_seconds
@@ -40,41 +43,40 @@ STATE_STYLES = {
 
 
 def restart_order(plan: DeploymentPlan) -> str:
-    workers = [n.name for n in plan.workers]
-    return ", ".join(
-        [f"{plan.head.name} stopped", *(f"{w} stopped" for w in workers), *(f"{w} started" for w in workers)]
-        + [f"{plan.head.name} started"]
-    )
+    return ", ".join(restart_steps([n.name for n in plan.nodes]))
 
 
-def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[str]:
-    """Pure: every way the group differs from what the config gives now, one phrase each.
+def group_members(statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[Member]:
+    """Pure: the members as status read them (spark_llm.group.members), in rank order.
 
     `state_id`: this stack's state (its `state_id` output); an engine whose owner record names another state is
     another checkout's (or a lost state's) deployment, which `pulumi up` replaces.
     """
     out = []
-    head = next(s for s in statuses if s.node == plan.head.name)
     for s in statuses:
-        if s.state == "absent":
-            out.append(f"{s.node} has no {s.container} container")
-        elif s.state in ("unreachable", "unknown"):
-            out.append(f"{s.node} is {s.state} ({s.error})")
-        elif s.state != "running":
-            oom = ", killed for memory" if s.oom_killed else ""
-            out.append(f"{s.node} {s.state} ({s.exit_code}{oom})")
-        elif s.revision != plan.group_revision:
-            out.append(f"{s.node} runs revision {s.revision or '(none)'}, the config gives {plan.group_revision}")
-        elif s.node != head.node and head.state == "running" and _later(s.started_at, head.started_at):
-            out.append(f"{s.node} restarted after the head, outside the group")
-        elif state_id and s.owner and s.owner != state_id:
-            out.append(f"{s.node}'s engine was started by another state of this stack")
+        if s.state in ("unreachable", "unknown"):
+            out.append(Member(s.node, s.role, UNREACHABLE, error=f"{s.state}: {s.error}" if s.error else s.state))
+            continue
+        foreign = "another state of this stack" if state_id and s.owner and s.owner != state_id else ""
+        out.append(
+            Member(
+                s.node,
+                s.role,
+                s.state,
+                exit_code=s.exit_code,
+                started_at=s.started_at,
+                oom_killed=s.oom_killed,
+                rollout=s.revision,
+                foreign=foreign,
+            )
+        )
     return out
 
 
-def _later(a: str, b: str) -> bool:
-    ta, tb = parse_time(a), parse_time(b)
-    return ta is not None and tb is not None and ta > tb
+def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[str]:
+    """Pure: every way the group differs from what the config gives now, one phrase each: the group's verdict
+    (spark_llm.group.verdict, the restart policy, as `pulumi preview` judges it) against the config's revision."""
+    return list(judge(group_members(statuses, state_id), RESTART, plan.group_revision).problems)
 
 
 def verdict(

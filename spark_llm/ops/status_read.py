@@ -7,12 +7,11 @@ on the configured revision, and the supervisor's state file. The parsers are pur
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
 
 from spark_llm.group.history import last_start_probe
+from spark_llm.group.times import docker_time
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -88,18 +87,6 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
-
-
-def parse_time(text: str) -> float | None:
-    """Pure: docker's RFC 3339 time (nanoseconds, `Z`) -> epoch seconds; None for docker's zero time."""
-    match = _RFC3339.match(text)
-    if not match or text.startswith("0001-"):
-        return None
-    zone = match.group(3) if match.group(3) not in (None, "Z") else "+00:00"
-    return datetime.fromisoformat(match.group(1) + zone).timestamp() + float("0." + (match.group(2) or "0"))
-
-
 def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     """Pure: a node's status from what its script printed."""
     if run.ssh_failed:
@@ -119,7 +106,7 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     owner_state, owner_container = owner_record(owner_section.first_line if owner_section and owner_section.ok else "")
     now_section = sections.get("now")
     now = float(now_section.first_line) if now_section and now_section.ok else None
-    started_s = parse_time(engine.started_at)
+    started_s = docker_time(engine.started_at)
     uptime = now - started_s if engine.running and now is not None and started_s is not None else None
     return NodeStatus(
         node=node.name,

@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import shlex
 
+from spark_llm.group.members import UNREACHABLE, Member
+from spark_llm.group.verdict import RESTART, WHOLE, judge
 from spark_llm.plan.container import LABEL_GENERATION
 from spark_llm.plan.nodes import NodePlan
 from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
@@ -86,6 +88,34 @@ def owner_watch_script(node: NodePlan, state_id: str, container_id: str) -> str:
     )
 
 
+def group_members(
+    observations: dict[str, NodeObservation], members: list[tuple[str, str]], others: list[str] | tuple[str, ...] = ()
+) -> list[Member]:
+    """Pure: the group's members as the program's probe read them (spark_llm.group.members), in rank order.
+
+    `others`: nodes whose running engine another state of this stack started (`engines_of_other_states`)."""
+    out = []
+    for node, role in members:
+        seen = observations[node]
+        engine = seen.engine
+        if seen.error is not None:
+            out.append(Member(node, role, UNREACHABLE, error=seen.error))
+            continue
+        out.append(
+            Member(
+                node,
+                role,
+                engine.status,
+                exit_code=engine.exit_code,
+                started_at=engine.started_at,
+                oom_killed=engine.oom_killed,
+                rollout=engine.labels.get(LABEL_GENERATION, ""),
+                foreign="another state of this stack" if node in others else "",
+            )
+        )
+    return out
+
+
 def group_generation(
     observations: dict[str, NodeObservation] | None,
     members: list[tuple[str, str]],
@@ -93,36 +123,21 @@ def group_generation(
 ) -> tuple[str, str | None]:
     """The engine group's generation label, and why it is new (None: every member runs as `pulumi up` left it).
 
-    `members`: (node, role) in rank order. The group is whole when every member's container runs, all carry the
-    same generation label, and no worker started after the head (a worker restarted by hand rejoins nothing: the
-    engines' process group died with it). Otherwise the generation is new and every container is replaced, in
-    order: head stopped, workers stopped, workers started, head started. `others`: nodes whose running engine
-    another state of this stack started (`engines_of_other_states`): this state's containers are gone there.
+    `members`: (node, role) in rank order. The group's verdict (spark_llm.group.verdict, with the restart policy:
+    `up` recreates what is absent or another's): whole, and the generation is the one every member carries;
+    otherwise it is new and every container is replaced, in order (spark_llm.group.order). `others`: nodes whose
+    running engine another state of this stack started (`engines_of_other_states`): this state's containers are
+    gone there.
     """
     if observations is None:
         return UNOBSERVED, None
-    problems = [f"{node}'s engine was started by another state of this stack" for node in others]
-    generations = set()
-    head_started = next((observations[n].engine.started_at for n, r in members if r == "head"), "")
-    for node, role in members:
-        seen = observations[node]
-        engine = seen.engine
-        if seen.error is not None:
-            problems.append(f"{node} could not be read ({seen.error})")
-        elif engine.status == "absent":
-            problems.append(f"{node} has no engine container")
-        elif not engine.running:
-            problems.append(f"{node}'s engine container is {engine.status} (exit code {engine.exit_code})")
-        elif role != "head" and engine.started_at > head_started:
-            problems.append(f"{node}'s engine container restarted after the head's")
-        generations.add(engine.labels.get(LABEL_GENERATION, ""))
-    if not problems and len(generations) == 1 and "" not in generations:
-        return generations.pop(), None
-    if not problems:
-        problems.append("the members' containers belong to different rollouts")
-    why = "; ".join(problems)
+    group = group_members(observations, members, others)
+    verdict = judge(group, RESTART)
+    if verdict.state == WHOLE:
+        return group[0].rollout, None
+    generations = sorted({m.rollout for m in group})
     run = next((o.run for o in observations.values()), "")
-    return _repair(why + repr(sorted(generations)), run), why
+    return _repair(verdict.why + repr(generations), run), verdict.why
 
 
 def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[str]:

@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from spark_llm.group.times import seconds, split_stamp
+
 # The program's engine profiles (spark_llm/plan/engines/) and the engine whose lines each one's nodes print.
 PROFILE_ENGINES = {"sglang": "sglang", "vllm-native": "vllm", "vllm-ray": "vllm"}
 
@@ -188,7 +190,6 @@ _VLLM_LINES = _markers(
 )
 _LINES = {"sglang": _SGLANG_LINES, "vllm": _VLLM_LINES}
 
-_DOCKER_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?)(Z|[+-]\d{2}:\d{2}) ")
 _SGLANG_TIME = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[\] ]")
 _VLLM_TIME = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:\d{2}:\d{2}) \[")
 
@@ -341,13 +342,10 @@ def _engine_time(line: LogLine, offset: float) -> tuple[str, float, float | None
     """The line without a `docker logs -t` prefix, its time (the engine's own where it has one), and when the
     container wrote it (from that prefix, else None)."""
     text = line.text.rstrip("\r\n")
-    docker = _DOCKER_TIME.match(text)
-    if docker:
-        # Docker prints nanoseconds; Python parses microseconds.
-        fraction = docker[1][19:26] if len(docker[1]) > 19 else ""
-        zone = "+00:00" if docker[2] == "Z" else docker[2]
-        written = datetime.fromisoformat(docker[1][:19] + fraction + zone).timestamp()
-        return text[docker.end() :], written, written
+    written_ns, rest = split_stamp(text)
+    if written_ns is not None:
+        written = seconds(written_ns)
+        return rest, written, written
     sglang = _SGLANG_TIME.match(text)
     if sglang:
         return text, _utc(datetime.strptime(sglang[1], "%Y-%m-%d %H:%M:%S"), offset), None

@@ -8,10 +8,12 @@ What it did (its state file on the head) is read back here for `spark-llm status
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
+import spark_llm.group
+from spark_llm.group.records import GaveUp, RestartRecord, SpecMember, SupervisorSpec, dumps, parse_state
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
@@ -21,6 +23,7 @@ from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 
 CONTAINER_NAME = "spark-llm-supervisor"
 PROGRAM = SCRIPTS_DIR / "supervisor.py"
+GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
 # Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
 CONTAINER_DIR = "/spark-llm-supervisor"
 CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
@@ -63,7 +66,7 @@ def known_hosts(plan: DeploymentPlan) -> str:
     return "".join(lines)
 
 
-def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> dict:
+def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
     """What scripts/supervisor.py reads: the members in rank order (head first), how to reach each, the budget.
 
     `container_ids`: each member's engine container as `pulumi up` created it. Their digest is the deployment's
@@ -71,7 +74,7 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> dict:
     left alone (only `pulumi up` puts the deployment's back).
     """
     cfg = plan.config.supervisor
-    members = [
+    members: list[SpecMember] = [
         {
             "name": n.name,
             "role": n.role,
@@ -107,12 +110,23 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> dict:
 
 
 def spec_json(plan: DeploymentPlan, container_ids: dict[str, str]) -> str:
-    return json.dumps(spec(plan, container_ids), indent=1, sort_keys=True) + "\n"
+    return dumps(spec(plan, container_ids))
 
 
-def files_script(plan: DeploymentPlan, spec_text: str, program: str) -> str:
-    """The step on the head that writes the program, its spec and the pinned host keys (0600, the dir 0700), and
-    checks the fabric key is a readable file (docker would make a directory at a missing mount source)."""
+def program_files() -> dict[str, str]:
+    """The program and what it imports, by path under the supervisor's dir: scripts/supervisor.py and the group's
+    room (spark_llm/group, standard library only), so the supervisor judges the group with the very code `pulumi
+    preview` and `spark-llm status` use. Python finds the package beside the program (its dir is first on sys.path)."""
+    files = {"supervisor.py": PROGRAM.read_text()}
+    for path in [GROUP_PACKAGE.parent / "__init__.py", *sorted(GROUP_PACKAGE.glob("*.py"))]:
+        files[path.relative_to(GROUP_PACKAGE.parents[1]).as_posix()] = path.read_text()
+    return files
+
+
+def files_script(plan: DeploymentPlan, spec_text: str, program: dict[str, str]) -> str:
+    """The step on the head that writes the program (`program_files`), its spec and the pinned host keys (0600, the
+    dir 0700), and checks the fabric key is a readable file (docker would make a directory at a missing mount
+    source)."""
     directory = files_dir(plan.head)
     out = f"mkdir -p {shlex.quote(directory)}\nchmod 0700 {shlex.quote(directory)}\n"
     if plan.workers:
@@ -123,7 +137,8 @@ def files_script(plan: DeploymentPlan, spec_text: str, program: str) -> str:
         )
         quoted = shlex.quote(key)
         out += f"[ -f {quoted} ] && [ -r {quoted} ] || {{ echo {shlex.quote(message)} >&2; exit 1; }}\n"
-    for name, content in (("supervisor.py", program), ("spec.json", spec_text), ("known_hosts", known_hosts(plan))):
+    files = {**program, "spec.json": spec_text, "known_hosts": known_hosts(plan)}
+    for name, content in files.items():
         out += file_script(f"{directory}/{name}", content, "0600")
     return out
 
@@ -202,17 +217,14 @@ def probe(plan: DeploymentPlan, node: NodePlan) -> str:
 class SupervisorReport:
     """The supervisor's state file: its restarts (oldest first) and, when it gave up, when and why."""
 
-    restarts: tuple[dict, ...]
-    gave_up: dict | None
+    restarts: tuple[RestartRecord, ...]
+    gave_up: GaveUp | None
     waiting: str | None
 
     @classmethod
     def parse(cls, text: str) -> SupervisorReport | None:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
+        data = parse_state(text)
+        if data is None:
             return None
         restarts = tuple(r for r in data.get("restarts") or [] if isinstance(r, dict))
         gave_up = data.get("gave_up") if isinstance(data.get("gave_up"), dict) else None

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 
+from spark_llm.group.times import docker_time, later
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, EngineState, parse_engine
 from spark_llm.plan.start_phases import LogLine, NodeStart, phases_for, read_start
@@ -95,7 +95,7 @@ def take(member: MemberLog, output: str, received: float) -> None:
         member.container_id, member.lines, member.cursor, member.seen_at_cursor = member.engine.container_id, [], "", 0
     skip = member.seen_at_cursor  # lines at the cursor's instant were read last time
     for stamp, text in fresh:
-        if stamp < member.cursor or (stamp == member.cursor and skip > 0):
+        if _before(stamp, member.cursor) or (stamp == member.cursor and skip > 0):
             skip -= stamp == member.cursor
             continue
         if stamp == member.cursor:
@@ -108,15 +108,19 @@ def take(member: MemberLog, output: str, received: float) -> None:
         member.lines.append(LogLine(text.rsplit("\r", 1)[-1], _local_time(stamp, node_now, received)))
 
 
+def _before(stamp: str, cursor: str) -> bool:
+    """A line's stamp is before the cursor's, as times (Docker trims trailing zeros: strings do not sort so)."""
+    return bool(cursor) and later(cursor, stamp)
+
+
 def _local_time(stamp: str, node_now: float | None, received: float) -> float:
     """When a line was written, on this machine's clock: its age on the node's clock (docker's write time against
     the node's own `date` in the same poll) taken from the receive time. A line written before the gate's first
     poll is that old, not new; no clock needs to agree with another."""
     if node_now is None:
         return received
-    try:
-        written = datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00" if "." in stamp else stamp).timestamp()
-    except ValueError:
+    written = docker_time(stamp)
+    if written is None:
         return received
     return received - min(max(node_now - written, 0.0), 86400.0)
 

@@ -59,6 +59,14 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path):
         ("components/cluster.py", "import spark_llm.ops.status", "the CLI is above them"),
         # The remote layer declaring resources.
         ("spark_llm/remote/observe.py", "import components.connection", "remote talks to nodes"),
+        # The group's room reaching for the plan: the supervisor on the head would not find it.
+        ("spark_llm/group/verdict.py", "import spark_llm.plan.container", "the group's room stands alone"),
+        # ... or for a package the head's Python does not have.
+        ("spark_llm/group/times.py", "import pydantic", "the group's room stands alone"),
+        # The config reaching up for the plan: a floor below importing a floor above.
+        ("spark_llm/config/stack.py", "import spark_llm.plan.nodes", "the layers, top floor first"),
+        # The remote layer reaching up for the CLI's renderer.
+        ("spark_llm/remote/runner.py", "import spark_llm.ops.render", "the layers, top floor first"),
     ],
 )
 def test_an_upward_import_breaks_the_lint(tree: Path, module: str, statement: str, contract: str):

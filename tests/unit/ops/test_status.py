@@ -58,7 +58,7 @@ def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_pl
     state, sentence = status.verdict(p, s, status.Health(200, (p.model_name,)))
     assert state == "drift"
     assert sentence == (
-        "spark-2 exited (137): `pulumi up` restarts the group in order: "
+        "spark-2's engine container is exited (exit code 137): `pulumi up` restarts the group in order: "
         "spark-1 stopped, spark-2 stopped, spark-2 started, spark-1 started"
     )
 
@@ -67,8 +67,8 @@ def test_status_says_drift_and_what_pulumi_up_does_for_an_exited_worker(spark_pl
     ("head", "worker", "words"),
     [
         (running("2026-11-30T10:00:05Z", "ffffffffffffffff"), None, "spark-1 runs revision ffffffffffffffff"),
-        (None, ABSENT, "spark-2 has no spark-llm-engine container"),
-        (None, running("2026-11-30T10:09:00Z"), "spark-2 restarted after the head"),
+        (None, ABSENT, "spark-2 has no engine container"),
+        (None, running("2026-11-30T10:09:00Z"), "spark-2's engine container restarted after the head's"),
     ],
     ids=["old-revision", "removed", "restarted-by-hand"],
 )

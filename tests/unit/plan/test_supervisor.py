@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 from spark_llm.config import parse
 from spark_llm.plan import deployment, supervisor
@@ -45,9 +46,20 @@ def test_the_fabric_key_is_mounted_from_the_head_users_home_and_checked_before_d
     assert mounts[supervisor.CONTAINER_KEY].source == "/home/aurora/.ssh/fabric"
     assert mounts[supervisor.CONTAINER_KEY].read_only
     assert not mounts[supervisor.DOCKER_SOCKET].read_only
-    script = supervisor.files_script(plan, "{}\n", "print()\n")
+    script = supervisor.files_script(plan, "{}\n", {"supervisor.py": "print()\n"})
     assert "[ -f /home/aurora/.ssh/fabric ] && [ -r /home/aurora/.ssh/fabric ]" in script
     assert "spark-llm:network.fabricKeyPath" in script
+
+
+def test_the_program_ships_with_the_groups_room_and_runs_on_a_bare_python(tmp_path):
+    # What the files step writes beside the program is all it imports: no site-packages (-S), no PYTHONPATH (-E).
+    files = supervisor.program_files()
+    assert "spark_llm/group/verdict.py" in files and "spark_llm/__init__.py" in files
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(content)
+    run = subprocess.run([sys.executable, "-E", "-S", str(tmp_path / "supervisor.py")], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.startswith("Usage: supervisor.py SPEC.json"), run.stderr
 
 
 def test_the_known_hosts_pin_each_worker_by_its_fabric_address(raw_config):

@@ -1,0 +1,13 @@
+"""The engine group's room: what the group is, decided once for every caller.
+
+Pure and standard library only, at the bottom of the layers (.importlinter), and shipped to the head beside the
+supervisor (spark_llm.plan.supervisor.program_files): `pulumi preview` (spark_llm.plan.drift), `spark-llm status`,
+the readiness gate and the supervisor import the same rules.
+
+- times: Docker's times, read one way;
+- members: a member's engine container as a record;
+- verdict: is the group whole, with a caller's policy for what only `pulumi up` can mend;
+- order: the order the group stops and starts in;
+- budget: the supervisor's restarts within a window;
+- records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
+"""

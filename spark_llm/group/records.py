@@ -1,0 +1,95 @@
+"""The supervisor's records that cross to the head: its spec (written by `pulumi up`, read by the program) and its
+state (written by the program, read by `spark-llm status` and `pulumi preview`). One type each, so mypy follows a
+key from its writer to its reader; `dumps` is the one way either is written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict
+
+
+class Budget(TypedDict):
+    """spark-llm:supervisor's restart budget (spark_llm.config.supervisor), as the spec carries it."""
+
+    max_restarts: int
+    window_seconds: float
+    backoff_seconds: float
+
+
+class SpecMember(TypedDict):
+    """A member in rank order, as the supervisor reaches it."""
+
+    name: str
+    role: str
+    address: str
+    """Its fabric address (the head reaches the workers over the fabric)."""
+    user: str
+    port: int
+    container_id: str
+    """Its engine container as `pulumi up` created it: another container there is not this deployment's."""
+
+
+class SupervisorSpec(TypedDict):
+    """What scripts/supervisor.py reads (spark_llm.plan.supervisor.spec writes it)."""
+
+    deployment: str
+    """The group's identity (revision and container IDs): a new one starts a new budget."""
+    revision: str
+    container: str
+    members: list[SpecMember]
+    docker_socket: str
+    key_path: str
+    known_hosts: str
+    ssh_options: list[str]
+    health_host: str
+    health_port: int
+    ready_seconds: float
+    startup_grace: float
+    poll_seconds: float
+    budget: Budget
+    state_path: str
+
+
+class GaveUp(TypedDict):
+    at: str
+    reason: str
+    restarts: int
+
+
+class RestartRecord(TypedDict, total=False):
+    """One restart the supervisor made (the budget reads `started` and `ended`)."""
+
+    at: str
+    started: float
+    ended: float
+    reason: str
+    result: str
+    """IN_PROGRESS, `served`, `failed: ...` or `interrupted: ...`."""
+    seconds_to_serving: float | None
+    logs: dict[str, list[str]]
+
+
+class SupervisorState(TypedDict, total=False):
+    """The supervisor's state file."""
+
+    deployment: str
+    revision: str
+    restarts: list[RestartRecord]
+    gave_up: GaveUp | None
+    waiting: str | None
+    checked_at: str
+
+
+def dumps(record: SupervisorSpec | SupervisorState) -> str:
+    """The one way a record is written: indented, keys sorted, a newline at the end."""
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+
+
+def parse_state(text: str) -> SupervisorState | None:
+    """The state file's text -> the state (None: not a state)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None  # type: ignore[return-value]
