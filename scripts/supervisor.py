@@ -9,7 +9,8 @@ worker's with `docker inspect` over ssh (the head's fabric key, the workers' pin
 is spark_llm.group.verdict's, the one `pulumi preview` and `spark-llm status` use (so a group this restarts is no
 drift for the next `pulumi up`: the same containers, started again in order), with the supervisor's policy: a
 member absent, unreachable or replaced is waited for. A broken group is restarted in spark_llm.group.order (each
-worker must stay up `startup_grace` seconds), then it waits until the head's /health answers 200. At most
+worker must stay up `startup_grace` seconds), then it waits until rank 0 serves (spark_llm.group.serving: the
+readiness gate's one-token completion, with the API key read from the engine's own key file). At most
 `max_restarts` restarts in `window_seconds` (spark_llm.group.budget); past that it stops every member, records why
 and does nothing more until `pulumi up` deploys a new supervisor.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
@@ -42,6 +43,7 @@ from spark_llm.group.records import (
     dumps,
     parse_state,
 )
+from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, serving_request
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 
@@ -253,16 +255,32 @@ class Supervisor:
             verdict, _ = self.verdict()
             if verdict.state != WHOLE:
                 return verdict.why
-            if self._health() == 200:
+            if serves(self._completion()):
                 return ""
             time.sleep(1)
-        return f"the head's /health did not answer 200 within {self.spec['ready_seconds']} s"
+        return f"rank 0 did not answer a one-token completion within {self.spec['ready_seconds']} s"
 
-    def _health(self) -> int | None:
+    def _completion(self) -> int | None:
+        """The HTTP code of the one-token completion that means "serving" (the readiness gate's own request)."""
+        headers = {"Content-Type": "application/json"}
+        key = self._api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body = json.dumps(serving_request(self.spec["model"]))
         try:
-            conn = http.client.HTTPConnection(self.spec["health_host"], self.spec["health_port"], timeout=5)
-            conn.request("GET", "/health")
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=10)
+            conn.request("POST", COMPLETIONS_PATH, body=body, headers=headers)
             return conn.getresponse().status
+        except OSError:
+            return None
+
+    def _api_key(self) -> str | None:
+        """The API key from the engine's own `--config` file (mounted read-only), read when needed: never kept."""
+        if not self.spec["api_key_file"]:
+            return None
+        try:
+            with open(self.spec["api_key_file"]) as f:
+                return api_key_of(f.read())
         except OSError:
             return None
 

@@ -42,8 +42,12 @@ class SupervisorSpec(TypedDict):
     key_path: str
     known_hosts: str
     ssh_options: list[str]
-    health_host: str
-    health_port: int
+    api_host: str
+    api_port: int
+    model: str
+    """The served model's name: "serving" is a one-token completion of it (spark_llm.group.serving)."""
+    api_key_file: str
+    """Where the container sees the engine's API key file ("" without spark-llm:apiKey)."""
     ready_seconds: float
     startup_grace: float
     poll_seconds: float

@@ -102,7 +102,7 @@ def verdict(
     if health is not None and not health.healthy:
         seen = f"answers {health.http_code}" if health.http_code else f"does not answer ({health.error})"
         return "unhealthy", (
-            f"every container runs revision {plan.group_revision}, but the head's /health {seen}: "
+            f"every container runs revision {plan.group_revision}, but the head's {health.path} {seen}: "
             "`pulumi preview` sees no drift; still loading? see `spark-llm logs`"
         )
     if health is not None and plan.model_name not in health.models:
@@ -128,7 +128,7 @@ def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: H
             revision += " (config: " + plan.group_revision + ")"
         answer = ""
         if s.role == "head" and health is not None:
-            answer = f"/health {health.http_code}" if health.http_code else f"/health: {health.error}"
+            answer = f"{health.path} {health.http_code}" if health.http_code else f"{health.path}: {health.error}"
             if health.models:
                 answer += f"; serves {', '.join(health.models)}"
         rows.append(

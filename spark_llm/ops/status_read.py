@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spark_llm.group.history import last_start_probe
+from spark_llm.group.serving import health_path
 from spark_llm.group.times import docker_time
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan.container import LABEL_REVISION
@@ -53,6 +54,8 @@ class Health:
     http_code: int | None
     models: tuple[str, ...]
     error: str = ""
+    path: str = "/health"
+    """The engine's health route asked (spark_llm.group.serving.HEALTH_PATHS)."""
     last_start: str = ""
     """The head's latest history line about the configured revision (JSON; empty: none)."""
 
@@ -74,7 +77,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {quote(key)})" if key else ""
         url = f"http://{plan.api_address}:{plan.port}"
         lines += [
-            f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}/health; }}",
+            f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}{health_path(plan.engine)}; }}",
             f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",
             "capture health health",
             "capture models models",
@@ -124,10 +127,10 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     )
 
 
-def head_health(run: NodeRun) -> Health:
+def head_health(run: NodeRun, path: str = "/health") -> Health:
     """Pure: the head's /health code and served models from its script's output."""
     if run.ssh_failed:
-        return Health(None, (), "no ssh")
+        return Health(None, (), "no ssh", path)
     sections = parse_sections(run.stdout)
     health = sections.get("health", Section(-1, ""))
     code = int(health.first_line) if health.first_line.isdigit() else None
@@ -145,7 +148,7 @@ def head_health(run: NodeRun) -> Health:
         code = None
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
-    return Health(code, models, error, last)
+    return Health(code, models, error, path, last)
 
 
 def supervisor_report(run: NodeRun) -> SupervisorReport | None:
@@ -161,4 +164,4 @@ def collect(
     with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
         runs = list(pool.map(lambda n: run_on(n.ssh, node_script(plan, n), timeout=timeout), plan.nodes))
     statuses = [node_status(node, plan.container, r) for node, r in zip(plan.nodes, runs, strict=True)]
-    return statuses, head_health(runs[0]), supervisor_report(runs[0])
+    return statuses, head_health(runs[0], health_path(plan.engine)), supervisor_report(runs[0])

@@ -19,6 +19,7 @@ from spark_llm.config import NAMESPACE, Node, StackConfig
 from spark_llm.config.supervisor import Supervisor
 from spark_llm.group.history import history_path
 from spark_llm.group.order import start_order
+from spark_llm.group.serving import render_api_config
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import SshHost
@@ -79,6 +80,11 @@ class DeploymentPlan:
         return start_order([n.name for n in self.nodes])
 
     @property
+    def engine(self) -> str:
+        """spark-llm:engine.kind: sglang or vllm."""
+        return self.config.engine.kind
+
+    @property
     def history_path(self) -> str:
         """The head's history of starts (spark_llm.group.history), the one place its path is made."""
         return history_path(self.head.remote_dir)
@@ -121,12 +127,6 @@ def fabric_key_path(cfg: StackConfig) -> str:
 def api_config_path(cfg: StackConfig) -> str | None:
     """Where the head keeps the API key file, beside its launch script; None when the stack has no key."""
     return f"{remote_dir(cfg.head.user)}/{API_CONFIG_NAME}" if cfg.api_key else None
-
-
-def render_api_config(api_key: str) -> str:
-    """The engine config file with the key: YAML, the key JSON-quoted (a valid YAML double-quoted scalar)."""
-    header = "# spark-llm: the API key (spark-llm:apiKey); mode 0600, read by the engine as --config\n"
-    return f"{header}api-key: {json.dumps(api_key)}\n"
 
 
 def _url_host(address: str) -> str:

@@ -28,6 +28,8 @@ GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
 CONTAINER_DIR = "/spark-llm-supervisor"
 CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
 CONTAINER_KEY = "/spark-llm-supervisor-key/fabric-key"
+# The engine's API key file (its `--config`), read-only: the supervisor's completion sends the key the clients send.
+CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
 STATE_FILE = "state.json"
 # The probe section (spark_llm.plan.observation: `supervisor<TAB>JSON`) that carries the state file.
@@ -95,8 +97,10 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         "key_path": CONTAINER_KEY,
         "known_hosts": f"{CONTAINER_DIR}/known_hosts",
         "ssh_options": list(FABRIC_SSH_OPTIONS),
-        "health_host": plan.api_address.strip("[]"),
-        "health_port": plan.port,
+        "api_host": plan.api_address.strip("[]"),
+        "api_port": plan.port,
+        "model": plan.model_name,
+        "api_key_file": CONTAINER_API_CONFIG if plan.api_config_path else "",
         "ready_seconds": plan.ready_timeout,
         "startup_grace": plan.config.timeouts.startup_grace_seconds,
         "poll_seconds": cfg.poll_seconds,
@@ -189,6 +193,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
     ]
     if plan.workers:
         out.append(Mount(fabric_key_on_head(plan), CONTAINER_KEY))
+    if plan.api_config_path:
+        out.append(Mount(plan.api_config_path, CONTAINER_API_CONFIG))
     return tuple(out)
 
 

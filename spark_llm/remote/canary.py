@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from spark_llm.group.serving import COMPLETIONS_PATH
 from spark_llm.plan.canary import CanaryRecord, parse_answer, request_body
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote.runner import run, run_script
@@ -29,7 +30,7 @@ def completion_command(address: str, port: int, body: dict, api_key: str | None,
     auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {shlex.quote(api_key)}) " if api_key else ""
     return (
         f"curl -sS -m {seconds:g} -o - -w ' HTTP%{{http_code}}' {auth}"
-        f"http://{address}:{int(port)}/v1/completions "
+        f"http://{address}:{int(port)}{COMPLETIONS_PATH} "
         f"-H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"
     )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from spark_llm.group.history import StartRecord, failure_record, succeeded
+from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
@@ -54,8 +55,9 @@ def _members(props: dict) -> list[Member]:
 def _probe_script(props: dict) -> str:
     """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
     listens on every address, so no port needs to be open outside; else the one address it listens on)."""
-    body = {"model": props["model"], "prompt": "ping", "max_tokens": 1}
-    curl = completion_command(props["address"], props["port"], body, props.get("api_key"), 10)
+    curl = completion_command(
+        props["address"], props["port"], serving_request(props["model"]), props.get("api_key"), 10
+    )
     return f'out=$({curl} 2>&1) || true\necho "$out" | tail -c 300\n'
 
 

@@ -60,8 +60,6 @@ class EngineProfile:
     # Roles in start order, for people (logs, docs): what "started" means for each.
     start_order: tuple[str, ...]
     launch: Callable[[Topology, Member], NodeLaunch]
-    # What rank 0 answers when the group can generate (a one-token completion is always tried too).
-    health_path: str = "/health"
 
 
 def fabric_env(topo: Topology, member: Member) -> dict[str, str]:

@@ -42,5 +42,4 @@ SGLANG = EngineProfile(
     name="sglang",
     start_order=("workers: server ranks > 0, waiting for rank 0", "head: rank 0, serves the API"),
     launch=_launch,
-    health_path="/health_generate",
 )

@@ -27,7 +27,7 @@ def test_the_spec_lists_members_head_first_with_their_fabric_address_and_the_bud
     ]
     assert spec["members"][1]["address"] == "192.168.200.13" and spec["members"][1]["user"] == "aurora"
     assert spec["budget"] == {"max_restarts": 2, "window_seconds": 3600, "backoff_seconds": 3}
-    assert spec["health_host"] == "127.0.0.1" and spec["health_port"] == plan.port
+    assert spec["api_host"] == "127.0.0.1" and spec["api_port"] == plan.port and spec["model"] == plan.model_name
     assert "StrictHostKeyChecking=yes" in spec["ssh_options"]
 
 

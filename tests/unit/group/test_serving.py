@@ -1,0 +1,68 @@
+"""What "serving" means (spark_llm.group.serving), and the supervisor asking it as the readiness gate does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spark_llm.group.serving import api_key_of, render_api_config, serving_request
+from spark_llm.plan.supervisor import PROGRAM
+from spark_llm.remote import readiness
+
+_spec = importlib.util.spec_from_file_location("supervisor_program_serving", PROGRAM)
+assert _spec is not None and _spec.loader is not None
+program = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(program)
+
+
+@pytest.mark.parametrize("key", ["sk-1", 'with "quotes" and: colons', "ключ-🔑"])
+def test_the_key_file_reads_back_the_key_it_was_written_with(key):
+    assert api_key_of(render_api_config(key)) == key
+    assert api_key_of("# nothing here\n") is None
+
+
+class Engine(BaseHTTPRequestHandler):
+    """Rank 0 as far as serving goes: 200 for a completion with the right key, 401 without."""
+
+    seen: list[tuple[str, str, dict]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Engine.seen.append((self.path, self.headers.get("Authorization", ""), body))
+        self.send_response(200 if self.headers.get("Authorization") == "Bearer sk-secret" else 401)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_key_file(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    key_file = tmp_path / "api-key.yaml"
+    key_file.write_text(render_api_config("sk-secret"))
+    spec = {
+        "members": [],
+        "api_host": "127.0.0.1",
+        "api_port": server.server_address[1],
+        "model": "m",
+        "state_path": str(tmp_path / "s.json"),
+        "deployment": "d",
+        "revision": "r",
+    }
+    try:
+        keyed = program.Supervisor({**spec, "api_key_file": str(key_file)})
+        assert keyed._completion() == 200
+        assert program.Supervisor({**spec, "api_key_file": ""})._completion() == 401
+    finally:
+        server.shutdown()
+    path, auth, body = Engine.seen[0]
+    # The gate's own request: the same path and body (spark_llm.remote.readiness builds it from serving_request).
+    assert (path, auth, body) == ("/v1/completions", "Bearer sk-secret", serving_request("m"))
+    assert json.dumps(serving_request("m")) in readiness._probe_script(
+        {"model": "m", "address": "127.0.0.1", "port": 1}
+    )
