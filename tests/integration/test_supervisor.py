@@ -133,8 +133,8 @@ def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_
     assert code == 0 and status["state"] == "in sync", status
     restarts = status["supervisor"]["restarts"]
     assert [r["result"] for r in restarts] == ["served", "served"], restarts
-    assert "worker-1's engine exited" in restarts[0]["reason"], restarts
-    assert "head's engine exited" in restarts[1]["reason"], restarts
+    assert "worker-1's engine container is exited" in restarts[0]["reason"], restarts
+    assert "head's engine container is exited" in restarts[1]["reason"], restarts
 
 
 def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_status_says_why(deployed, sim_cluster):
