@@ -223,7 +223,7 @@ class EngineGroup(pulumi.ComponentResource):
 
 
 def readiness_spec(plan: DeploymentPlan, stack: str = "") -> dict:
-    """Pure: what the gate (`python -m spark_llm.remote.readiness`) reads on stdin (`stack`: this stack's name)."""
+    """Pure: what the gate (`python -m spark_llm.ops.readiness_gate`) reads on stdin (`stack`: this stack's name)."""
     return {
         "members": [
             {
@@ -247,7 +247,7 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> dict:
         "revision": plan.group_revision,
         "stall_seconds": plan.stall_seconds,
         "history_path": plan.history_path,
-        # After a failed start: print the rollback command, or run it (spark_llm.remote.after_failure).
+        # After a failed start: print the rollback command, or run it (spark_llm.ops.after_failure).
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }
 
@@ -259,7 +259,7 @@ def _readiness_gate(
     spec = json.dumps(readiness_spec(plan, pulumi.get_stack()), sort_keys=True)
     return command.local.Command(
         name,
-        create=f"{shlex.quote(sys.executable)} -m spark_llm.remote.readiness",
+        create=f"{shlex.quote(sys.executable)} -m spark_llm.ops.readiness_gate",
         # It does not read the spec: drained first, or the local shell may exit before all of stdin was written.
         update=discarding_stdin("echo 'spark-llm: readiness gate settings recorded'"),
         # Progress (stdout) streams into `pulumi up`; a failure's message (stderr, with every member's log tail)

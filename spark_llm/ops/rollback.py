@@ -7,7 +7,7 @@ nothing is copied, the group restarts in order and the readiness gate waits for 
 stack file is not edited: `pulumi preview` with it afterwards shows what the next `up` would do (relaunch the
 revision that failed), and says that it failed to start last time.
 
-A failed start runs this by itself under spark-llm:rollout.onFailure `rollback` (spark_llm.remote.after_failure),
+A failed start runs this by itself under spark-llm:rollout.onFailure `rollback` (spark_llm.ops.after_failure),
 with `--after-pid`: it first waits for the failed `pulumi up` to end and release the stack's lock.
 """
 
@@ -45,7 +45,7 @@ LOCKED = "currently locked"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # A failed start's own rollback waits for the `pulumi up` it ran under (spark_llm.remote.after_failure).
+    # A failed start's own rollback waits for the `pulumi up` it ran under (spark_llm.ops.after_failure).
     parser.add_argument("--after-pid", type=int, help=argparse.SUPPRESS)
 
 

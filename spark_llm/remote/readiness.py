@@ -12,9 +12,7 @@ stall bounds learn; a failed start is a line there too.
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +22,7 @@ from spark_llm.group.history import StartRecord, failure_record, succeeded
 from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
-from spark_llm.plan.start_timeline import TIMELINE_PREFIX, phase_seconds
-from spark_llm.remote.after_failure import after_failure
+from spark_llm.plan.start_timeline import phase_seconds
 from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.runner import run_script
@@ -218,33 +215,3 @@ def watch_start(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )
         time.sleep(POLL_SECONDS)
-
-
-def main() -> int:
-    """`python -m spark_llm.remote.readiness` with the spec as JSON on stdin (the key must not be on a command line).
-
-    Run by the readiness gate, a pulumi-command `local.Command` (components/engine_group.py): its output streams
-    into `pulumi up`, and a failure's message (this process's stderr) becomes the step's error.
-    """
-    spec = json.load(sys.stdin)
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-
-    try:
-        timeline = wait_ready(spec, say=say)
-        say(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True))
-    except (GroupNotReadyError, RemoteError) as err:
-        # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
-        # (spark-llm:rollout.onFailure).
-        after = after_failure(spec.get("rollout") or {}) if isinstance(err, GroupNotReadyError) else ""
-        sys.stderr.write(f"{err}\n{after}\n")
-        return 1
-    except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback
-        sys.stderr.write(f"spark-llm readiness gate failed: {type(err).__name__}: {err}\n")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

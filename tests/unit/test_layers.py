@@ -83,3 +83,14 @@ def test_a_cycle_between_sibling_modules_breaks_the_lint(tree: Path):
     result = lint_imports(tree)
     assert result.returncode != 0
     assert "No cycles are allowed" in result.stdout
+
+
+def test_entry_points_live_in_ops_and_the_floors_below_are_libraries():
+    # What a resource runs (`python -m ...`) or a person starts is the top floor's; below it, nothing is a program.
+    for floor in ("group", "config", "plan", "remote"):
+        for module in sorted((ROOT / "spark_llm" / floor).rglob("*.py")):
+            text = module.read_text()
+            # (config.schema_docs is the developers' `make docs` and `make lint`, not something the product runs.)
+            assert '__name__ == "__main__"' not in text or module.name == "schema_docs.py", module
+    for module in sorted((ROOT / "components").glob("*.py")):
+        assert "-m spark_llm.remote" not in module.read_text() and "-m spark_llm.plan" not in module.read_text()

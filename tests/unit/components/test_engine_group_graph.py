@@ -105,7 +105,7 @@ def test_the_readiness_gate_follows_the_head_and_reads_every_member(registered):
     assert inputs(ready)["triggers"] == [f"{HEAD}-id"]
     spec = json.loads(inputs(ready)["stdin"])
     assert [(m["name"], m["role"]) for m in spec["members"]] == [("spark-1", "head"), ("spark-2", "worker")]
-    assert inputs(ready)["create"].endswith("-m spark_llm.remote.readiness")
+    assert inputs(ready)["create"].endswith("-m spark_llm.ops.readiness_gate")
 
 
 def test_a_missing_key_file_stops_the_program_naming_the_key(monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_llm.remote.after_failure import after_failure, config_file_of
+from spark_llm.ops.after_failure import after_failure, config_file_of
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,7 @@ def test_no_stack_no_note_and_the_rollbacks_own_failure_starts_no_other(monkeypa
 
 
 def test_stop_prints_the_command(monkeypatch):
-    from spark_llm.remote import after_failure as module
+    from spark_llm.ops import after_failure as module
 
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
     monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
@@ -35,7 +35,7 @@ def test_stop_prints_the_command(monkeypatch):
 
 def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
     # On Ctrl-C the command provider kills the gate's shell: the gate, reparented, must not start a rollback.
-    from spark_llm.remote import after_failure as module
+    from spark_llm.ops import after_failure as module
 
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
     monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
