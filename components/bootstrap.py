@@ -87,10 +87,10 @@ def open_endpoint_warning(cfg: StackConfig) -> str:
     )
 
 
-def load_keys(cfg: StackConfig) -> dict[str, str]:
+def load_keys(plan: DeploymentPlan) -> dict[str, str]:
     """The nodes' ssh private keys, read now (preview too): a missing key stops the program naming its config key."""
     try:
-        return key_files.read_keys(cfg)
+        return key_files.read_keys(plan.key_files)
     except key_files.KeyFileError as err:
         refuse(str(err))
 

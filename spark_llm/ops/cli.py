@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(module, "USES_PLAN", True):
             plan = pulumi.load_plan()
             # Before any ssh: a key others can read is refused here as the program refuses it.
-            key_files.check_modes(plan.config)
+            key_files.check_modes(plan.key_files)
     except (ConfigError, PulumiError, key_files.KeyFileError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2

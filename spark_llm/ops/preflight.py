@@ -25,7 +25,6 @@ from dataclasses import asdict
 
 from rich.table import Table
 
-from spark_llm.config import StackConfig
 from spark_llm.ops import render
 from spark_llm.ops.preflight_checks import (
     Check,
@@ -50,11 +49,13 @@ from spark_llm.remote.runner import NodeRun, failure_of, presented_host_key
 from spark_llm.remote.runner import run as run_on
 
 
-def model_size(cfg: StackConfig, override_gb: float | None, head: dict[str, Section]) -> tuple[int | None, str]:
+def model_size(plan: DeploymentPlan, override_gb: float | None, head: dict[str, Section]) -> tuple[int | None, str]:
     """The weights' size in bytes and where it came from: the flag, the source directory, or unknown."""
     if override_gb is not None:
         return int(override_gb * GB), "--model-size-gb"
-    source = cfg.model.effective_source
+    source = plan.model_source
+    if source is None:
+        return None, "no model source"
     if source.kind == "local" and source.path:
         total = 0
         for root, _dirs, files in os.walk(os.path.expanduser(source.path)):
@@ -78,7 +79,6 @@ def judge(
     stack: StackRef = SELECTED,
 ) -> list[Check]:
     """Every check of every node from what the nodes printed; `runs[n]` None: not tried (its jump host failed)."""
-    cfg = plan.config
     facts = {name: parse_sections(run.stdout) if run and not run.ssh_failed else {} for name, run in runs.items()}
     head = facts.get(plan.head.name, {})
     head_image = head.get("image")
@@ -87,7 +87,7 @@ def judge(
     for node in plan.nodes:
         run = runs.get(node.name)
         own = facts.get(node.name, {})
-        checks.append(check_ssh(cfg, node, run, presented.get(node.name), stack))
+        checks.append(check_ssh(node, run, presented.get(node.name), stack))
         fabric = check_fabric(plan, node, head, own) if node.role == "worker" else None
         if run is None or run.ssh_failed:
             if fabric is not None and fabric.status != SKIP:
@@ -97,13 +97,13 @@ def judge(
         checks.append(check_clock(node.name, run, limits.max_clock_skew))
         checks.append(check_docker(node.name, own.get("docker"), stack, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
-        checks.append(check_disk(node.name, cfg, own.get("disk"), limits))
+        checks.append(check_disk(node.name, plan, own.get("disk"), limits))
         checks.append(check_memory(node.name, own, limits, len(plan.nodes)))
-        checks.append(check_interfaces(node.name, cfg.network, node.fabric_address, own, stack))
-        checks.append(fabric if fabric is not None else check_ports(cfg, node.name, own, stack))
-        checks.append(check_image(cfg, node, own, head_image_id))
+        checks.append(check_interfaces(plan, node.name, node.fabric_address, own, stack))
+        checks.append(fabric if fabric is not None else check_ports(plan, node.name, own, stack))
+        checks.append(check_image(plan, node, own, head_image_id))
         if node.role == "head" and check_flags_too:
-            checks.append(check_flags(cfg, node.name, own.get("flags")))
+            checks.append(check_flags(plan, node.name, own.get("flags")))
     return checks
 
 
@@ -173,7 +173,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         runs, presented = collect(plan, args, update)
     head_run = runs.get(plan.head.name)
     head = parse_sections(head_run.stdout) if head_run is not None and not head_run.ssh_failed else {}
-    size, size_from = model_size(plan.config, args.model_size_gb, head)
+    size, size_from = model_size(plan, args.model_size_gb, head)
     limits = Limits(
         model_size=size,
         model_size_from=size_from,

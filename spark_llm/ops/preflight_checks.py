@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.config import StackConfig
 from spark_llm.ops.preflight_script import (
     GB,
     engine_help_command,
@@ -15,11 +14,10 @@ from spark_llm.ops.preflight_script import (
     parse_meminfo,
     platform_of,
     unknown_flags,
-    used_flags,
 )
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, gb
 from spark_llm.ops.sections import Section
-from spark_llm.plan.deployment import NodePlan
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.node_commands import SELECTED, StackRef, read_host_key
 from spark_llm.remote.runner import NodeRun, failure_of
 from spark_llm.remote.ssh import fingerprint
@@ -51,10 +49,7 @@ class Limits:
 # ---------- verdicts (pure) ----------
 
 
-def check_ssh(
-    cfg: StackConfig, node: NodePlan, run: NodeRun | None, presented: str | None, stack: StackRef = SELECTED
-) -> Check:
-    index = next(i for i, n in enumerate(cfg.nodes) if n.name == node.name)
+def check_ssh(node: NodePlan, run: NodeRun | None, presented: str | None, stack: StackRef = SELECTED) -> Check:
     target = node.ssh
     where = f"{target.user}@{target.host}:{target.port}" + (f" via {target.via.name}" if target.via else "")
     if run is None:
@@ -69,9 +64,9 @@ def check_ssh(
             node.name,
             "ssh",
             FAIL,
-            f"host key mismatch: {where} {seen}, spark-llm:nodes[{index}].hostKey pins {fingerprint(target.host_key)}",
+            f"host key mismatch: {where} {seen}, {node.config_key}.hostKey pins {fingerprint(target.host_key)}",
             f"if the node was reinstalled, read the key it presents (`{read_host_key(stack, node)}`), confirm it on "
-            f"its console, then pin it in spark-llm:nodes[{index}].hostKey; otherwise something else answers at "
+            f"its console, then pin it in {node.config_key}.hostKey; otherwise something else answers at "
             f"{target.host}",
         )
     if failure.kind == "key refused":
@@ -81,7 +76,7 @@ def check_ssh(
             FAIL,
             f"{where}: key refused ({failure.message})",
             f"authorize {target.key_path}.pub in ~{target.user}/.ssh/authorized_keys on {node.name}, "
-            f"or set spark-llm:nodes[{index}].keyPath / spark-llm:sshKeyPath",
+            f"or set {node.config_key}.keyPath / spark-llm:sshKeyPath",
         )
     path_hint = f" and that {target.via.name} reaches it at {target.host} (the fabric)" if target.via else ""
     return Check(
@@ -143,7 +138,7 @@ def check_gpu(node: str, section: Section | None) -> Check:
     )
 
 
-def check_disk(node: str, cfg: StackConfig, section: Section | None, limits: Limits) -> Check:
+def check_disk(node: str, plan: DeploymentPlan, section: Section | None, limits: Limits) -> Check:
     if section is None or not section.ok:
         return Check(
             node, "disk", FAIL if section else SKIP, f"no answer from df: {section.first_line if section else ''}"
@@ -154,7 +149,7 @@ def check_disk(node: str, cfg: StackConfig, section: Section | None, limits: Lim
         return Check(node, "disk", FAIL, f"could not read df: {section.body[:200]}", "")
     free, mount = int(fields[0]), fields[2]
     present = int(lines[1]) if len(lines) > 1 and lines[1].strip().isdigit() else 0
-    where = f"{gb(free)} free on {mount} (for {cfg.model.path})"
+    where = f"{gb(free)} free on {mount} (for {plan.model_path})"
     if limits.model_size is None:
         need = limits.disk_margin
         if free < need:
@@ -198,8 +193,8 @@ def check_memory(node: str, sections: dict[str, Section], limits: Limits, nodes:
     return Check(node, "memory", PASS, detail)
 
 
-def check_image(cfg: StackConfig, node: NodePlan, sections: dict[str, Section], head_image_id: str | None) -> Check:
-    image = cfg.image
+def check_image(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Section], head_image_id: str | None) -> Check:
+    image = plan.image
     docker = sections.get("docker")
     platform = platform_of(docker.first_line) if docker is not None and docker.ok else None
     if platform is None:
@@ -249,8 +244,8 @@ def check_image(cfg: StackConfig, node: NodePlan, sections: dict[str, Section], 
     return Check(node.name, "image", WARN, absent + f"; `pulumi up` transfers it from {source}")
 
 
-def check_flags(cfg: StackConfig, node: str, section: Section | None) -> Check:
-    command = " ".join(engine_help_command(cfg))
+def check_flags(plan: DeploymentPlan, node: str, section: Section | None) -> Check:
+    command = " ".join(engine_help_command(plan))
     if section is None:
         return Check(node, "engine flags", SKIP, "not checked")
     if not section.ok:
@@ -258,11 +253,11 @@ def check_flags(cfg: StackConfig, node: str, section: Section | None) -> Check:
             node,
             "engine flags",
             FAIL,
-            f"`{command}` failed in {cfg.image.ref} (exit {section.rc}): {section.first_line}",
+            f"`{command}` failed in {plan.image.ref} (exit {section.rc}): {section.first_line}",
             "check the image and spark-llm:engine.kind",
         )
     listed = help_flags(section.body)
-    unknown = unknown_flags(used_flags(cfg), listed)
+    unknown = unknown_flags(list(plan.engine_flags), listed)
     if unknown:
         return Check(
             node,
@@ -271,4 +266,4 @@ def check_flags(cfg: StackConfig, node: str, section: Section | None) -> Check:
             f"the image's engine does not list {', '.join(unknown)} (`{command}`)",
             "remove them from spark-llm:engine.flags (another engine's flags?), or use an image whose engine has them",
         )
-    return Check(node, "engine flags", PASS, f"all {len(used_flags(cfg))} flags the config uses are in `{command}`")
+    return Check(node, "engine flags", PASS, f"all {len(plan.engine_flags)} flags the config uses are in `{command}`")

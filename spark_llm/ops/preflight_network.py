@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 
-from spark_llm.config import Network, StackConfig
 from spark_llm.ops.preflight_checks import Check
 from spark_llm.ops.preflight_script import engine_running, parse_addrs, parse_links, parse_listeners, ping_rtt
 from spark_llm.ops.render import FAIL, PASS, SKIP, WARN
@@ -16,12 +15,12 @@ from spark_llm.plan.node_commands import SELECTED, StackRef
 
 
 def check_interfaces(
-    node: str, network: Network, fabric_address: str, sections: dict[str, Section], stack: StackRef = SELECTED
+    plan: DeploymentPlan, node: str, fabric_address: str, sections: dict[str, Section], stack: StackRef = SELECTED
 ) -> Check:
     links = parse_links(sections["links"].body) if "links" in sections else {}
     addrs = parse_addrs(sections["addrs"].body) if "addrs" in sections else {}
     holder = next((name for name, found in addrs.items() if fabric_address in found), None)
-    if not network.fabric_interfaces:
+    if not plan.fabric_interfaces:
         on = f"on {holder}" if holder else "on no interface"
         return Check(
             node,
@@ -31,7 +30,7 @@ def check_interfaces(
             f"set it to [{holder}] to pin NCCL/Gloo to the fabric" if holder else "",
         )
     problems, fixes, seen = [], [], []
-    for name in network.fabric_interfaces:
+    for name in plan.fabric_interfaces:
         link = links.get(name)
         if link is None:
             known = ", ".join(n for n in links if n != "lo")
@@ -40,13 +39,13 @@ def check_interfaces(
         elif not link.up:
             problems.append(f"{name} is down (state {link.state})")
             fixes.append(f"`{stack.exec_on(node, ['sudo', 'ip', 'link', 'set', name, 'up'])}`; check the cable")
-        elif link.mtu < network.mtu:
-            problems.append(f"{name} has MTU {link.mtu}, below spark-llm:network.mtu {network.mtu}")
-            mtu = stack.exec_on(node, ["sudo", "ip", "link", "set", name, "mtu", str(network.mtu)])
+        elif link.mtu < plan.fabric_mtu:
+            problems.append(f"{name} has MTU {link.mtu}, below spark-llm:network.mtu {plan.fabric_mtu}")
+            mtu = stack.exec_on(node, ["sudo", "ip", "link", "set", name, "mtu", str(plan.fabric_mtu)])
             fixes.append(f"`{mtu}` (and persist it), or lower network.mtu")
         else:
             seen.append(f"{name} up, MTU {link.mtu}")
-    if not problems and holder not in network.fabric_interfaces:
+    if not problems and holder not in plan.fabric_interfaces:
         problems.append(f"the fabric address {fabric_address} is on {holder or 'no interface'}, not a configured one")
         fixes.append(f"set spark-llm:network.fabricInterfaces to [{holder}]" if holder else "check fabricAddress")
     if problems:
@@ -62,7 +61,7 @@ def _ping_verdict(section: Section | None) -> str:
 
 def check_fabric(plan: DeploymentPlan, worker: NodePlan, head: dict[str, Section], own: dict[str, Section]) -> Check:
     """head <-> worker at the configured MTU: the head's ping of the worker and the worker's of the head."""
-    mtu = plan.config.network.mtu
+    mtu = plan.fabric_mtu
     legs = [
         (f"{plan.head.name} -> {worker.name} {worker.fabric_address}", head.get(f"fabric:{worker.name}")),
         (f"{worker.name} -> {plan.head.name} {plan.head.fabric_address}", own.get(f"fabric:{plan.head.name}")),
@@ -102,9 +101,9 @@ def _same_address(text: str, address: ipaddress.IPv4Address | ipaddress.IPv6Addr
         return False
 
 
-def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Section]) -> Check | None:
+def _api_address_missing(plan: DeploymentPlan, node: str, sections: dict[str, Section]) -> Check | None:
     """spark-llm:engine.host names one address the head does not have: the API could not listen there."""
-    listen = ipaddress.ip_address(cfg.engine.host)
+    listen = ipaddress.ip_address(plan.api_host)
     addrs = sections.get("addrs")
     if listen.is_unspecified or listen.is_loopback or addrs is None or not addrs.ok:
         return None
@@ -115,14 +114,14 @@ def _api_address_missing(cfg: StackConfig, node: str, sections: dict[str, Sectio
         node,
         "ports",
         FAIL,
-        f"spark-llm:engine.host {cfg.engine.host} is not an address of {node} ({', '.join(own)}): the API cannot"
+        f"spark-llm:engine.host {plan.api_host} is not an address of {node} ({', '.join(own)}): the API cannot"
         " listen there",
         "set spark-llm:engine.host to one of them, or 0.0.0.0 (every address)",
     )
 
 
-def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section], stack: StackRef = SELECTED) -> Check:
-    missing = _api_address_missing(cfg, node, sections)
+def check_ports(plan: DeploymentPlan, node: str, sections: dict[str, Section], stack: StackRef = SELECTED) -> Check:
+    missing = _api_address_missing(plan, node, sections)
     if missing is not None:
         return missing
     section = sections.get("ports")
@@ -131,7 +130,7 @@ def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section], stack
     listening = parse_listeners(section.body)
     ours = engine_running(sections)
     free, held, busy = [], [], []
-    for key, port in (("engine.port", cfg.engine.port), ("engine.distPort", cfg.engine.dist_port)):
+    for key, port in (("engine.port", plan.port), ("engine.distPort", plan.dist_port)):
         if port not in listening:
             free.append(f"{port} ({key}) free")
         elif ours:
@@ -147,7 +146,5 @@ def check_ports(cfg: StackConfig, node: str, sections: dict[str, Section], stack
             f"stop what listens there (`{stack.exec_on(node, ['sudo', 'ss', '-ltnp'])}` names it), "
             "or choose other spark-llm:engine ports",
         )
-    detail = "; ".join(
-        [*free, *([f"{', '.join(held)} held by our engine {cfg.engine.container_name}"] if held else [])]
-    )
+    detail = "; ".join([*free, *([f"{', '.join(held)} held by our engine {plan.container}"] if held else [])])
     return Check(node, "ports", PASS, detail)

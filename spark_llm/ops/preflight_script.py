@@ -8,13 +8,11 @@ then the parsers of those facts (`ip -o link`, `ip -o addr`, `ss`, meminfo, ping
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spark_llm.config import StackConfig
 from spark_llm.ops.sections import SECTION_FUNCTION, Section
-from spark_llm.plan.deployment import DeploymentPlan, NodePlan, node_launches
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, parse_probe
 from spark_llm.remote.runner import quote
 
@@ -54,34 +52,18 @@ source_size() {{ du -sb "$1" | cut -f1; }}
 ENGINE_HELP = {"sglang": ["python3", "-m", "sglang.launch_server", "--help"], "vllm": ["vllm", "serve", "--help"]}
 
 
-def engine_help_command(cfg: StackConfig) -> list[str]:
-    return ENGINE_HELP[cfg.engine.kind]
-
-
-def _engine_words(argv: tuple[str, ...]) -> list[str]:
-    """The engine's own command words: a `bash -c` launch (Ray) holds them on its `vllm serve` line."""
-    if argv[:2] != ("bash", "-c"):
-        return list(argv)
-    lines = [line for line in argv[2].splitlines() if "vllm serve" in line]
-    return [w for line in lines for w in shlex.split(line)]
-
-
-def used_flags(cfg: StackConfig) -> list[str]:
-    """Every `--flag` the launch script passes to the engine (all nodes), in order, without duplicates."""
-    words = [w for launch in node_launches(cfg).values() for w in _engine_words(launch.argv)]
-    flags = [w.split("=", 1)[0] for w in words if w.startswith("--")]
-    return list(dict.fromkeys(flags))
+def engine_help_command(plan: DeploymentPlan) -> list[str]:
+    return ENGINE_HELP[plan.engine]
 
 
 def node_script(plan: DeploymentPlan, node: NodePlan, *, check_flags: bool) -> str:
     """The read-only script run on `node`: one `capture` section per fact."""
-    cfg = plan.config
-    payload = cfg.network.mtu - PING_OVERHEAD
+    payload = plan.fabric_mtu - PING_OVERHEAD
     lines = [
         SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS,
-        f"MODEL_PATH={quote(cfg.model.path)}",
-        f"IMAGE_REF={quote(cfg.image.ref)}",
-        f"CONTAINER={quote(cfg.engine.container_name)}",
+        f"MODEL_PATH={quote(plan.model_path)}",
+        f"IMAGE_REF={quote(plan.image.ref)}",
+        f"CONTAINER={quote(plan.container)}",
         "capture docker docker info --format '{{.ServerVersion}} {{.OSType}}/{{.Architecture}}'",
         "capture gpu gpu",
         "capture disk disk",
@@ -95,11 +77,11 @@ def node_script(plan: DeploymentPlan, node: NodePlan, *, check_flags: bool) -> s
         lines.append("capture ports ss -Hltn")
         for worker in plan.workers:
             lines.append(f"capture fabric:{worker.name} ping_mtu {quote(worker.fabric_address)} {payload}")
-        source = cfg.model.effective_source
-        if source.kind == "head" and source.path:
+        source = plan.model_source
+        if source is not None and source.kind == "head" and source.path:
             lines.append(f"capture source source_size {quote(source.path)}")
         if check_flags:
-            command = " ".join(quote(word) for word in engine_help_command(cfg))
+            command = " ".join(quote(word) for word in engine_help_command(plan))
             lines.append(f'capture flags timeout 300 docker run --rm --network none "$IMAGE_REF" {command}')
     else:
         lines.append(f"capture fabric:{plan.head.name} ping_mtu {quote(plan.head.fabric_address)} {payload}")

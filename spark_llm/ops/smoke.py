@@ -225,18 +225,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
-    if not args.endpoint and ipaddress.ip_address(plan.config.engine.host).is_loopback:
+    if not args.endpoint and ipaddress.ip_address(plan.api_host).is_loopback:
         head = plan.head.ssh
         # Pinned as every ssh of ours (the stack's key and hostKey): a bare `ssh` would trust whatever answers.
         forward = f"{plan.port}:{plan.api_address}:{plan.port}"
         tunnel = ["ssh", "-N", "-L", forward, *ssh_option_words(head), "-p", str(head.port), f"{head.user}@{head.host}"]
         sys.stderr.write(
-            f"spark-llm smoke: spark-llm:engine.host is {plan.config.engine.host}: the API answers on the head only."
+            f"spark-llm smoke: spark-llm:engine.host is {plan.api_host}: the API answers on the head only."
             f" Open a tunnel (`{shlex.join(tunnel)}`) and run again with --endpoint http://127.0.0.1:{plan.port}\n"
         )
         return 2
     endpoint = (args.endpoint or plan.endpoint).rstrip("/")
-    api_key = plan.config.api_key
+    api_key = plan.api_key
     with render.progress(f"smoke: one completion from {endpoint}", enabled=not args.json) as update:
         first = chat_request(endpoint, plan.model_name, api_key, FIRST_PROMPT, args.max_tokens, args.timeout)
         update(f"smoke: {args.requests} requests, {args.concurrency} at once")

@@ -79,7 +79,7 @@ def check_canary(
         plan.api_address,
         plan.port,
         plan.model_name,
-        plan.config.api_key,
+        plan.api_key,
         revision=revision,
         nodes=running,
     )

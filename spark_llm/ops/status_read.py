@@ -73,7 +73,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
     ]
     if node.role == "head":
         # The API key goes to curl through a file descriptor, never onto a command line.
-        key = plan.config.api_key
+        key = plan.api_key
         auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {quote(key)})" if key else ""
         url = f"http://{plan.api_address}:{plan.port}"
         lines += [

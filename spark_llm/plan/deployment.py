@@ -13,16 +13,18 @@ import ipaddress
 import json
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_llm.config import NAMESPACE, Node, StackConfig
+from spark_llm.config.image import Image
+from spark_llm.config.model import ModelSource
 from spark_llm.config.supervisor import Supervisor
 from spark_llm.group.history import history_path
 from spark_llm.group.order import start_order
 from spark_llm.group.serving import render_api_config
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
-from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
 
@@ -37,6 +39,9 @@ CONTAINER_RAY_TOKEN = "/spark-llm/ray-token"
 @dataclass(frozen=True)
 class DeploymentPlan:
     config: StackConfig
+    """The stack config, for the plan's own step builders: what reads the plan takes its fields, never this."""
+    image: Image
+    """spark-llm:image: the reference, its platform, how it reaches the nodes."""
     nodes: tuple[NodePlan, ...]
     launch_script: str
     env_file: str
@@ -65,6 +70,26 @@ class DeploymentPlan:
     """spark-llm:rollout.onFailure: after a failed start, print the rollback command (stop) or run it (rollback)."""
     supervisor: Supervisor | None = None
     """spark-llm:supervisor when enabled (spark_llm.plan.supervisor); None: the stack has no supervisor."""
+    key_files: dict[str, KeyFile] = field(default_factory=dict)
+    """Each node's ssh key file on this machine (`key_files`)."""
+    # Resolved once here for what the operator CLI checks against the nodes (`spark-llm preflight`, `smoke`): ops
+    # reads these, never the raw config.
+    api_host: str = "0.0.0.0"
+    """spark-llm:engine.host: the address the API listens on, on the head."""
+    dist_port: int = 0
+    """spark-llm:engine.distPort: the engines' rendezvous port."""
+    fabric_interfaces: tuple[str, ...] = ()
+    """spark-llm:network.fabricInterfaces."""
+    fabric_mtu: int = 0
+    """spark-llm:network.mtu."""
+    model_path: str = ""
+    """spark-llm:model.path: the weights' directory on every node."""
+    model_source: ModelSource | None = None
+    """Where the weights come from (spark-llm:model.source, or the head's model.path when unset)."""
+    startup_grace: float = 5
+    """spark-llm:timeouts.startupGraceSeconds: how long a started member must stay up."""
+    engine_flags: tuple[str, ...] = ()
+    """Every `--flag` the launch passes to the engine on any node, in order, once each (`engine_flags`)."""
 
     @property
     def head(self) -> NodePlan:
@@ -95,9 +120,22 @@ API_CONFIG_NAME = "api-key.yaml"
 __all__ = ["RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "build_plan", "remote_dir"]
 
 
+def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
+    """Every node's ssh key file by node name, with the config key that names it: the one place a key path is
+    resolved (the program reads them, the CLI checks their modes, ssh uses them)."""
+    out = {}
+    for i, node in enumerate(cfg.nodes):
+        if node.key_path:
+            out[node.name] = KeyFile(os.path.expanduser(node.key_path), f"{NAMESPACE}:nodes[{i}].keyPath")
+        else:
+            out[node.name] = KeyFile(os.path.expanduser(cfg.ssh_key_path), f"{NAMESPACE}:sshKeyPath")
+    return out
+
+
 def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
     """Every node as ssh reaches it; a node with `via` goes through that node as a jump host."""
     hosts: dict[str, SshHost] = {}
+    keys = key_files(cfg)
 
     def build(node: Node) -> SshHost:
         if node.name not in hosts:
@@ -107,7 +145,7 @@ def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
                 host=node.host,
                 port=node.port,
                 user=node.user,
-                key_path=os.path.expanduser(node.key_path or cfg.ssh_key_path),
+                key_path=keys[node.name].path,
                 host_key=node.host_key,
                 via=via,
             )
@@ -237,6 +275,20 @@ def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan,
     return out
 
 
+def _engine_words(argv: tuple[str, ...]) -> list[str]:
+    """The engine's own command words: a `bash -c` launch (Ray) holds them on its `vllm serve` line."""
+    if argv[:2] != ("bash", "-c"):
+        return list(argv)
+    lines = [line for line in argv[2].splitlines() if "vllm serve" in line]
+    return [w for line in lines for w in shlex.split(line)]
+
+
+def engine_flags(cfg: StackConfig) -> tuple[str, ...]:
+    """Every `--flag` the launch script passes to the engine (all nodes), in order, without duplicates."""
+    words = [w for launch in node_launches(cfg).values() for w in _engine_words(launch.argv)]
+    return tuple(dict.fromkeys(w.split("=", 1)[0] for w in words if w.startswith("--")))
+
+
 def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     hosts = ssh_hosts(cfg)
     ordered = [cfg.head, *cfg.workers]
@@ -258,6 +310,7 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     script = render_launch_script(cfg, template, nodes, revision)
     return DeploymentPlan(
         config=cfg,
+        image=cfg.image,
         nodes=nodes,
         launch_script=script,
         env_file=env_file,
@@ -277,4 +330,13 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         stall_seconds=cfg.timeouts.stall_seconds,
         on_failure=cfg.rollout.on_failure,
         supervisor=cfg.supervisor if cfg.supervisor.enabled else None,
+        key_files=key_files(cfg),
+        api_host=cfg.engine.host,
+        dist_port=cfg.engine.dist_port,
+        fabric_interfaces=tuple(cfg.network.fabric_interfaces),
+        fabric_mtu=cfg.network.mtu,
+        model_path=cfg.model.path,
+        model_source=cfg.model.effective_source,
+        engine_flags=engine_flags(cfg),
+        startup_grace=cfg.timeouts.startup_grace_seconds,
     )

@@ -13,6 +13,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class KeyFile:
+    """The operator's ssh private key for a node, resolved once (spark_llm.plan.deployment.key_files)."""
+
+    path: str
+    """Absolute path on this machine."""
+    config_key: str
+    """The stack config key that names it (for errors): `spark-llm:sshKeyPath` or `spark-llm:nodes[i].keyPath`."""
+
+
+@dataclass(frozen=True)
 class SshHost:
     """One node as ssh reaches it: `host` is the address as seen from the operator, or from `via` if set."""
 

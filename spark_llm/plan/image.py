@@ -295,7 +295,7 @@ def image_steps(plan: DeploymentPlan) -> tuple[ImageStep, ...]:
 
 
 def image_plan(plan: DeploymentPlan) -> ImagePlan:
-    image = plan.config.image
+    image = plan.image
     return ImagePlan(
         ref=image.ref,
         pull_platform=image.platform if image.mode == "pull" else None,

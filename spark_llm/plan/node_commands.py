@@ -12,7 +12,6 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spark_llm.config import NAMESPACE
 from spark_llm.config.nodes import keyscan_type
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 
@@ -54,10 +53,9 @@ def read_host_key(stack: StackRef, node: NodePlan) -> str:
 def host_key_refused(plan: DeploymentPlan, stack: str, name: str) -> str:
     """What `pulumi preview`/`up` says when ssh refused `name`'s host key: the config key, how to read the key
     the node presents, and what to do with it."""
-    index = next(i for i, n in enumerate(plan.config.nodes) if n.name == name)
     node = next(n for n in plan.nodes if n.name == name)
     hop = node.ssh
-    key = f"{NAMESPACE}:nodes[{index}].hostKey"
+    key = f"{node.config_key}.hostKey"
     where = f"{hop.user}@{hop.host}:{hop.port}" + (f" via {hop.via.name}" if hop.via else "")
     key_type = hop.host_key.split()[0]
     return (

@@ -74,7 +74,7 @@ def probe_script(plan: DeploymentPlan, node: NodePlan, extra: str = "") -> str:
     tokens = f"{node.remote_dir}/{TOKENS_DIR}"
     return (
         ENGINE_STATE_FUNCTION + f"container={shlex.quote(plan.container)}\n"
-        f"image={shlex.quote(plan.config.image.ref)}\n"
+        f"image={shlex.quote(plan.image.ref)}\n"
         f"tokens={shlex.quote(tokens)}\n"
         'engine_state "$container" || exit 0\n'
         "if out=$(docker image inspect -f '{{.Id}} {{.Os}}/{{.Architecture}}' \"$image\" 2>/dev/null); then\n"

@@ -75,7 +75,9 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
     identity: a new group (any replacement) starts a new budget, and a container that is not one of these is
     left alone (only `pulumi up` puts the deployment's back).
     """
-    cfg = plan.config.supervisor
+    cfg = plan.supervisor
+    if cfg is None:
+        raise ValueError("spark-llm:supervisor.enabled is false: the stack has no supervisor to write a spec for")
     members: list[SpecMember] = [
         {
             "name": n.name,
@@ -102,7 +104,7 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         "model": plan.model_name,
         "api_key_file": CONTAINER_API_CONFIG if plan.api_config_path else "",
         "ready_seconds": plan.ready_timeout,
-        "startup_grace": plan.config.timeouts.startup_grace_seconds,
+        "startup_grace": plan.startup_grace,
         "poll_seconds": cfg.poll_seconds,
         "budget": {
             "max_restarts": cfg.max_restarts,
@@ -177,7 +179,7 @@ def image_check_script(plan: DeploymentPlan, image: str) -> str:
     the pulled spark-llm:supervisor.image). Without it the supervisor would start and never reach a worker (an
     engine image need not carry ssh), so `pulumi up` fails here, before it stops anything."""
     custom = plan.supervisor.image if plan.supervisor else None
-    what = f"{custom} (spark-llm:supervisor.image)" if custom else f"{plan.config.image.ref} (the engine image)"
+    what = f"{custom} (spark-llm:supervisor.image)" if custom else f"{plan.image.ref} (the engine image)"
     needs_ssh = "1" if plan.workers else "0"
     call = shlex.join(["supervisor_image_check", image, needs_ssh, what])
     return bash_lib("supervisor_image") + call + "\n"

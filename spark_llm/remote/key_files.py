@@ -1,41 +1,24 @@
 """The operator's ssh private key files (`sshKeyPath`, `nodes[].keyPath`): where they are, read and mode-checked.
 
-Read by the program (their contents become pulumi-command's `private_key`, a secret) and checked by the operator
-CLI before it runs ssh. A key that others can read is refused as OpenSSH refuses it ("UNPROTECTED PRIVATE KEY
-FILE"): pulumi-command's Go ssh would take it silently, and the docker provider's OpenSSH would then fail.
+Where they are is the plan's (spark_llm.plan.deployment.key_files, resolved once). Read by the program (their
+contents become pulumi-command's `private_key`, a secret) and checked by the operator CLI before it runs ssh. A
+key that others can read is refused as OpenSSH refuses it ("UNPROTECTED PRIVATE KEY FILE"): pulumi-command's Go
+ssh would take it silently, and the docker provider's OpenSSH would then fail.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
-from spark_llm.config import NAMESPACE, StackConfig
+from spark_llm.config import NAMESPACE
+from spark_llm.plan.hosts import KeyFile
 
 
 class KeyFileError(ValueError):
     """A configured ssh key file cannot be used; the message names the config key and the fix."""
-
-
-@dataclass(frozen=True)
-class KeyFile:
-    path: str
-    """Absolute path on this machine."""
-    config_key: str
-    """The stack config key that names it (for errors)."""
-
-
-def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
-    """Every node's key file by node name, with the key of the config that names it."""
-    out = {}
-    for i, node in enumerate(cfg.nodes):
-        if node.key_path:
-            out[node.name] = KeyFile(os.path.expanduser(node.key_path), f"{NAMESPACE}:nodes[{i}].keyPath")
-        else:
-            out[node.name] = KeyFile(os.path.expanduser(cfg.ssh_key_path), f"{NAMESPACE}:sshKeyPath")
-    return out
 
 
 def unprotected(key: KeyFile) -> str | None:
@@ -55,14 +38,14 @@ def unprotected(key: KeyFile) -> str | None:
     )
 
 
-def check_modes(cfg: StackConfig) -> None:
-    """Raise KeyFileError naming every key file that group or others may access."""
-    problems = sorted({p for key in key_files(cfg).values() if (p := unprotected(key))})
+def check_modes(keys: Mapping[str, KeyFile]) -> None:
+    """Raise KeyFileError naming every key file (the plan's `key_files`) that group or others may access."""
+    problems = sorted({p for key in keys.values() if (p := unprotected(key))})
     if problems:
         raise KeyFileError("\n".join(problems) + "\nNothing was run on any node.")
 
 
-def read_keys(cfg: StackConfig) -> dict[str, str]:
+def read_keys(keys: Mapping[str, KeyFile]) -> dict[str, str]:
     """The private keys' contents by path, read once at program run (preview too).
 
     A missing, unreadable or unprotected key stops the program before any resource is declared: nothing runs on
@@ -71,7 +54,7 @@ def read_keys(cfg: StackConfig) -> dict[str, str]:
     contents: dict[str, str] = {}
     problems: list[str] = []
     seen: set[str] = set()
-    for key in key_files(cfg).values():
+    for key in keys.values():
         if key.path in seen:
             continue
         seen.add(key.path)

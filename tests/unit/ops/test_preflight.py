@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from spark_llm.config import parse
 from spark_llm.ops import preflight, preflight_checks, preflight_network, preflight_script
 from spark_llm.ops.preflight_checks import Check, Limits
 from spark_llm.ops.preflight_script import GB
@@ -99,9 +100,9 @@ def test_fabric_that_carries_only_small_packets_fails_on_the_mtu(spark_plan):
     ids=["ok", "missing", "down", "small-mtu", "address-elsewhere"],
 )
 def test_interfaces(spark_plan, interfaces, links, words):
-    network = spark_plan.config.network.model_copy(update={"fabric_interfaces": interfaces})
+    plan = dataclasses.replace(spark_plan, fabric_interfaces=tuple(interfaces))
     sections = parse_sections(facts(links=(0, links), addrs=(0, ADDRS)))
-    check = preflight_network.check_interfaces("spark-1", network, "192.168.200.12", sections)
+    check = preflight_network.check_interfaces(plan, "spark-1", "192.168.200.12", sections)
     assert check.status == (PASS if words is None else FAIL)
     assert words is None or words in check.detail
 
@@ -109,9 +110,9 @@ def test_interfaces(spark_plan, interfaces, links, words):
 def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_checked_stack(spark_plan):
     """A bare `sudo ip link set ... up` run where preflight printed it would change this machine's interface."""
     stack = StackRef("dual-spark", "conf/Pulumi.dual-spark.yaml")
-    network = spark_plan.config.network.model_copy(update={"fabric_interfaces": ["enP2p1s0f0np0"]})
+    plan = dataclasses.replace(spark_plan, fabric_interfaces=("enP2p1s0f0np0",))
     sections = parse_sections(facts(links=(0, LINKS), addrs=(0, ADDRS)))
-    check = preflight_network.check_interfaces("spark-1", network, "192.168.200.12", sections, stack)
+    check = preflight_network.check_interfaces(plan, "spark-1", "192.168.200.12", sections, stack)
     exec_on = "spark-llm exec --stack dual-spark --config-file conf/Pulumi.dual-spark.yaml spark-1 --"
     assert f"`{exec_on} sudo ip link set enP2p1s0f0np0 up`" in check.fix
     docker = preflight_checks.check_docker("spark-1", Section(1, "Cannot connect to the Docker daemon"), stack)
@@ -123,9 +124,9 @@ def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_check
 
 
 def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan):
-    network = spark_plan.config.network.model_copy(update={"fabric_interfaces": []})
+    plan = dataclasses.replace(spark_plan, fabric_interfaces=())
     check = preflight_network.check_interfaces(
-        "spark-1", network, "192.168.200.12", parse_sections(facts(addrs=(0, ADDRS)))
+        plan, "spark-1", "192.168.200.12", parse_sections(facts(addrs=(0, ADDRS)))
     )
     assert check.status == SKIP and "set it to [enp1s0f0np0]" in check.fix
 
@@ -138,7 +139,7 @@ def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan)
 def test_disk(spark_plan, free_gb, present_gb, size_gb, status):
     limits = Limits(size_gb and size_gb * GB, "test", 10 * GB, 4 * GB, 1.0)
     section = Section(0, f"{free_gb * GB} {4000 * GB} /home\n{present_gb * GB}")
-    assert preflight_checks.check_disk("spark-2", spark_plan.config, section, limits).status == status
+    assert preflight_checks.check_disk("spark-2", spark_plan, section, limits).status == status
 
 
 def test_memory_counts_a_nodes_share_of_the_weights_unless_our_engine_holds_it(spark_plan):
@@ -155,8 +156,8 @@ def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
     listening = Section(0, "LISTEN 0 5 0.0.0.0:30000 0.0.0.0:*\nLISTEN 0 64 192.168.200.12:20000 0.0.0.0:*")
     ours = {"ports": listening, "engine": Section(*RUNNING)}
     theirs = {"ports": listening, "engine": Section(*ABSENT)}
-    assert preflight_network.check_ports(spark_plan.config, "spark-1", ours).status == PASS
-    check = preflight_network.check_ports(spark_plan.config, "spark-1", theirs)
+    assert preflight_network.check_ports(spark_plan, "spark-1", ours).status == PASS
+    check = preflight_network.check_ports(spark_plan, "spark-1", theirs)
     assert check.status == FAIL and "30000 (engine.port), 20000 (engine.distPort)" in check.detail
 
 
@@ -164,9 +165,9 @@ def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
     ("host", "status"), [("0.0.0.0", PASS), ("127.0.0.1", PASS), ("10.1.230.180", PASS), ("10.1.230.99", FAIL)]
 )
 def test_ports_fail_when_engine_host_is_not_an_address_of_the_head(spark_plan, host, status):
-    cfg = spark_plan.config.model_copy(update={"engine": spark_plan.config.engine.model_copy(update={"host": host})})
+    plan = dataclasses.replace(spark_plan, api_host=host)
     sections = {"ports": Section(0, ""), "engine": Section(*ABSENT), "addrs": Section(0, ADDRS)}
-    check = preflight_network.check_ports(cfg, "spark-1", sections)
+    check = preflight_network.check_ports(plan, "spark-1", sections)
     assert check.status == status
     if status == FAIL:
         assert check.detail == (
@@ -201,12 +202,12 @@ def test_image(raw_config, mode, role, image, status):
     p = build(raw_config)
     node = p.head if role == "head" else p.workers[0]
     sections = parse_sections(facts(docker=(0, "28.3.1 linux/aarch64"), image=image))
-    assert preflight_checks.check_image(p.config, node, sections, "sha256:aaaa1111").status == status
+    assert preflight_checks.check_image(p, node, sections, "sha256:aaaa1111").status == status
 
 
 def test_a_node_of_another_architecture_fails_the_image_check(spark_plan):
     sections = parse_sections(facts(docker=(0, "28.3.1 linux/x86_64"), image=(0, "sha256:aaaa1111 linux/arm64")))
-    check = preflight_checks.check_image(spark_plan.config, spark_plan.head, sections, None)
+    check = preflight_checks.check_image(spark_plan, spark_plan.head, sections, None)
     assert check.status == FAIL and "runs linux/amd64" in check.detail
 
 
@@ -224,18 +225,18 @@ SGLANG_HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--served-
 def test_engine_flags_the_image_does_not_list_fail_and_abbreviations_pass(raw_config):
     raw_config["engine"] = {"flags": ["--language-model-only", "--mem-fraction-static", "0.8"]}
     p = build(raw_config)
-    assert preflight_script.engine_help_command(p.config) == ["python3", "-m", "sglang.launch_server", "--help"]
-    check = preflight_checks.check_flags(p.config, "spark-1", Section(0, SGLANG_HELP))
+    assert preflight_script.engine_help_command(p) == ["python3", "-m", "sglang.launch_server", "--help"]
+    check = preflight_checks.check_flags(p, "spark-1", Section(0, SGLANG_HELP))
     # --tp is argparse's abbreviation of --tp-size: accepted. The seeds' vLLM flag is not.
     assert check.status == FAIL and "does not list --language-model-only (" in check.detail
 
 
 def test_model_size_from_the_flag_the_head_or_unknown(raw_config):
-    cfg = parse(raw_config)
-    assert preflight.model_size(cfg, 119.0, {}) == (119 * GB, "--model-size-gb")
-    assert preflight.model_size(cfg, None, {"source": Section(0, "5000")})[0] == 5000
+    plan = build(raw_config)
+    assert preflight.model_size(plan, 119.0, {}) == (119 * GB, "--model-size-gb")
+    assert preflight.model_size(plan, None, {"source": Section(0, "5000")})[0] == 5000
     raw_config["model"]["source"] = {"kind": "huggingface", "repo": "Qwen/Q", "revision": "0" * 40}
-    assert preflight.model_size(parse(raw_config), None, {})[0] is None
+    assert preflight.model_size(build(raw_config), None, {})[0] is None
 
 
 def test_checks_table_shows_node_check_status_and_fix():

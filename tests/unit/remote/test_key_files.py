@@ -9,6 +9,7 @@ from spark_llm.config import parse
 from spark_llm.ops import cli, status
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan import deployment as plan
+from spark_llm.plan.hosts import KeyFile
 from spark_llm.remote import key_files
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
@@ -23,7 +24,7 @@ def key(tmp_path):
 @pytest.mark.parametrize(("mode", "refused"), [(0o600, False), (0o400, False), (0o640, True), (0o604, True)])
 def test_a_key_is_refused_when_group_or_others_may_read_it(key, mode, refused):
     key.chmod(mode)
-    problem = key_files.unprotected(key_files.KeyFile(str(key), "spark-llm:sshKeyPath"))
+    problem = key_files.unprotected(KeyFile(str(key), "spark-llm:sshKeyPath"))
     assert (problem is not None) == refused
     if refused:
         assert problem == (
@@ -36,7 +37,7 @@ def test_the_error_names_the_nodes_own_key_path(key, raw_config):
     key.chmod(0o644)
     raw_config["nodes"][1]["keyPath"] = str(key)
     with pytest.raises(key_files.KeyFileError, match=r"spark-llm:nodes\[1\]\.keyPath: the ssh private key .* 0644"):
-        key_files.check_modes(parse(raw_config))
+        key_files.check_modes(plan.key_files(parse(raw_config)))
 
 
 def test_the_cli_refuses_an_unprotected_key_before_any_ssh(key, raw_config, monkeypatch, capfd):
