@@ -80,3 +80,16 @@ def assert_untouched(out: str, *steps: str) -> None:
     for line in out.splitlines():
         if any(step in line for step in steps):
             assert not any(verb in line for verb in ("updat", "creat", "replac", "delet")), line
+
+
+MODEL_PATH = "/srv/models/standin-model"
+
+
+def weights_on_nodes(sim_cluster: SimCluster) -> dict[str, str]:
+    """Inode, size, mtime and ctime of every weights file on every node: a copy or a touch changes them."""
+    return {
+        node: sim_cluster.node_exec(
+            node, "sh", "-c", f"find {MODEL_PATH} -type f -exec stat -c '%n %i %s %Y %Z' {{}} + | sort"
+        ).stdout
+        for node in ("head", "worker-1")
+    }

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.integration.conftest import SimCluster, complete
+from tests.integration.conftest import complete
 from tests.integration.profiles import (
     PROFILES,
     assert_profile_logs,
@@ -20,21 +20,10 @@ from tests.integration.profiles import (
     assert_replaced_in_order,
     assert_untouched,
     use_profile,
+    weights_on_nodes,
 )
 
 pytestmark = pytest.mark.integration
-
-MODEL_PATH = "/srv/models/standin-model"
-
-
-def weights_on_nodes(sim_cluster: SimCluster) -> dict[str, str]:
-    """Inode, size, mtime and ctime of every weights file on every node: a copy or a touch changes them."""
-    return {
-        node: sim_cluster.node_exec(
-            node, "sh", "-c", f"find {MODEL_PATH} -type f -exec stat -c '%n %i %s %Y %Z' {{}} + | sort"
-        ).stdout
-        for node in ("head", "worker-1")
-    }
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))

@@ -1,0 +1,88 @@
+"""An existing stack upgrades to this spark-llm without restarting an engine or copying a byte.
+
+User story: an operator deployed with spark-llm as it was before the group's room (BEFORE: the verdict, the history
+of starts, the supervisor's program and the readiness gate's entry point have moved since), the supervisor on, and
+pulls this version. `pulumi preview` shows no engine container, stop step, weights or image step changing; `pulumi
+up` restarts no engine (the same containers, started at the same instant), rewrites no weights file, and the group
+serves; the supervisor runs the new program (its files and container replaced); the next preview is empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import (
+    PROGRAM_FILES,
+    REPO,
+    SimCluster,
+    complete,
+    module_stack,
+    project_copy,
+)
+from tests.integration.profiles import assert_untouched, weights_on_nodes
+
+pytestmark = pytest.mark.integration
+
+BEFORE = "ec51324"
+"""main before issue 30 (the engine group's room): the last code an operator may have deployed with."""
+NODES = ("head", "worker-1")
+# What an upgrade must leave alone: the engines, the steps that stop them, the weights and the image.
+UNTOUCHED = ("spark-engine-head", "spark-engine-worker-1", "spark-engine-stop-", "spark-weights-", "spark-image-")
+
+
+def checkout(commit: str, directory: Path) -> Path:
+    """The program as it was at `commit` (git archive of the files a Pulumi run reads), with this venv and sim."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, *PROGRAM_FILES], capture_output=True, check=True, timeout=120
+    )
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True, timeout=120)
+    for name in (".venv", "sim"):
+        (directory / name).symlink_to(REPO / name)
+    return directory
+
+
+def engines(sim: SimCluster) -> dict[str, tuple[str, str]]:
+    """Each node's engine container: its ID and when it started."""
+    fmt = "{{.Id}} {{.State.StartedAt}}"
+    found = {n: sim.node_exec(n, "docker", "inspect", "-f", fmt, "spark-llm-engine").stdout.split() for n in NODES}
+    return {n: (ident, started) for n, (ident, started) in found.items()}
+
+
+def supervisor_id(sim: SimCluster) -> str:
+    return sim.node_exec("head", "docker", "inspect", "-f", "{{.Id}}", "spark-llm-supervisor").stdout.strip()
+
+
+def test_a_stack_deployed_before_the_groups_room_upgrades_restarting_no_engine_and_moving_no_bytes(
+    sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
+):
+    before = checkout(BEFORE, tmp_path_factory.mktemp("checkout-before"))
+    now = project_copy(tmp_path_factory.mktemp("checkout-now"))
+    with module_stack(tmp_path_factory, before) as deployed:
+        deployed.reset_config()
+        deployed.set("supervisor.enabled", "true")
+        deployed.up()
+        running, weights, old_supervisor = (
+            engines(sim_cluster),
+            weights_on_nodes(sim_cluster),
+            supervisor_id(sim_cluster),
+        )
+
+        # The same stack, state and config, run by this version's program.
+        upgraded = dataclasses.replace(deployed, cwd=now)
+        preview = upgraded("preview").stdout
+        assert_untouched(preview, *UNTOUCHED)
+        out = upgraded.up().stdout
+        assert_untouched(out, *UNTOUCHED)
+
+        assert engines(sim_cluster) == running  # no engine restarted
+        assert weights_on_nodes(sim_cluster) == weights  # no weights file rewritten or touched
+        # The supervisor is the new program: its files (with the group's room) replaced, its container new.
+        assert supervisor_id(sim_cluster) != old_supervisor
+        shipped = sim_cluster.node_exec("head", "sh", "-c", "ls /root/spark-llm/supervisor/spark_llm/group").stdout
+        assert "verdict.py" in shipped.split()
+        assert complete(upgraded.outputs())["usage"]["completion_tokens"] == 4
+        upgraded("preview", "--expect-no-changes")
