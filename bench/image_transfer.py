@@ -39,7 +39,7 @@ def _plan(ref: str) -> plan.DeploymentPlan:
     raw = yaml.safe_load(STACK_FILE.read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("spark-llm:")}
     values["image"] = dict(values["image"], ref=ref, mode="transfer", source="head")
-    return plan.build_plan(config.parse(values), plan.TEMPLATE_PATH.read_text())
+    return plan.build_plan(config.parse(values), plan.LAUNCH_TEMPLATE.read_text())
 
 
 def worker_step(ref: str, head_id: str) -> str:

@@ -50,7 +50,7 @@ def local_manifest_digest(directory: str) -> str:
 
     Runs at every preview and up; the first hash of a large directory shows its progress lines as they come.
     """
-    argv = [sys.executable, str(weights.MANIFEST_TOOL_PATH), "scan", directory, "--node", "local"]
+    argv = [sys.executable, str(weights.MANIFEST_TOOL), "scan", directory, "--node", "local"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None and proc.stdout is not None
     messages = []

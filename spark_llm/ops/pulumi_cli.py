@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
-from spark_llm.plan.deployment import TEMPLATE_PATH, DeploymentPlan, build_plan
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
 from spark_llm.plan.scripts import PROJECT_DIR
 
 # Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
@@ -84,7 +84,7 @@ class PulumiCli:
         """The stack's config, parsed and planned as the Pulumi program does; raises ConfigError when invalid."""
         values, secrets = self.config_values()
         cfg = parse(raw_from_pulumi(values), secrets)
-        return build_plan(cfg, TEMPLATE_PATH.read_text())
+        return build_plan(cfg, LAUNCH_TEMPLATE.read_text())
 
     def export(self) -> dict[str, Any]:
         """The stack's state (`pulumi stack export`): resources with their URNs, inputs and outputs."""

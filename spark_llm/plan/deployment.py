@@ -28,7 +28,6 @@ from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
 
-TEMPLATE_PATH = LAUNCH_TEMPLATE
 # Where an engine container sees the launch script (its entrypoint) and the engine env file, both read-only.
 CONTAINER_SCRIPT = "/spark-llm/launch.sh"
 CONTAINER_ENV_FILE = "/spark-llm/engine.env"
@@ -117,7 +116,7 @@ class DeploymentPlan:
 
 API_CONFIG_NAME = "api-key.yaml"
 # Defined in spark_llm.plan.nodes (the step planners take a node without importing this module); named here too.
-__all__ = ["RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "build_plan", "remote_dir"]
+__all__ = ["LAUNCH_TEMPLATE", "RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "build_plan", "remote_dir"]
 
 
 def key_files(cfg: StackConfig) -> dict[str, KeyFile]:

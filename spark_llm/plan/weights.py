@@ -35,7 +35,6 @@ from spark_llm.plan.weights_sync import (
     tool_prelude,
 )
 
-MANIFEST_TOOL_PATH = MANIFEST_TOOL
 MANIFEST_NAME = ".spark-llm-manifest.json"
 DIGEST_PREFIX = "spark-llm-manifest "
 # The drift token's step name on every node (spark_llm.plan.drift), and the probe sections (plan.observation) that
@@ -300,7 +299,7 @@ def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
     """The weights steps of `plan`: every config value they use read here, once."""
     cfg = plan.config
     source = cfg.model.effective_source
-    tool = MANIFEST_TOOL_PATH.read_text()
+    tool = MANIFEST_TOOL.read_text()
     head = plan.head
     local_dir = None
     head_script: Callable[[str], str]

@@ -19,14 +19,13 @@ from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
 from spark_llm.plan.weights_sync import heredoc, tool_prelude
 
-SCRIPTS = SCRIPTS_DIR
 # The fan-out program the step ships to the head: its entry point first, then the module it imports.
 FANOUT_FILES = ("fanout.py", "fanout_transport.py")
 
 
 def fanout_sources() -> dict[str, str]:
     """The fan-out program's files by name, as render_fanout ships them."""
-    return {name: (SCRIPTS / name).read_text() for name in FANOUT_FILES}
+    return {name: (SCRIPTS_DIR / name).read_text() for name in FANOUT_FILES}
 
 
 def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:

@@ -52,7 +52,7 @@ def node_inodes(sim: SimCluster, node: str) -> dict[str, str]:
 
 def local_digest(directory: Path) -> str:
     out = subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL_PATH), "scan", str(directory)], capture_output=True, text=True
+        [sys.executable, str(weights.MANIFEST_TOOL), "scan", str(directory)], capture_output=True, text=True
     )
     return weights.parse_digest(out.stdout)
 

@@ -184,7 +184,7 @@ def test_config_refuses_an_uncatalogued_version_listing_the_known_ones():
 
 
 def test_changing_only_the_version_restarts_nothing():
-    template = plan.TEMPLATE_PATH.read_text()
+    template = plan.LAUNCH_TEMPLATE.read_text()
     before = plan.build_plan(parse(_with_engine(version="0.5.23")), template).group_revision
     after = plan.build_plan(parse(_with_engine(version="0.5.17")), template).group_revision
     assert before == after == plan.build_plan(parse(dual_spark_raw()), template).group_revision

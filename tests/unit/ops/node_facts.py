@@ -12,7 +12,7 @@ from spark_llm.ops.preflight_script import GB
 from spark_llm.plan import deployment as plan
 from spark_llm.remote.runner import NodeRun
 
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 LIMITS = Limits(
     model_size=100 * GB, model_size_from="test", disk_margin=10 * GB, memory_margin=4 * GB, max_clock_skew=1.0
 )

@@ -89,7 +89,7 @@ def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_th
     from spark_llm.plan import deployment as plan
     from spark_llm.remote import observe
 
-    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     seen = {
         "spark-1": NodeObservation(node="spark-1", error="head (aurora@10.1.230.180): exit 255: ... No route to host"),
         "spark-2": NodeObservation(node="spark-2", error="spark-2 (...): exit 255: ... closed by remote host"),
@@ -123,7 +123,7 @@ def run_probe_with_fake_docker(tmp_path, raw_config, docker_script: str) -> str:
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\n" + docker_script)
     fake.chmod(0o755)
-    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     return subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
         capture_output=True,
@@ -164,7 +164,7 @@ def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, r
     from spark_llm.plan import deployment as plan
     from spark_llm.remote import observe
 
-    p = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     docker_down = NodeObservation(node="spark-2", error="its Docker engine does not answer: ...", docker_down=True)
     seen = {"spark-1": NodeObservation(node="spark-1"), "spark-2": docker_down}
     monkeypatch.setattr(stack, "_under_mocks", lambda: False)

@@ -19,7 +19,7 @@ def loopback_plan(raw_config, tmp_path, monkeypatch):
     key.chmod(0o600)
     raw_config["sshKeyPath"] = str(key)
     raw_config.setdefault("engine", {})["host"] = "127.0.0.1"
-    deployment = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     monkeypatch.setattr(PulumiCli, "load_plan", lambda self: deployment)
     return deployment
 

@@ -19,7 +19,7 @@ from spark_llm.plan import deployment as plan
 from spark_llm.plan import image
 from tests.unit.image_stubs import HEAD_ID, OTHER_ID, X86, stub_nodes
 
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 MODES = [("present", "head"), ("pull", "head"), ("transfer", "head"), ("transfer", "operator")]
 TOKEN = "tok-1"
 

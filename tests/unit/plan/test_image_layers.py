@@ -21,7 +21,7 @@ from spark_llm.plan import image, image_layers
 from spark_llm.plan.scripts import bash_lib
 from tests.unit.image_stubs import HEAD_ID, LAYER_TARS, LAYERS, OTHER_ID, save_tar, stub_nodes
 
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 REF = "lmsysorg/sglang:spark"
 
 

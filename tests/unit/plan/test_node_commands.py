@@ -9,7 +9,7 @@ from spark_llm.ops import cli, node_exec
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import node_commands
 
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 
 
 def test_a_printed_exec_command_parses_back_to_the_same_node_and_argv():

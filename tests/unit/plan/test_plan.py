@@ -12,7 +12,7 @@ from spark_llm.plan import deployment as plan
 from spark_llm.plan import node_files
 from spark_llm.plan.container import container_spec
 
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 
 
 def build(raw):

@@ -16,12 +16,12 @@ from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
 from spark_llm.plan.steps import build_steps
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL_PATH.read_text()
+TOOL = weights.MANIFEST_TOOL.read_text()
 
 
 def build(raw):
     cfg = parse(raw)
-    return cfg, deployment.build_plan(cfg, deployment.TEMPLATE_PATH.read_text())
+    return cfg, deployment.build_plan(cfg, deployment.LAUNCH_TEMPLATE.read_text())
 
 
 @pytest.mark.parametrize(

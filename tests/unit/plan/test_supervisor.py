@@ -10,7 +10,7 @@ from spark_llm.config import parse
 from spark_llm.plan import deployment, supervisor
 from spark_llm.plan.steps import build_steps
 
-TEMPLATE = deployment.TEMPLATE_PATH.read_text()
+TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
 
 
 def plan_of(raw, **supervisor_config):

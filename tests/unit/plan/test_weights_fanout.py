@@ -14,7 +14,7 @@ from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.weights_fanout import fanout_plan, fanout_sources, render_fanout
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL_PATH.read_text()
+TOOL = weights.MANIFEST_TOOL.read_text()
 FANOUT = fanout_sources()
 
 
@@ -23,7 +23,7 @@ def build(**transfer):
     if transfer:
         raw["transfer"] = transfer
     cfg = config.parse(raw)
-    return cfg, plan.build_plan(cfg, plan.TEMPLATE_PATH.read_text())
+    return cfg, plan.build_plan(cfg, plan.LAUNCH_TEMPLATE.read_text())
 
 
 def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_head():
@@ -42,7 +42,7 @@ def test_the_idle_bound_on_the_fabric_is_the_users_choice_within_limits():
     raw = dual_spark_raw()
     raw["timeouts"] = {"fabricIdleSeconds": 20}
     cfg = config.parse(raw)
-    p = plan.build_plan(cfg, plan.TEMPLATE_PATH.read_text())
+    p = plan.build_plan(cfg, plan.LAUNCH_TEMPLATE.read_text())
     assert fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")["idle_timeout"] == 20
     raw["timeouts"] = {"fabricIdleSeconds": 2}
     with pytest.raises(config.ConfigError, match=r"spark-llm:timeouts.fabricIdleSeconds"):

@@ -15,8 +15,8 @@ from spark_llm.plan import deployment as plan
 from spark_llm.plan import weights
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL_PATH.read_text()
-TEMPLATE = plan.TEMPLATE_PATH.read_text()
+TOOL = weights.MANIFEST_TOOL.read_text()
+TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HF = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": REVISION}
 TOKEN = "tok-1"
@@ -45,7 +45,7 @@ def run_bash(script: str, env: dict, *, check: bool = True) -> subprocess.Comple
 
 def tool(*args: str, env: dict) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL_PATH), *args], capture_output=True, text=True, env=env, check=True
+        [sys.executable, str(weights.MANIFEST_TOOL), *args], capture_output=True, text=True, env=env, check=True
     )
 
 

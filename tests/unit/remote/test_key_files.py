@@ -43,7 +43,7 @@ def test_the_error_names_the_nodes_own_key_path(key, raw_config):
 def test_the_cli_refuses_an_unprotected_key_before_any_ssh(key, raw_config, monkeypatch, capfd):
     key.chmod(0o644)
     raw_config["sshKeyPath"] = str(key)
-    deployment = plan.build_plan(parse(raw_config), plan.TEMPLATE_PATH.read_text())
+    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     monkeypatch.setattr(PulumiCli, "load_plan", lambda self: deployment)
     monkeypatch.setattr(status, "run", lambda *args: pytest.fail("status ran with an unprotected key"))
     assert cli.main(["status", "--stack", "dual-spark"]) == 2

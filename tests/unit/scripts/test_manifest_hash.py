@@ -12,7 +12,7 @@ from spark_llm.plan import weights
 
 def run(*args: str, cache: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL_PATH), *args],
+        [sys.executable, str(weights.MANIFEST_TOOL), *args],
         input=stdin,
         capture_output=True,
         env=dict(os.environ, XDG_CACHE_HOME=str(cache)),
