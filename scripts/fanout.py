@@ -72,6 +72,7 @@ class Copy:
         self.transport: str = plan.get("transport", "rsyncd")
         self.timeout = float(plan.get("timeout") or 6 * 3600)
         self.idle_seconds = int(plan.get("idle_timeout") or IO_TIMEOUT_SECONDS)
+        self.rsync = tuple(plan["rsync_options"])
         self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
         self.workers = [Node(**w) for w in plan["workers"]]
         self.fabric = Fabric(os.path.expanduser(plan["fabric_key"]), plan["ssh_options"], self.workers, work)
@@ -254,7 +255,7 @@ class Copy:
                 for g in batch:
                     queue.remove(g)
                 is_whole = any(g["path"] in whole[target.name] for g in batch)
-                return Job(nodes[src], target, batch, is_whole, idle_seconds=self.idle_seconds)
+                return Job(nodes[src], target, batch, is_whole, idle_seconds=self.idle_seconds, base_options=self.rsync)
             return None
 
         try:

@@ -15,7 +15,6 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-PARTIAL_DIR = ".spark-llm-partial"
 RSYNC_USER = "spark-llm"
 # rsync --stats lines summed per worker: literal (sent as data), matched (found in a partial file), wire.
 STATS = {"Literal data": "literal", "Matched data": "matched", "Total bytes sent": "wire"}
@@ -79,6 +78,7 @@ class Job:
     tail: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     idle_seconds: int = IO_TIMEOUT_SECONDS  # rsync's --timeout: no data moved for this long is a cut link
+    base_options: tuple[str, ...] = ()  # the plan's rsync options (`rsync_options`)
 
 
 class Fabric:
@@ -252,18 +252,10 @@ def disk_full(fabric: Fabric, node: Node, path: str, left: int) -> CopyError:
 
 
 def rsync_options(job: Job) -> list[str]:
-    # --no-owner/--no-group: the receiving node's user owns the files, whatever uid they had on the sender.
-    opts = [
-        "-a",
-        "--no-owner",
-        "--no-group",
-        "--copy-links",
-        "-I",
-        f"--partial-dir={PARTIAL_DIR}",
-        "--from0",
-        "--files-from=-",
-    ]
-    opts += ["--info=progress2", "--stats", "--no-inc-recursive", "--outbuf=L", f"--timeout={job.idle_seconds}"]
+    """Every weights copy's rsync options (the plan's one list, spark_llm.plan.weights_sync.RSYNC_OPTIONS, handed
+    over in the fan-out plan), then what a fan-out stream adds: its file list on stdin, progress a line at a time,
+    the idle bound, and whole files where a worker feeds another."""
+    opts = [*job.base_options, "--files-from=-", "--no-inc-recursive", "--outbuf=L", f"--timeout={job.idle_seconds}"]
     if job.whole:
         opts.append("--whole-file")
     return opts

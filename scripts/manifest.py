@@ -114,7 +114,17 @@ def load_cache(path: str, root: str) -> dict:
     return data.get("entries", {})
 
 
-def write_json_atomic(path: str, data: object) -> None:
+def write_json_atomic(path: str, data: object, *, unless_same: bool = False) -> None:
+    """Write `data` to `path` atomically; with `unless_same`, leave a file that already says it untouched (a copy
+    run again that changes nothing leaves the tree as it was, inodes and times included)."""
+    if unless_same:
+        text = json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n"
+        try:
+            with open(path) as f:
+                if f.read() == text:
+                    return
+        except OSError:
+            pass
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".spark-llm-tmp.", dir=directory)
@@ -269,7 +279,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.write:
         if not os.path.isdir(root):
             raise SystemExit(f"manifest: {root} is not a directory")
-        write_json_atomic(os.path.join(root, MANIFEST_NAME), doc)
+        write_json_atomic(os.path.join(root, MANIFEST_NAME), doc, unless_same=True)
     if args.json:
         # Not part of the stored manifest: what a copy into DIR needs to know about its disk.
         space = {"free": None, "partial": 0}

@@ -17,7 +17,7 @@ from spark_llm.plan.deployment import NodePlan, fabric_key_path
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
-from spark_llm.plan.weights_sync import heredoc, tool_prelude
+from spark_llm.plan.weights_sync import RSYNC_OPTIONS, heredoc, tool_prelude
 
 # The fan-out program the step ships to the head: its entry point first, then the module it imports.
 FANOUT_FILES = ("fanout.py", "fanout_transport.py")
@@ -50,6 +50,8 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
         "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",
         "timeout": cfg.timeouts.transfer_seconds,
         "idle_timeout": cfg.timeouts.fabric_idle_seconds,
+        # The one rsync option list of every weights copy (the fan-out adds what its streams need).
+        "rsync_options": list(RSYNC_OPTIONS),
     }
 
 

@@ -12,6 +12,7 @@ from spark_llm.plan import deployment as plan
 from spark_llm.plan import weights
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.weights_fanout import fanout_plan, fanout_sources, render_fanout
+from spark_llm.plan.weights_sync import RSYNC_OPTIONS
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL.read_text()
@@ -36,6 +37,7 @@ def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_hea
     # Defaults: the head's cores decide the streams; rsync daemons on the fabric; the documented timeout.
     assert data["streams"] is None and data["transport"] == "rsyncd" and data["timeout"] == 21600
     assert data["idle_timeout"] == 60  # rsync's --timeout: a cut link fails the copy after a minute
+    assert data["rsync_options"] == list(RSYNC_OPTIONS)  # the one list every weights copy uses
 
 
 def test_the_idle_bound_on_the_fabric_is_the_users_choice_within_limits():

@@ -44,6 +44,24 @@ def test_manifest_cache_hit_does_not_rehash(tmp_path, env):
     assert second.stdout == first.stdout
 
 
+def test_a_scan_that_finds_the_same_manifest_leaves_the_stored_one_untouched(tmp_path, env):
+    # A copy run again (its program changed, say) that moves nothing leaves every file as it was, inode and times.
+    root = model_dir(tmp_path / "m", {"a.bin": b"a"})
+    tool("scan", str(root), "--write", env=env)
+    stored = root / weights.MANIFEST_NAME
+    before = stored.stat()
+    tool("scan", str(root), "--write", env=env)
+    after = stored.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_ctime_ns) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        before.st_ctime_ns,
+    )
+    (root / "a.bin").write_bytes(b"b")
+    tool("scan", str(root), "--write", env=env)
+    assert stored.stat().st_ino != before.st_ino  # a new manifest is written (atomically: a new file)
+
+
 def test_changed_file_changes_the_digest_and_only_it_is_rehashed(tmp_path, env):
     root = model_dir(tmp_path / "m", {"a.bin": b"a" * 1000, "b.bin": b"b" * 1000})
     before = tool("scan", str(root), env=env).stdout
