@@ -273,7 +273,7 @@ def test_status_shows_drift_and_what_up_does_after_a_workers_engine_is_killed(sp
     report = spark_llm.json("status", expect=1)
     worker = next(n for n in report["nodes"] if n["node"] == "worker-1")
     assert report["drift"] and worker["state"] == "exited" and worker["exit_code"] == 137
-    assert "worker-1 exited (137)" in report["summary"]
+    assert "worker-1's engine container is exited (exit code 137)" in report["summary"]
     assert report["summary"].endswith(
         "`pulumi up` restarts the group in order: head stopped, worker-1 stopped, worker-1 started, head started"
     )
