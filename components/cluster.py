@@ -140,10 +140,19 @@ class SparkCluster(pulumi.ComponentResource):
             child,
         )
         # The supervisor's image is checked before the group's steps run (they wait for the check); its files and
-        # container come after the group served (Supervisor.start).
+        # container come after the group served: what they need of the group is resolved once it is declared.
         overseer = None
+        resolvers: list[Callable[[EngineGroup], None]] = []
         if plan.supervisor is not None:
             _supervisor_note(plan, args.observations)
+            container_ids: pulumi.Output[dict]
+            ready: pulumi.Output[pulumi.Resource]
+            resolve_ids: Callable[[pulumi.Output[dict]], None]
+            resolve_ready: Callable[[pulumi.Output[pulumi.Resource]], None]
+            container_ids, resolve_ids = pulumi.deferred_output()
+            ready, resolve_ready = pulumi.deferred_output()
+            resolvers.append(lambda group: resolve_ids(group.container_ids))
+            resolvers.append(lambda group: resolve_ready(pulumi.Output.from_input(group.ready)))
             overseer = Supervisor(
                 f"{name}-supervisor",
                 SupervisorArgs(
@@ -151,6 +160,8 @@ class SparkCluster(pulumi.ComponentResource):
                     connection=connections[plan.head.name],
                     provider=providers[plan.head.name],
                     image_id=image.image_id,
+                    container_ids=container_ids,
+                    ready=ready,
                 ),
                 child,
             )
@@ -182,8 +193,8 @@ class SparkCluster(pulumi.ComponentResource):
             ),
             child,
         )
-        if overseer is not None:
-            overseer.start(container_ids=group.container_ids, after=[group.ready])
+        for resolve in resolvers:
+            resolve(group)
         self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256

@@ -10,8 +10,10 @@
   supervise fails `pulumi up` before anything is stopped.
 - `{name}`: a docker.Container on the head's provider, `restart: unless-stopped` (it comes back with the head's
   Docker engine after a reboot), created only after the readiness gate passed (it supervises a group that served)
-  and replaced whenever its files are (its label is their digest: a new group, a new program). `start` declares it
-  with its files, once the group is declared.
+  and replaced whenever its files are (its label is their digest: a new group, a new program).
+Everything is declared in the constructor, which runs before the group is declared (the group waits for the image
+check): what it needs of the group (the members' container IDs, the gate) arrives as deferred outputs that the
+cluster resolves once the group is declared (pulumi.deferred_output), and carries the group's resources with it.
 The step that stops it before `pulumi up` stops or replaces any member is the engine group's
 (components.engine_group, `stop-supervisor`): a separate step, so the members' stop steps keep their script and
 an upgrade to this version restarts no group.
@@ -40,17 +42,20 @@ class SupervisorArgs:
     """The head's docker provider."""
     image_id: pulumi.Input[str]
     """The engine image's ID on the head (the supervisor's image unless spark-llm:supervisor.image names another)."""
+    container_ids: pulumi.Input[dict]
+    """Each member's engine container as this `up` leaves them (deferred: resolved once the group is declared)."""
+    ready: pulumi.Input[pulumi.Resource]
+    """The readiness gate (deferred likewise): the files and container come once the group served."""
 
 
 class Supervisor(pulumi.ComponentResource):
-    """The supervisor's image and its check (declared first), then its files and container (`start`)."""
+    """The supervisor's image and its check, its files, state dir and container."""
 
     image_check: NodeCommand
     container_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: SupervisorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:Supervisor", name, None, opts)
-        self._name, self._args = name, args
         plan = args.plan
         image: pulumi.Input[str] = args.image_id
         custom = plan.supervisor.image if plan.supervisor else None
@@ -61,19 +66,14 @@ class Supervisor(pulumi.ComponentResource):
                 keep_locally=True,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
             ).image_id
-        self._image = image
         self.image_check = NodeCommand(
             f"{name}-image-check",
             connection=args.connection,
             script=pulumi.Output.from_input(image).apply(lambda ref: supervisor.image_check_script(plan, ref)),
             opts=pulumi.ResourceOptions(parent=self),
         )
-
-    def start(self, container_ids: pulumi.Input[dict], after: list[pulumi.Resource]) -> None:
-        """The files and the container, once the group is declared: `container_ids`, each member's engine container
-        as this `up` leaves them; `after`, what must be done first (the readiness gate: the group served)."""
-        name, args, plan = self._name, self._args, self._args.plan
-        spec_text = pulumi.Output.from_input(container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
+        after = [args.ready]
+        spec_text = pulumi.Output.from_input(args.container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
         program = supervisor.program_files()
         files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
         files = NodeCommand(
@@ -94,7 +94,7 @@ class Supervisor(pulumi.ComponentResource):
         container = docker.Container(
             name,
             name=supervisor.CONTAINER_NAME,
-            image=self._image,
+            image=image,
             entrypoints=list(supervisor.command()),
             # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.
             network_mode="host",
