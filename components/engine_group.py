@@ -21,7 +21,6 @@ the ordered restart and `pulumi up` does it.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from spark_llm.group.order import stop_order
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
+from spark_llm.plan.readiness import readiness_spec, spec_text
 from spark_llm.plan.start_timeline import parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
 
@@ -222,41 +222,11 @@ class EngineGroup(pulumi.ComponentResource):
         self.register_outputs({"container_ids": self.container_ids, "start_timeline": self.start_timeline})
 
 
-def readiness_spec(plan: DeploymentPlan, stack: str = "") -> dict:
-    """Pure: what the gate (`python -m spark_llm.ops.readiness_gate`) reads on stdin (`stack`: this stack's name)."""
-    return {
-        "members": [
-            {
-                "name": n.name,
-                "role": n.role,
-                "connection": n.ssh.to_props(),
-                "script_path": n.script_path,
-                # With Ray a worker's error shows up in the head's log under the worker's fabric address.
-                "fabric_address": n.fabric_address,
-            }
-            for n in plan.nodes
-        ],
-        "address": plan.api_address,
-        "port": plan.port,
-        "model": plan.model_name,
-        "timeout": plan.ready_timeout,
-        "api_key": plan.api_key or "",
-        # The start's phases (spark_llm.plan.start_phases) and stalls; the history of starts lives on the head.
-        "profile": plan.profile,
-        "container": plan.container,
-        "revision": plan.group_revision,
-        "stall_seconds": plan.stall_seconds,
-        "history_path": plan.history_path,
-        # After a failed start: print the rollback command, or run it (spark_llm.ops.after_failure).
-        "rollout": {"on_failure": plan.on_failure, "stack": stack},
-    }
-
-
 def _readiness_gate(
     name: str, plan: DeploymentPlan, head: docker.Container, opts: pulumi.ResourceOptions
 ) -> command.local.Command:
     """Runs here, reads the nodes over ssh (read-only) until rank 0 answers a one-token completion."""
-    spec = json.dumps(readiness_spec(plan, pulumi.get_stack()), sort_keys=True)
+    spec = spec_text(readiness_spec(plan, pulumi.get_stack()))
     return command.local.Command(
         name,
         create=f"{shlex.quote(sys.executable)} -m spark_llm.ops.readiness_gate",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from spark_llm.plan.readiness import Rollout
 from spark_llm.plan.rollback import (
     ROLLBACK_ENV,
     STRIPPED_ENV,
@@ -125,7 +126,7 @@ def start_rollback(stack: str, config_file: str | None, wait_for: int | None) ->
     return log
 
 
-def after_failure(rollout: dict) -> str:
+def after_failure(rollout: Rollout) -> str:
     """What the gate's error says after a failed start; with `rollback`, also starts it. Never raises."""
     stack = str(rollout.get("stack") or "")
     if not stack:

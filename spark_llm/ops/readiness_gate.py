@@ -13,6 +13,7 @@ import json
 import sys
 
 from spark_llm.ops.after_failure import after_failure
+from spark_llm.plan.readiness import parse_spec
 from spark_llm.plan.start_timeline import TIMELINE_PREFIX
 from spark_llm.remote.readiness import GroupNotReadyError, wait_ready
 from spark_llm.remote.ssh import RemoteError
@@ -20,7 +21,7 @@ from spark_llm.remote.ssh import RemoteError
 
 def main() -> int:
     """Watch the start until rank 0 serves; print the timeline, or fail with what went wrong and the way back."""
-    spec = json.load(sys.stdin)
+    spec = parse_spec(sys.stdin.read())
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -31,7 +32,7 @@ def main() -> int:
     except (GroupNotReadyError, RemoteError) as err:
         # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
         # (spark-llm:rollout.onFailure).
-        after = after_failure(spec.get("rollout") or {}) if isinstance(err, GroupNotReadyError) else ""
+        after = after_failure(spec["rollout"]) if isinstance(err, GroupNotReadyError) else ""
         sys.stderr.write(f"{err}\n{after}\n")
         return 1
     except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from spark_llm.group.serving import COMPLETIONS_PATH
 from spark_llm.plan.canary import CanaryRecord, parse_answer, request_body
 from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.readiness import ReadinessSpec
 from spark_llm.remote.runner import run, run_script
 from spark_llm.remote.ssh import RemoteError
 
@@ -46,7 +47,7 @@ def _record(output: str, revision: str, nodes: Sequence[str]) -> CanaryRecord:
     return CanaryRecord(answer, revision, tuple(nodes), at, error)
 
 
-def gate_canary(spec: dict, head: SshHost, nodes: Sequence[str], say: Callable[[str], None]) -> dict:
+def gate_canary(spec: ReadinessSpec, head: SshHost, nodes: Sequence[str], say: Callable[[str], None]) -> dict:
     """The readiness gate's canary, right after rank 0 answered: the record (as JSON) for the start's timeline.
 
     A canary that gets no answer costs only the record (it says why): the gate's question, whether rank 0

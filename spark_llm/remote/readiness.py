@@ -22,6 +22,7 @@ from spark_llm.group.history import StartRecord, failure_record, succeeded
 from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
+from spark_llm.plan.readiness import ReadinessSpec
 from spark_llm.plan.start_timeline import phase_seconds
 from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.history import append_history, read_history
@@ -42,14 +43,14 @@ class Member:
     fabric_address: str = ""
 
 
-def _members(props: dict) -> list[Member]:
+def _members(props: ReadinessSpec) -> list[Member]:
     return [
         Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"], m.get("fabric_address", ""))
         for m in props["members"]
     ]
 
 
-def _probe_script(props: dict) -> str:
+def _probe_script(props: ReadinessSpec) -> str:
     """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
     listens on every address, so no port needs to be open outside; else the one address it listens on)."""
     curl = completion_command(
@@ -129,7 +130,7 @@ def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) ->
     )
 
 
-def wait_ready(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
+def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:
     """`watch_start`; a start that fails is a line of the head's history too (what `pulumi preview` and
     `spark-llm status` say of the revision afterwards: spark_llm.group.history.failure_record)."""
     try:
@@ -144,7 +145,7 @@ def wait_ready(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
         raise
 
 
-def watch_start(spec: dict, *, say: Callable[[str], None]) -> StartRecord:
+def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:
     """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running or a
     member's start phase stalls. Returns the start's timeline (what TIMELINE_PREFIX prints).
 

@@ -1,0 +1,83 @@
+"""Pure: what the readiness gate reads on stdin (spark_llm.ops.readiness_gate), typed: one writer (`readiness_spec`,
+which components.engine_group hands the gate step), one reader (`parse_spec`)."""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict
+
+from spark_llm.plan.deployment import DeploymentPlan
+
+
+class GateMember(TypedDict):
+    name: str
+    role: str
+    connection: dict
+    """How this machine reaches it (spark_llm.plan.hosts.SshHost.to_props)."""
+    script_path: str
+    fabric_address: str
+    """With Ray a worker's error shows up in the head's log under the worker's fabric address."""
+
+
+class Rollout(TypedDict):
+    on_failure: str
+    """spark-llm:rollout.onFailure: print the rollback command (stop) or run it (rollback)."""
+    stack: str
+
+
+class ReadinessSpec(TypedDict):
+    members: list[GateMember]
+    address: str
+    """Where the head itself reaches its API."""
+    port: int
+    model: str
+    timeout: float
+    api_key: str
+    """spark-llm:apiKey ("" without one): the gate's stdin is a secret then."""
+    profile: str
+    """The engine profile: which log lines mark its start phases."""
+    container: str
+    revision: str
+    stall_seconds: float | None
+    history_path: str
+    rollout: Rollout
+
+
+def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
+    """What the gate reads (`stack`: this stack's name, for the rollback command)."""
+    return {
+        "members": [
+            {
+                "name": n.name,
+                "role": n.role,
+                "connection": n.ssh.to_props(),
+                "script_path": n.script_path,
+                "fabric_address": n.fabric_address,
+            }
+            for n in plan.nodes
+        ],
+        "address": plan.api_address,
+        "port": plan.port,
+        "model": plan.model_name,
+        "timeout": plan.ready_timeout,
+        "api_key": plan.api_key or "",
+        "profile": plan.profile,
+        "container": plan.container,
+        "revision": plan.group_revision,
+        "stall_seconds": plan.stall_seconds,
+        "history_path": plan.history_path,
+        "rollout": {"on_failure": plan.on_failure, "stack": stack},
+    }
+
+
+def spec_text(spec: ReadinessSpec) -> str:
+    """The one way the spec is written (keys sorted: the gate step's stdin changes only with what it says)."""
+    return json.dumps(spec, sort_keys=True)
+
+
+def parse_spec(text: str) -> ReadinessSpec:
+    """The gate's stdin -> the spec."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("the readiness gate's spec is not a JSON object")
+    return value  # type: ignore[return-value]

@@ -1,0 +1,32 @@
+"""The records that cross to another process or node have one writer that fills every typed key, and read back as
+written: the readiness gate's spec (stdin) and the supervisor's spec (a file on the head)."""
+
+from __future__ import annotations
+
+import json
+from typing import get_type_hints
+
+from spark_llm.config import parse
+from spark_llm.group.records import SpecMember, SupervisorSpec
+from spark_llm.plan import deployment, readiness, supervisor
+from spark_llm.plan.readiness import GateMember, ReadinessSpec, Rollout
+
+
+def plan_of(raw_config):
+    raw_config["supervisor"] = {"enabled": True}
+    return deployment.build_plan(parse(raw_config), deployment.LAUNCH_TEMPLATE.read_text())
+
+
+def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config):
+    spec = readiness.readiness_spec(plan_of(raw_config), "dual-spark")
+    assert set(spec) == set(get_type_hints(ReadinessSpec))
+    assert set(spec["members"][0]) == set(get_type_hints(GateMember))
+    assert set(spec["rollout"]) == set(get_type_hints(Rollout)) and spec["rollout"]["stack"] == "dual-spark"
+    text = readiness.spec_text(spec)
+    assert readiness.parse_spec(text) == spec and json.loads(text) == spec
+
+
+def test_the_supervisors_spec_has_every_typed_key(raw_config):
+    spec = supervisor.spec(plan_of(raw_config), {"spark-1": "a" * 64, "spark-2": "b" * 64})
+    assert set(spec) == set(get_type_hints(SupervisorSpec))
+    assert all(set(m) == set(get_type_hints(SpecMember)) for m in spec["members"])
