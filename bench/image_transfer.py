@@ -1,7 +1,7 @@
 """The engine image head -> worker-1 on the sim: the project's step against a bare `docker save | docker load`.
 
-`measure(on)` runs the worker's image step exactly as EngineImage renders it (spark_llm.plan.image), on the head over
-the sim's ssh, and returns the `image` section of bench/transfer_bench.py's result:
+`measure(on)` runs the worker's image step exactly as EngineImage renders it (spark_llm.plan.image.steps), on the
+head over the sim's ssh, and returns the `image` section of bench/transfer_bench.py's result:
 - full: worker-1 with no image and no layers (a first deploy): the step's time, as MB/s of the image's unpacked
   size, against `docker save REF | ssh <worker-1> docker load` run bare on the head over the same fabric ssh (no
   checks, no progress), rounds interleaved (alternating which goes first), medians;
@@ -24,8 +24,8 @@ import yaml
 from bench.simbench import STACK_FILE
 from spark_llm import config
 from spark_llm.plan import deployment as plan
-from spark_llm.plan import image
 from spark_llm.plan.fabric import fabric_ssh_setup
+from spark_llm.plan.image import steps as image
 
 STANDIN = "spark-llm/standin-engine:sim"
 CHANGED = "spark-llm/standin-engine:bench-layer"

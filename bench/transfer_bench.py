@@ -30,8 +30,8 @@ from bench import image_transfer  # noqa: E402
 from bench.simbench import REPO, STACK_FILE, CpuMeter, sh, sim_up, write_result  # noqa: E402
 from spark_llm import config  # noqa: E402
 from spark_llm.plan import deployment as plan  # noqa: E402
-from spark_llm.plan import weights  # noqa: E402
-from spark_llm.plan.weights_fanout import fanout_sources, render_fanout  # noqa: E402
+from spark_llm.plan.weights import steps as weights  # noqa: E402
+from spark_llm.plan.weights.fanout import fanout_sources, render_fanout  # noqa: E402
 
 DATA = "/srv/models/bench-transfer"
 BIG_FILES, BIG_MIB, SMALL_FILES, SMALL_KIB = 7, 320, 100, 64

@@ -20,7 +20,7 @@ from spark_llm.plan import drift, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
-from spark_llm.plan.start_timeline import failed_start_warning
+from spark_llm.plan.start.timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
 
 

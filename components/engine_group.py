@@ -36,7 +36,7 @@ from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.readiness import readiness_spec, spec_text
-from spark_llm.plan.start_timeline import parse_timeline
+from spark_llm.plan.start.timeline import parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
 
 

@@ -1,6 +1,6 @@
 """EngineImage: the engine's image on every node, the same image ID everywhere, of the expected platform.
 
-Per node, in order (scripts from spark_llm.plan.image):
+Per node, in order (scripts from spark_llm.plan.image.steps):
 - `{name}-{node}`: the step. A NodeCommand on the node (platform check; mode present / source head: the image is
   there), or for a worker in mode transfer a NodeCommand on the head that moves the image over the fabric when the
   worker lacks the head's ID; for source operator the head's step is an OperatorCommand on this machine
@@ -31,9 +31,9 @@ import pulumi_docker as docker
 from components.commands import NodeCommand, OperatorCommand
 from components.connection import ssh_command, ssh_destination
 from components.drift_notes import noted_step_token
-from spark_llm.plan import image
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.image import ImagePlan
+from spark_llm.plan.image import steps as image
+from spark_llm.plan.image.steps import ImagePlan
 from spark_llm.plan.observation import NodeObservation
 
 

@@ -9,7 +9,7 @@
   copy is, its triggers holding the head resource's ID, or any worker drifted.
 - `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete, so a
   replace (a changed file, drift) never deletes weights; only this resource's delete does, and only with
-  model.purgeOnDestroy (spark_llm.plan.weights.render_retention).
+  model.purgeOnDestroy (spark_llm.plan.weights.steps.render_retention).
 Drift: each copy carries its node's drift token (spark_llm.plan.drift) from this program run's observation, whose
 probe section (weights.render_probe) is the live manifest digest of model.path: a file changed or deleted on a
 node since the last `up` makes preview warn, naming the node, and `up` syncs the files that differ.
@@ -28,9 +28,10 @@ from components import bootstrap as stack
 from components.commands import NodeCommand, OperatorCommand
 from components.connection import ssh_command, ssh_destination
 from components.drift_notes import noted_step_token
-from spark_llm.plan import weights, weights_sync
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.weights import steps as weights
+from spark_llm.plan.weights import sync as weights_sync
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 """spark-llm weights fan-out: make model.path on every worker identical to the head's, at the links' speed.
 
 Runs ON the head (python3 standard library only), started by the ModelWeights component's script with a JSON
-plan (spark_llm.plan.weights_fanout renders it) and the manifest tool beside it. It reaches the workers over the
+plan (spark_llm.plan.weights.fanout renders it) and the manifest tool beside it. It reaches the workers over the
 fabric with the head's fabric key and their pinned host keys.
 
 1. Scan: the head's manifest and every worker's (scripts/manifest.py, stat-cached) decide what each worker
@@ -173,7 +173,7 @@ class Copy:
         if errors:
             raise errors[0]
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
-        say(f"spark-llm-manifest {digest} {len(files)} {total}")  # the step's last line (spark_llm.plan.weights)
+        say(f"spark-llm-manifest {digest} {len(files)} {total}")  # the step's last line (spark_llm.plan.weights.steps)
 
     def check_space(self, need: dict[str, list[dict]], targets: dict[str, dict]) -> None:
         """Refuse before any byte moves when a worker's disk cannot hold what it lacks (a partial file counts as

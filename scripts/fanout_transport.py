@@ -252,7 +252,7 @@ def disk_full(fabric: Fabric, node: Node, path: str, left: int) -> CopyError:
 
 
 def rsync_options(job: Job) -> list[str]:
-    """Every weights copy's rsync options (the plan's one list, spark_llm.plan.weights_sync.RSYNC_OPTIONS, handed
+    """Every weights copy's rsync options (the plan's one list, spark_llm.plan.weights.sync.RSYNC_OPTIONS, handed
     over in the fan-out plan), then what a fan-out stream adds: its file list on stdin, progress a line at a time,
     the idle bound, and whole files where a worker feeds another."""
     opts = [*job.base_options, "--files-from=-", "--no-inc-recursive", "--outbuf=L", f"--timeout={job.idle_seconds}"]

@@ -22,7 +22,7 @@ class Image(ConfigModel):
     )
     # present: already on every node (checked); pull: `docker pull` on each node; transfer: from `source` to every
     # node that lacks it, over the fabric from the head (`docker save | docker load`: the whole image
-    # to a worker that holds none of its layers, else only the layers it lacks; spark_llm.plan.image_layers).
+    # to a worker that holds none of its layers, else only the layers it lacks; spark_llm.plan.image.layers).
     mode: Literal["present", "pull", "transfer"] = Field(
         "present",
         description="present (checked), pull on each node, or transfer to the nodes that lack it",

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from spark_llm.config import ConfigError
-from spark_llm.ops import logs, node_exec, preflight, restart, rollback, smoke, status
+from spark_llm.ops import logs, node_exec, restart, rollback, smoke
+from spark_llm.ops.preflight import command as preflight
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.status import command as status
 from spark_llm.remote import key_files
 
 COMMANDS: dict[str, tuple[ModuleType, str]] = {

@@ -14,7 +14,7 @@ import sys
 
 from spark_llm.ops.after_failure import after_failure
 from spark_llm.plan.readiness import parse_spec
-from spark_llm.plan.start_timeline import TIMELINE_PREFIX
+from spark_llm.plan.start.timeline import TIMELINE_PREFIX
 from spark_llm.remote.readiness import GroupNotReadyError, wait_ready
 from spark_llm.remote.ssh import RemoteError
 

@@ -15,8 +15,9 @@ import time
 from collections.abc import Sequence
 
 from spark_llm.group.times import docker_time
-from spark_llm.ops import render, status_read
+from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.ops.status import read as status_read
 from spark_llm.plan.deployment import DeploymentPlan
 
 ENGINE_CONTAINER_TYPE = "docker:index/container:Container"

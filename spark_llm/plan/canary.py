@@ -2,7 +2,7 @@
 
 Pure. Health says the engine answers; the canary says it still answers the same: a changed model file, image,
 kernel or GPU state that still serves shows as a different completion of the same prompt. The readiness gate
-records it (spark_llm.remote.canary.gate_canary) in the start's timeline (spark_llm.plan.start_timeline: the gate's
+records it (spark_llm.remote.canary.gate_canary) in the start's timeline (spark_llm.plan.start.timeline: the gate's
 stdout line, the `start_timeline` output, the head's history of starts); `spark-llm status` asks again and reports
 any change of the answer, the node set or the revision with both sides shown.
 """

@@ -13,7 +13,7 @@ from spark_llm.plan.deployment import NodePlan
 from spark_llm.plan.hosts import SSH_OPTIONS
 
 # The options of every head -> worker ssh (besides the key, the pinned known_hosts file and the port), as `-o`
-# values: the bash snippet below and scripts/fanout.py (through its plan, spark_llm.plan.weights_fanout) use them.
+# values: the bash snippet below and scripts/fanout.py (through its plan, spark_llm.plan.weights.fanout) use them.
 # The same list as every other ssh (plan.hosts.SSH_OPTIONS); the head's ssh keeps its default log level.
 FABRIC_SSH_OPTIONS = tuple(f"{key}={value}" for key, value in SSH_OPTIONS)
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import container, image, node_files, supervisor, weights
+from spark_llm.plan import container, node_files, supervisor
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.image import ImagePlan
+from spark_llm.plan.image import steps as image
+from spark_llm.plan.image.steps import ImagePlan
 from spark_llm.plan.node_files import NodeFile
-from spark_llm.plan.weights import WeightsPlan
+from spark_llm.plan.weights import steps as weights
+from spark_llm.plan.weights.steps import WeightsPlan
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.readiness import ReadinessSpec
-from spark_llm.plan.start_timeline import phase_seconds
+from spark_llm.plan.start.timeline import phase_seconds
 from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.runner import run_script

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from spark_llm.group.times import docker_time, later
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, EngineState, parse_engine
-from spark_llm.plan.start_phases import LogLine, NodeStart, phases_for, read_start
+from spark_llm.plan.start.phases import LogLine, NodeStart, phases_for, read_start
 from spark_llm.remote.runner import run
 
 PROGRESS_SECONDS = 10.0

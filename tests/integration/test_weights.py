@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.plan import weights, weights_sync
+from spark_llm.plan.weights import steps as weights
+from spark_llm.plan.weights import sync as weights_sync
 from tests.integration.conftest import STACK_FILE, Pulumi, SimCluster, run
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from spark_llm.plan import image
+from spark_llm.plan.image import steps as image
 
 HEAD_ID = "sha256:" + "a" * 64
 OTHER_ID = "sha256:" + "b" * 64

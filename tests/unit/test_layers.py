@@ -56,7 +56,7 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path):
         # The config declaring a Pulumi resource.
         ("spark_llm/config/nodes.py", "import pulumi_command", "config and plan are pure"),
         # A component calling the CLI.
-        ("components/cluster.py", "import spark_llm.ops.status", "the CLI is above them"),
+        ("components/cluster.py", "import spark_llm.ops.status.command", "the CLI is above them"),
         # The remote layer declaring resources.
         ("spark_llm/remote/observe.py", "import components.connection", "remote talks to nodes"),
         # The group's room reaching for the plan: the supervisor on the head would not find it.

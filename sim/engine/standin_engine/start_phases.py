@@ -1,6 +1,6 @@
 """The phases of a real engine's start, logged in the real engines' words, with knobs for their length and a hang.
 
-An operator (and `spark_llm/plan/start_phases.py`) follows a start by these lines; the stand-in prints each phase's
+An operator (and `spark_llm/plan/start/phases.py`) follows a start by these lines; the stand-in prints each phase's
 lines in the real order, spends STANDIN_PHASE_SECONDS in it (a few hundredths of a second by default) and stops for
 good in a phase named by STANDIN_HANG_IN_PHASE, as a rank stuck in NCCL or in CUDA-graph capture does: the phase's
 first line is there, its last never comes, the process stays alive and prints nothing more.
@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # knobs imports PHASES from here
     from standin_engine.logs import EngineLog
     from standin_engine.openai_api import EngineState
 
-# The phases in start order; the names are the knobs' and the program's parser's (spark_llm/plan/start_phases.py).
+# The phases in start order; the names are the knobs' and the program's parser's (spark_llm/plan/start/phases.py).
 PHASES: dict[str, tuple[str, ...]] = {
     "sglang": ("dist_init", "weights", "kv_cache", "graph", "server"),
     "vllm": ("dist_init", "weights", "compile", "kv_cache", "graph", "server"),

@@ -16,7 +16,7 @@ from spark_llm.group.history import (
     read_script,
     succeeded,
 )
-from spark_llm.plan.start_timeline import failed_start_warning
+from spark_llm.plan.start.timeline import failed_start_warning
 
 OK = {"revision": "aaaa", "profile": "sglang", "at": "2026-12-03T10:00:00+00:00", "nodes": {}}
 FAILED = failure_record("bbbb", "sglang", "head (head): engine container is exited (exit code 1)", "2026-12-03T10:05")

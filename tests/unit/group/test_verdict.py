@@ -13,8 +13,8 @@ import pytest
 
 from spark_llm.group import verdict
 from spark_llm.group.verdict import BROKEN, WAIT, WHOLE
-from spark_llm.ops import status
-from spark_llm.ops.status_read import NodeStatus
+from spark_llm.ops.status import command as status
+from spark_llm.ops.status.read import NodeStatus
 from spark_llm.plan import drift
 from spark_llm.plan.container import LABEL_GENERATION
 from spark_llm.plan.observation import EngineState, NodeObservation
@@ -214,7 +214,7 @@ def test_preview_passes_the_table(case: Case):
         assert_says(why, case.phrases or case.by_caller["preview"])
 
 
-# ---------- status: spark_llm.ops.status.differences, from what each node's script printed ----------
+# ---------- status: spark_llm.ops.status.command.differences, from what each node's script printed ----------
 
 
 def node_status(m: M) -> NodeStatus:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from spark_llm.config import parse
-from spark_llm.ops import status_read
-from spark_llm.ops.preflight_checks import Limits
-from spark_llm.ops.preflight_script import GB
+from spark_llm.ops.preflight.checks import Limits
+from spark_llm.ops.preflight.script import GB
+from spark_llm.ops.status import read as status_read
 from spark_llm.plan import deployment as plan
 from spark_llm.remote.runner import NodeRun
 

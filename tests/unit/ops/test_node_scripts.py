@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from spark_llm.ops import preflight_script, status_read
+from spark_llm.ops.preflight import script as preflight_script
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.ops.status import read as status_read
 from spark_llm.remote import runner
 from tests.unit.ops.node_facts import build
 

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
-from spark_llm.plan import deployment, image, node_files, weights, weights_fanout
+from spark_llm.plan import deployment, node_files
 from spark_llm.plan.drift import owner_watch_script
+from spark_llm.plan.image import steps as image
 from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
 from spark_llm.plan.steps import build_steps
+from spark_llm.plan.weights import fanout as weights_fanout
+from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL.read_text()

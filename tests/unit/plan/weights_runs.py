@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spark_llm import config
 from spark_llm.plan import deployment as plan
-from spark_llm.plan import weights
+from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
 
 TOOL = weights.MANIFEST_TOOL.read_text()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.config import parse
-from spark_llm.ops import cli, status
+from spark_llm.ops import cli
 from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.ops.status import command as status
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.hosts import KeyFile
 from spark_llm.remote import key_files

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.start_timeline import TIMELINE_PREFIX, parse_timeline
+from spark_llm.plan.start.timeline import TIMELINE_PREFIX, parse_timeline
 from spark_llm.remote.start_watch import MemberLog, poll_script, progress, stall_bound, stalled, take
 
 HOST = SshHost(name="n", host="127.0.0.1", port=22, user="root", key_path="/k", host_key="ssh-ed25519 AAAA")
@@ -124,7 +124,7 @@ def test_the_gate_output_carries_the_timeline_for_the_stack_output():
 
 
 def test_status_shows_the_last_starts_phases_per_node():
-    from spark_llm.ops.status import timeline_lines
+    from spark_llm.ops.status.command import timeline_lines
 
     timeline = {
         "revision": "0123456789abcdef",

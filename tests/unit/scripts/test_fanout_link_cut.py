@@ -70,7 +70,7 @@ def test_a_link_cut_names_the_worker_it_cut_off():
 def test_every_weights_copy_takes_the_plans_one_rsync_option_list():
     # The head-local and operator -> head copies use RSYNC_OPTIONS in bash; the fan-out gets the same list in its
     # plan and adds only what its streams need. No other source spells an rsync option of the copy.
-    from spark_llm.plan.weights_sync import RSYNC_OPTIONS
+    from spark_llm.plan.weights.sync import RSYNC_OPTIONS
 
     t = transport()
     job = t.Job(t.Node("head", "10.0.0.1", is_head=True), t.Node("w1", "10.0.0.2"), [], False)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_llm.plan import weights
+from spark_llm.plan.weights import steps as weights
 
 
 def run(*args: str, cache: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

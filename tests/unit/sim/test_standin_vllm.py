@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.plan.start_phases import LogLine, phases_for, read_start
+from spark_llm.plan.start.phases import LogLine, phases_for, read_start
 from tests.unit.sim.standin_group import (
     ENGINE_DIR,
     FINGERPRINT,

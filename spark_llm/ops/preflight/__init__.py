@@ -1,0 +1,7 @@
+"""`spark-llm preflight`: every node checked before a deployment, with a fix for each failure.
+
+- command: the checks in order and the command;
+- script: the read-only script each node runs, and what it prints;
+- checks: ssh, docker, GPU, disk, memory, image and flags, judged from what the nodes printed;
+- network: the fabric interfaces, the MTU between head and workers, the API's ports.
+"""

@@ -1,0 +1,6 @@
+"""`spark-llm status`: what runs against what the config gives, and what `pulumi up` would do.
+
+- command: the verdict, the table and the command;
+- read: what it reads from each node in one ssh session (the node script, its pure parsers);
+- canary: the canary asked now, against the one recorded at readiness.
+"""

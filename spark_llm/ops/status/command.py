@@ -1,0 +1,242 @@
+"""`spark-llm status`: what runs on every node against what the config gives now, and the head's health.
+
+Per node: the engine container, its state, uptime, exit code when it exited, and the group revision it was
+started with (its group revision label, spark_llm.plan.container.LABEL_REVISION) against `plan.group_revision`;
+on the head, `/health` and the model `/v1/models` serves (all read by spark_llm.ops.status.read). The group is
+judged as `pulumi preview` judges it (`differences`: a member absent, exited, on another revision or restarted
+after the head; spark_llm.plan.drift makes the program restart the group for the same facts), so when this says
+"drift" it also says what `pulumi up` does. When the group is in sync, the canary (spark_llm.ops.status.canary): a fixed
+completion at temperature 0 against the one the readiness gate recorded for the revision; a different answer is
+"answers changed", with both answers shown.
+Exit 1 on drift, an unhealthy head or a changed answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from rich.table import Table
+from rich.text import Text
+
+from spark_llm.group.history import last_failure
+from spark_llm.group.members import UNREACHABLE, Member
+from spark_llm.group.order import restart_steps
+from spark_llm.group.verdict import RESTART, judge
+from spark_llm.ops import render
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.status.canary import canary_lines, check_canary
+from spark_llm.ops.status.read import Health, NodeStatus, collect
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.start.phases import PROFILE_ENGINES, phases_for
+from spark_llm.plan.start.timeline import failed_start_warning, phase_seconds
+
+STATE_STYLES = {
+    "in sync": "green",
+    "drift": "bold red",
+    "failed_start": "bold red",
+    "unhealthy": "yellow",
+    "answers changed": "bold red",
+}
+
+
+def restart_order(plan: DeploymentPlan) -> str:
+    return ", ".join(restart_steps([n.name for n in plan.nodes]))
+
+
+def group_members(statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[Member]:
+    """Pure: the members as status read them (spark_llm.group.members), in rank order.
+
+    `state_id`: this stack's state (its `state_id` output); an engine whose owner record names another state is
+    another checkout's (or a lost state's) deployment, which `pulumi up` replaces.
+    """
+    out = []
+    for s in statuses:
+        if s.state in ("unreachable", "unknown"):
+            out.append(Member(s.node, s.role, UNREACHABLE, error=f"{s.state}: {s.error}" if s.error else s.state))
+            continue
+        foreign = "another state of this stack" if state_id and s.owner and s.owner != state_id else ""
+        out.append(
+            Member(
+                s.node,
+                s.role,
+                s.state,
+                exit_code=s.exit_code,
+                started_at=s.started_at,
+                oom_killed=s.oom_killed,
+                rollout=s.revision,
+                foreign=foreign,
+            )
+        )
+    return out
+
+
+def differences(plan: DeploymentPlan, statuses: Sequence[NodeStatus], state_id: str | None = None) -> list[str]:
+    """Pure: every way the group differs from what the config gives now, one phrase each: the group's verdict
+    (spark_llm.group.verdict, the restart policy, as `pulumi preview` judges it) against the config's revision."""
+    return list(judge(group_members(statuses, state_id), RESTART, plan.group_revision).problems)
+
+
+def verdict(
+    plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None, state_id: str | None = None
+) -> tuple[str, str]:
+    """Pure: ("in sync" | "drift" | "failed_start" | "unhealthy" | "not deployed", one sentence on what `pulumi up`
+    will do). failed_start: the configured revision failed to start last time and does not serve now."""
+    diffs = differences(plan, statuses, state_id)
+    if all(s.state == "absent" for s in statuses):
+        order = ", ".join(f"{n} started" for n in plan.start_order)
+        return "not deployed", f"no engine container on any node: `pulumi up` starts the group in order: {order}"
+    if any(s.state in ("unreachable", "unknown") for s in statuses):
+        return "drift", (
+            "; ".join(diffs) + ": `pulumi preview` cannot read that node either and counts it as drift; "
+            "fix its ssh first (`spark-llm preflight`)"
+        )
+    failure = last_failure(health.last_start, plan.group_revision) if health is not None else None
+    if failure is not None and (diffs or health is None or not health.healthy):
+        head = next((s for s in statuses if s.role == "head" and s.state == "running"), None)
+        return "failed_start", failed_start_warning(failure, head.revision if head else None)
+    if diffs:
+        return "drift", f"{'; '.join(diffs)}: `pulumi up` restarts the group in order: {restart_order(plan)}"
+    if health is not None and not health.healthy:
+        seen = f"answers {health.http_code}" if health.http_code else f"does not answer ({health.error})"
+        return "unhealthy", (
+            f"every container runs revision {plan.group_revision}, but the head's {health.path} {seen}: "
+            "`pulumi preview` sees no drift; still loading? see `spark-llm logs`"
+        )
+    if health is not None and plan.model_name not in health.models:
+        return (
+            "unhealthy",
+            f"the head serves {', '.join(health.models) or 'no model'}, the config says {plan.model_name}",
+        )
+    return (
+        "in sync",
+        f"every member runs revision {plan.group_revision}, the head started last; `pulumi up` does nothing",
+    )
+
+
+def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None) -> Table:
+    rows = []
+    for s in statuses:
+        if s.state == "running":
+            since = render.seconds(s.uptime_s) if s.uptime_s is not None else "?"
+        else:
+            since = f"finished {s.finished_at[:19]}" if s.finished_at and not s.finished_at.startswith("0001") else ""
+        revision = s.revision or "-"
+        if s.revision and s.revision != plan.group_revision:
+            revision += " (config: " + plan.group_revision + ")"
+        answer = ""
+        if s.role == "head" and health is not None:
+            answer = f"{health.path} {health.http_code}" if health.http_code else f"{health.path}: {health.error}"
+            if health.models:
+                answer += f"; serves {', '.join(health.models)}"
+        rows.append(
+            [
+                s.node,
+                s.role,
+                s.container + (f" {s.container_id}" if s.container_id else ""),
+                s.state + (f" ({s.error})" if s.error else ""),
+                since,
+                "" if s.exit_code is None else str(s.exit_code),
+                revision,
+                answer,
+            ]
+        )
+    columns = ["node", "role", "container", "state", "uptime", "exit", "revision", "head"]
+    return render.table(f"status: {plan.model_name} at {plan.endpoint}", columns, rows)
+
+
+def stack_outputs(pulumi: PulumiCli) -> dict:
+    """This stack's outputs ({} before its first `up` or when they cannot be read)."""
+    try:
+        value = json.loads(pulumi.capture("stack", "output", "--json"))
+    except (PulumiError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def own_state_id(outputs: dict) -> str | None:
+    """This stack's state id (its `state_id` output), None before its first `up` (or from an older spark-llm)."""
+    value = outputs.get("state_id")
+    return value if isinstance(value, str) and value else None
+
+
+def timeline_lines(timeline: dict) -> list[str]:
+    """Pure: the last start's phases per node, as the readiness gate recorded them (the `start_timeline` output)."""
+    nodes = timeline.get("nodes") if isinstance(timeline, dict) else None
+    if not nodes:
+        return []
+    profile = timeline.get("profile")
+    titles = {spec.name: spec.title for spec in phases_for(profile)} if profile in PROFILE_ENGINES else {}
+    head = (
+        f"last start: revision {str(timeline.get('revision', '?'))[:12]} at {timeline.get('at', '?')}, rank 0 answered"
+        f" {timeline.get('gate_seconds', '?')} s into the readiness gate"
+    )
+    lines = [head]
+    for node in nodes:
+        phases = phase_seconds(timeline, node)
+        text = ", ".join(f"{titles.get(name, name)} {sec:.1f} s" for name, sec in phases.items()) or "no phases"
+        lines.append(f"  {node}: {text}")
+    return lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per node (60)")
+
+
+def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+    with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
+        statuses, health, supervised = collect(plan, args.timeout)
+    outputs = stack_outputs(pulumi)
+    state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
+    if supervised is not None and supervised.gave_up and state != "in sync":
+        # The group is stopped on purpose: say why, and what to do, before what differs.
+        state, sentence = "supervisor gave up", f"{supervised.gave_up_sentence()} ({sentence})"
+    timeline = outputs.get("start_timeline") or {}
+    head = next(s for s in statuses if s.node == plan.head.name)
+    running = [s.node for s in statuses if s.state == "running"]
+    with render.progress("status: asking the canary", enabled=not args.json):
+        canary = check_canary(plan, head.revision or plan.group_revision, running, outputs, asked=state == "in sync")
+    if not canary.ok:
+        state, sentence = (
+            "answers changed",
+            (
+                f"every member runs revision {plan.group_revision}, but the canary (a fixed prompt at temperature 0)"
+                f" {canary.note}: `pulumi up` does nothing (the config did not change)"
+            ),
+        )
+    if args.json:
+        render.emit_json(
+            {
+                "state": state,
+                "drift": state == "drift",
+                "summary": sentence,
+                "config_revision": plan.group_revision,
+                "endpoint": plan.endpoint,
+                "model": plan.model_name,
+                "nodes": [asdict(s) for s in statuses],
+                "head": asdict(health) if health else None,
+                "start_timeline": timeline,
+                "canary": canary.to_json(),
+                "supervisor": None
+                if supervised is None
+                else {
+                    "restarts": list(supervised.restarts),
+                    "gave_up": supervised.gave_up,
+                    "waiting": supervised.waiting,
+                },
+            }
+        )
+    else:
+        out = render.console()
+        out.print(status_table(plan, statuses, health))
+        style = STATE_STYLES.get(state, "")
+        for line in supervised.lines() if supervised else []:
+            out.print(Text(line))
+        out.print(Text(f"{state}: ", style=style) + Text(sentence))
+        for line in canary_lines(canary):
+            out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
+        for line in timeline_lines(timeline):
+            out.print(Text(line))
+    return 0 if state == "in sync" else 1

@@ -1,0 +1,167 @@
+"""What `spark-llm status` reads from each node, in one ssh session per node (all at once): the engine container
+through the program's own container probe (spark_llm.plan.observation.ENGINE_STATE_FUNCTION), its owner record, the
+node's clock; on the head also `/health` and `/v1/models` (curl on the head itself), the readiness gate's last word
+on the configured revision, and the supervisor's state file. The parsers are pure; spark_llm.ops.status.command judges.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from spark_llm.group.history import last_start_probe
+from spark_llm.group.serving import health_path
+from spark_llm.group.times import docker_time
+from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.plan.container import LABEL_REVISION
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.drift import OWNER_STEP, owner_record
+from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
+from spark_llm.plan.supervisor import SupervisorReport, state_path
+from spark_llm.remote.runner import NodeRun, failure_of, quote
+from spark_llm.remote.runner import run as run_on
+
+# curl's exit codes for "the engine does not answer", in words.
+CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node's engine container as docker reports it (state "absent" without one, "unreachable" without ssh)."""
+
+    node: str
+    role: str
+    container: str
+    state: str
+    exit_code: int | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    revision: str = ""
+    container_id: str = ""
+    oom_killed: bool = False
+    uptime_s: float | None = None
+    error: str = ""
+    owner: str = ""
+    """The state that started this container, from the node's owner record (spark_llm.plan.drift.OWNER_STEP); empty
+    when the record names another container or is missing."""
+
+
+@dataclass(frozen=True)
+class Health:
+    """The head's answers: /health's HTTP code and the model ids /v1/models lists."""
+
+    http_code: int | None
+    models: tuple[str, ...]
+    error: str = ""
+    path: str = "/health"
+    """The engine's health route asked (spark_llm.group.serving.HEALTH_PATHS)."""
+    last_start: str = ""
+    """The head's latest history line about the configured revision (JSON; empty: none)."""
+
+    @property
+    def healthy(self) -> bool:
+        return self.http_code == 200
+
+
+def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
+    lines = [
+        SECTION_FUNCTION + ENGINE_STATE_FUNCTION,
+        f"capture engine engine_state {quote(plan.container)}",
+        "capture now date -u +%s.%N",
+        f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
+    ]
+    if node.role == "head":
+        # The API key goes to curl through a file descriptor, never onto a command line.
+        key = plan.api_key
+        auth = f"-H @<(printf 'Authorization: Bearer %s\\n' {quote(key)})" if key else ""
+        url = f"http://{plan.api_address}:{plan.port}"
+        lines += [
+            f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}{health_path(plan.engine)}; }}",
+            f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",
+            "capture health health",
+            "capture models models",
+            # Did the configured revision fail to start last time (the readiness gate's history on the head)?
+            f"last_start() {{\n{last_start_probe(plan.history_path, plan.group_revision)}}}",
+            "capture last_start last_start",
+        ]
+        if plan.supervisor is not None:
+            lines.append(f"capture supervisor cat {quote(state_path(node))}")
+    return "\n".join(lines) + "\n"
+
+
+def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
+    """Pure: a node's status from what its script printed."""
+    if run.ssh_failed:
+        failure = failure_of(run)
+        return NodeStatus(node.name, node.role, container, "unreachable", error=f"{failure.kind}: {failure.message}")
+    sections = parse_sections(run.stdout)
+    section = sections.get("engine")
+    if section is None:
+        return NodeStatus(node.name, node.role, container, "unknown", error=run.stderr.strip()[-200:])
+    seen = parse_probe(node.name, section.body)
+    engine = seen.engine
+    if seen.error is not None:
+        return NodeStatus(node.name, node.role, container, "unknown", error=seen.error)
+    if engine.status == "absent":
+        return NodeStatus(node.name, node.role, container, "absent")
+    owner_section = sections.get("owner")
+    owner_state, owner_container = owner_record(owner_section.first_line if owner_section and owner_section.ok else "")
+    now_section = sections.get("now")
+    now = float(now_section.first_line) if now_section and now_section.ok else None
+    started_s = docker_time(engine.started_at)
+    uptime = now - started_s if engine.running and now is not None and started_s is not None else None
+    return NodeStatus(
+        node=node.name,
+        role=node.role,
+        container=container,
+        state=engine.status,
+        exit_code=None if engine.running else engine.exit_code,
+        started_at=engine.started_at,
+        finished_at="" if engine.running else engine.finished_at,
+        revision=engine.labels.get(LABEL_REVISION, ""),
+        container_id=engine.container_id[:12],
+        oom_killed=engine.oom_killed,
+        uptime_s=uptime,
+        owner=owner_state if owner_container == engine.container_id and engine.container_id else "",
+    )
+
+
+def head_health(run: NodeRun, path: str = "/health") -> Health:
+    """Pure: the head's /health code and served models from its script's output."""
+    if run.ssh_failed:
+        return Health(None, (), "no ssh", path)
+    sections = parse_sections(run.stdout)
+    health = sections.get("health", Section(-1, ""))
+    code = int(health.first_line) if health.first_line.isdigit() else None
+    models: tuple[str, ...] = ()
+    error = ""
+    section = sections.get("models")
+    if section is not None and section.ok:
+        try:
+            models = tuple(m.get("id", "?") for m in json.loads(section.body).get("data", []))
+        except (ValueError, AttributeError):
+            error = "/v1/models did not answer JSON"
+    elif section is not None:
+        error = section.first_line
+    if code in (None, 0):
+        code = None
+        error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
+    last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
+    return Health(code, models, error, path, last)
+
+
+def supervisor_report(run: NodeRun) -> SupervisorReport | None:
+    """Pure: the supervisor's state file as the head's script printed it (None: none, or no supervisor)."""
+    section = parse_sections(run.stdout).get("supervisor") if not run.ssh_failed else None
+    return SupervisorReport.parse(section.body) if section is not None and section.ok else None
+
+
+def collect(
+    plan: DeploymentPlan, timeout: float = 60
+) -> tuple[list[NodeStatus], Health | None, SupervisorReport | None]:
+    """Every node's container status (in parallel), the head's health and what the supervisor did."""
+    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
+        runs = list(pool.map(lambda n: run_on(n.ssh, node_script(plan, n), timeout=timeout), plan.nodes))
+    statuses = [node_status(node, plan.container, r) for node, r in zip(plan.nodes, runs, strict=True)]
+    return statuses, head_health(runs[0], health_path(plan.engine)), supervisor_report(runs[0])

@@ -1,0 +1,79 @@
+"""Pure: the head's script that copies the weights to every worker at once (scripts/fanout.py does the work).
+
+One step for all workers, not one per worker: a worker that already has a file serves it to the next, so the
+copy is a pipeline over the fabric instead of N copies through the head's uplink. The script carries the
+manifest tool, the fan-out program and its JSON plan (addresses, pinned host keys, the fabric key's path on the
+head, streams, transport, each worker's drift-token record); no secret: the one-time rsync secret is made on the
+head at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from spark_llm.config import StackConfig
+from spark_llm.plan.deployment import NodePlan, fabric_key_path
+from spark_llm.plan.drift import record_token_script
+from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
+from spark_llm.plan.scripts import SCRIPTS_DIR
+from spark_llm.plan.weights.sync import RSYNC_OPTIONS, heredoc, tool_prelude
+
+# The fan-out program the step ships to the head: its entry point first, then the module it imports.
+FANOUT_FILES = ("fanout.py", "fanout_transport.py")
+
+
+def fanout_sources() -> dict[str, str]:
+    """The fan-out program's files by name, as render_fanout ships them."""
+    return {name: (SCRIPTS_DIR / name).read_text() for name in FANOUT_FILES}
+
+
+def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
+    """What scripts/fanout.py reads: the head, every worker (with its record script), streams and transport."""
+    return {
+        "path": cfg.model.path,
+        "head": {"name": head.name, "address": head.fabric_address},
+        "workers": [
+            {
+                "name": w.name,
+                "address": w.fabric_address,
+                "user": w.ssh.user,
+                "port": w.ssh.port,
+                "host_key": w.ssh.host_key,
+                "record": record_token_script(w.remote_dir, step, tokens[w.name], "$SPARK_LLM_VALUE"),
+            }
+            for w in workers
+        ],
+        "fabric_key": fabric_key_path(cfg),
+        "ssh_options": list(FABRIC_SSH_OPTIONS),
+        "streams": cfg.transfer.streams,
+        "transport": "ssh" if cfg.transfer.encrypt else "rsyncd",
+        "timeout": cfg.timeouts.transfer_seconds,
+        "idle_timeout": cfg.timeouts.fabric_idle_seconds,
+        # The one rsync option list of every weights copy (the fan-out adds what its streams need).
+        "rsync_options": list(RSYNC_OPTIONS),
+    }
+
+
+def render_fanout(
+    cfg: StackConfig,
+    head: NodePlan,
+    workers: list[NodePlan],
+    tool: str,
+    fanout: dict[str, str],
+    tokens: dict[str, str],
+    step: str,
+) -> str:
+    """On the head: make model.path on every worker identical to the head's; prints the head's digest line last."""
+    plan = json.dumps(fanout_plan(cfg, head, workers, tokens, step), indent=1, sort_keys=True)
+    log = shlex.quote(f"{head.remote_dir}/logs/weights-fanout.log")
+    return (
+        "set -euo pipefail\n"
+        + tool_prelude(tool)
+        + "".join(heredoc(f'"$work/{n}"', text, f"SPARK_LLM_FANOUT_{i}") for i, (n, text) in enumerate(fanout.items()))
+        + heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
+        + f'mkdir -p "$(dirname {log})"\n'
+        # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads); the
+        # last one is the head's `spark-llm-manifest DIGEST FILES BYTES`.
+        + f'python3 -u "$work/fanout.py" "$work/plan.json" "$tool" 2>&1 | tee {log}\n'
+    )
