@@ -31,6 +31,7 @@ import time
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
+from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
@@ -142,10 +143,10 @@ class Node:
     def logs(self) -> list[str]:
         try:
             if self.role == "head":
-                _, raw = self._api("GET", f"/containers/{self.container}/logs?stdout=1&stderr=1&tail={LOG_LINES}")
+                _, raw = self._api("GET", api_logs_path(self.container, LOG_LINES))
                 text = _frames(raw)
             else:
-                run = self._remote(f"docker logs --tail {LOG_LINES} {shlex.quote(self.container)} 2>&1")
+                run = self._remote(logs_command(self.container, tail=LOG_LINES))
                 text = run.stdout
         except (OSError, subprocess.TimeoutExpired):
             return []

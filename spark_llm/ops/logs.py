@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.text import Text
 
+from spark_llm.group.logs import logs_command
 from spark_llm.group.times import split_stamp
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.remote.runner import failure_of, quote
+from spark_llm.remote.runner import failure_of
 from spark_llm.remote.runner import run as run_on
 
 # In --follow, a line waits this long for older lines from slower nodes before it is printed.
@@ -81,8 +82,8 @@ def split_ripe(
     return sorted(ripe, key=lambda line: line.time_ns), held
 
 
-def logs_command(container: str, tail: int, follow: bool) -> str:
-    return f"docker logs --timestamps --tail {int(tail)}{' --follow' if follow else ''} {quote(container)} 2>&1\n"
+def node_logs_command(container: str, tail: int, follow: bool) -> str:
+    return logs_command(container, tail=tail, timestamps=True, follow=follow) + "\n"
 
 
 class Printer:
@@ -118,7 +119,7 @@ def show(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: Pr
     """Every node's last `tail` lines, interleaved."""
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         runs = list(
-            pool.map(lambda n: run_on(n.ssh, logs_command(plan.container, tail, False), timeout=timeout), nodes)
+            pool.map(lambda n: run_on(n.ssh, node_logs_command(plan.container, tail, False), timeout=timeout), nodes)
         )
     per_node: dict[str, list[LogLine]] = {}
     failed = 0
@@ -145,7 +146,9 @@ def follow(plan: DeploymentPlan, nodes: Sequence[NodePlan], tail: int, printer: 
         def arrived(raw: str) -> None:
             arrivals.put((time.monotonic(), parse_line(node.name, raw)))
 
-        run = run_on(node.ssh, logs_command(plan.container, tail, True), timeout=None, on_line=arrived, cancel=stop)
+        run = run_on(
+            node.ssh, node_logs_command(plan.container, tail, True), timeout=None, on_line=arrived, cancel=stop
+        )
         if run.code != 0 and not stop.is_set():
             sys.stderr.write(f"{node.name}: the log stream ended (exit {run.code}) {run.stderr.strip()}\n")
         arrivals.put(node.name)  # this node's stream ended

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from spark_llm.group.history import StartRecord, failure_record, succeeded
+from spark_llm.group.logs import logs_command
 from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
@@ -64,11 +65,11 @@ def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "[spark-llm:apiKey]") if secret else text
 
 
-def _log_tails(members: list[Member]) -> dict[str, str]:
+def _log_tails(members: list[Member], container: str) -> dict[str, str]:
     tails = {}
     for m in members:
         try:
-            text = run_script(m.ssh, f"{m.script_path} logs {m.name} {LOG_LINES}\n", timeout=60)
+            text = run_script(m.ssh, f"{logs_command(container, tail=LOG_LINES)} || true\n", timeout=60)
         except RemoteError as err:
             text = f"(could not read the log: {str(err).splitlines()[0]})"
         tails[m.name] = text.rstrip()
@@ -149,14 +150,14 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
     """Poll until rank 0 generates; raise GroupNotReadyError as soon as any member's container is not running or a
     member's start phase stalls. Returns the start's timeline (what TIMELINE_PREFIX prints).
 
-    `spec`: {"members": [{name, role, connection (SshHost props), script_path, fabric_address}], "address", "port",
-    "model", "timeout", "api_key", "profile", "container", "revision", "stall_seconds", "history_path"}.
+    `spec`: spark_llm.plan.readiness.ReadinessSpec.
     """
     members = _members(spec)
     head = next(m for m in members if m.role == "head")
     key = spec.get("api_key") or None
     profile = spec.get("profile", "sglang")
-    logs = [MemberLog(m.name, m.role, m.ssh, profile, spec.get("container", "spark-llm-engine")) for m in members]
+    container = spec.get("container", "spark-llm-engine")
+    logs = [MemberLog(m.name, m.role, m.ssh, profile, container) for m in members]
     history_path = spec.get("history_path", "")
     # A failed start's phases say nothing of how long a phase may take: the bounds learn from successful ones.
     history = [
@@ -172,7 +173,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         now = time.time()
         for m, log in zip(members, logs, strict=True):
             if log.engine.status != "running":
-                tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
+                tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
                 raise GroupNotReadyError(exited_message(members, m, _state_text(log.engine), tails))
         stalls = []
         for log in logs:
@@ -185,7 +186,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if stalls:
             # The member quiet the longest went quiet first: the others usually wait for it (a rendezvous).
             first = max(stalls, key=lambda stall: stall.silent)
-            tails = {name: redact(text, key) for name, text in _log_tails(members).items()}
+            tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
             raise GroupNotReadyError(stall_message(members, first, tails))
         probe = run_script(head.ssh, _probe_script(spec), timeout=60).strip()
         if probe.endswith("HTTP200"):
@@ -212,7 +213,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if time.monotonic() > deadline:
             raise GroupNotReadyError(
                 f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe!r}).\n"
-                f"{redact(_logs(members, _log_tails(members)), key)}\n"
+                f"{redact(_logs(members, _log_tails(members, container)), key)}\n"
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )
         time.sleep(POLL_SECONDS)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from spark_llm.group.logs import logs_command
 from spark_llm.group.times import docker_time, later
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, EngineState, parse_engine
@@ -61,12 +62,12 @@ class MemberLog:
 
 def poll_script(member: MemberLog) -> str:
     """Pure: the member's state line, then `log<TAB>TIME TEXT` for each line since the cursor."""
-    since = shlex.quote(member.cursor or "0")
     return (
         ENGINE_STATE_FUNCTION
         + f"engine_state {shlex.quote(member.container)} || exit 0\n"
         + "printf 'now\\t%s\\n' \"$(date +%s.%N)\"\n"
-        + f"docker logs -t --since {since} {shlex.quote(member.container)} 2>&1 | tail -n {POLL_LINES}"
+        + logs_command(member.container, since=member.cursor or "0", timestamps=True)
+        + f" | tail -n {POLL_LINES}"
         # A progress bar rewrites its line with \r: its last state is the line (this end reads text with universal
         # newlines, where a \r would split it).
         + " | sed -e 's/^\\([^ ]*\\) .*\\r/\\1 /' -e 's/^/log\\t/' || true\n"

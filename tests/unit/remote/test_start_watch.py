@@ -63,7 +63,7 @@ def test_poll_script_reads_the_state_then_the_lines_since_the_cursor_on_a_real_b
     out = subprocess.run(
         ["bash", "-c", poll_script(m)], capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}
     )
-    assert (tmp_path / "args").read_text() == "logs -t --since 2026-12-02T10:00:02Z spark-llm-engine\n"
+    assert (tmp_path / "args").read_text() == "logs --timestamps --since 2026-12-02T10:00:02Z spark-llm-engine\n"
     take(m, out.stdout, 50.0)
     assert m.engine.container_id == "c9" and [line.text for line in m.lines] == ["one", "two"]
 
