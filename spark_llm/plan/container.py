@@ -15,7 +15,6 @@ from spark_llm.plan.deployment import (
     CONTAINER_SCRIPT,
     DeploymentPlan,
     NodePlan,
-    node_launches,
 )
 
 # Labels every engine container carries; spark_llm.remote.observe reads them back.
@@ -54,12 +53,11 @@ def cache_dir(node: NodePlan) -> str:
 
 
 def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
-    cfg = plan.config
-    launch = node_launches(cfg)[node.name]
+    launch = plan.launches[node.name]
     mounts = [
         Mount(node.script_path, CONTAINER_SCRIPT),
         Mount(node.env_path, CONTAINER_ENV_FILE),
-        Mount(cfg.model.path, cfg.model.path),
+        Mount(plan.model_path, plan.model_path),
         Mount(cache_dir(node), "/root/.cache", read_only=False),
     ]
     if plan.api_config_path and node.role == "head":
@@ -71,7 +69,7 @@ def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
     env = {
         **launch.env,
         "SPARK_LLM_NODE": node.name,
-        "SPARK_LLM_ENGINE_VERSION": cfg.engine.version,
+        "SPARK_LLM_ENGINE_VERSION": plan.engine_version,
         # docker's init (tini) signals the engine's whole process group on `docker stop`, not only its child.
         "TINI_KILL_PROCESS_GROUP": "1",
     }
@@ -83,8 +81,8 @@ def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
         command=launch.argv,
         env=dict(sorted(env.items())),
         mounts=tuple(mounts),
-        gpus=cfg.engine.gpus,
-        rdma=bool(cfg.network.roce_devices),
+        gpus=plan.gpus,
+        rdma=plan.rdma,
         labels={LABEL_NODE: node.name, LABEL_ROLE: node.role, LABEL_REVISION: plan.group_revision},
     )
 

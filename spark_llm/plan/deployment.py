@@ -87,6 +87,14 @@ class DeploymentPlan:
     """Where the weights come from (spark-llm:model.source, or the head's model.path when unset)."""
     startup_grace: float = 5
     """spark-llm:timeouts.startupGraceSeconds: how long a started member must stay up."""
+    launches: dict[str, NodeLaunch] = field(default_factory=dict)
+    """Each node's engine command line and environment, from the engine profile (`node_launches`)."""
+    engine_version: str = ""
+    """spark-llm:engine.version: the release the flags were checked against."""
+    gpus: bool = True
+    """spark-llm:engine.gpus: the containers get the node's GPUs."""
+    rdma: bool = False
+    """spark-llm:network.roceDevices is set: the containers get the verbs devices and may lock memory."""
     engine_flags: tuple[str, ...] = ()
     """Every `--flag` the launch passes to the engine on any node, in order, once each (`engine_flags`)."""
 
@@ -282,14 +290,15 @@ def _engine_words(argv: tuple[str, ...]) -> list[str]:
     return [w for line in lines for w in shlex.split(line)]
 
 
-def engine_flags(cfg: StackConfig) -> tuple[str, ...]:
+def engine_flags(launches: dict[str, NodeLaunch]) -> tuple[str, ...]:
     """Every `--flag` the launch script passes to the engine (all nodes), in order, without duplicates."""
-    words = [w for launch in node_launches(cfg).values() for w in _engine_words(launch.argv)]
+    words = [w for launch in launches.values() for w in _engine_words(launch.argv)]
     return tuple(dict.fromkeys(w.split("=", 1)[0] for w in words if w.startswith("--")))
 
 
 def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
     hosts = ssh_hosts(cfg)
+    launches = node_launches(cfg)
     ordered = [cfg.head, *cfg.workers]
     index = {n.name: i for i, n in enumerate(cfg.nodes)}  # the stack file's order (rank order puts the head first)
     nodes = tuple(
@@ -336,6 +345,10 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         fabric_mtu=cfg.network.mtu,
         model_path=cfg.model.path,
         model_source=cfg.model.effective_source,
-        engine_flags=engine_flags(cfg),
+        launches=launches,
+        engine_version=cfg.engine.version,
+        gpus=cfg.engine.gpus,
+        rdma=bool(cfg.network.roce_devices),
+        engine_flags=engine_flags(launches),
         startup_grace=cfg.timeouts.startup_grace_seconds,
     )
