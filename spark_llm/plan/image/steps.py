@@ -86,7 +86,9 @@ def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatc
     return (
         "#!/usr/bin/env bash\n"
         f"# spark-llm EngineImage, {node}: {purpose}\n"
-        "# Rendered by spark_llm/plan/image/steps.py; run by `pulumi up` (pulumi-command, script on stdin).\n"
+        # The module's path before plan/image/ was a folder: this text is each image step's input, and a new one would
+        # replace every deployed stack's image steps on upgrade (tests/integration/test_upgrade.py).
+        "# Rendered by spark_llm/plan/image.py; run by `pulumi up` (pulumi-command, script on stdin).\n"
         "set -euo pipefail\n"
         f"IMAGE_REF={_q(cfg.image.ref)}\n"
         f"PLATFORM={_q(cfg.image.platform)}\n"
