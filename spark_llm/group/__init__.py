@@ -9,5 +9,7 @@ the readiness gate and the supervisor import the same rules.
 - verdict: is the group whole, with a caller's policy for what only `pulumi up` can mend;
 - order: the order the group stops and starts in;
 - budget: the supervisor's restarts within a window;
+- logs: a member's engine log, read one way;
+- serving: what "serving" means (the gate's one-token completion), each engine's health route, the API key file;
 - records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
 """
