@@ -85,8 +85,8 @@ def _run(args: argparse.Namespace) -> int:
         # A command that brings back an earlier config needs no plan of the current one (it may not even parse).
         if getattr(module, "USES_PLAN", True):
             plan = pulumi.load_plan()
-            # Before any ssh: a key others can read is refused here as the program refuses it.
-            key_files.check_modes(plan.key_files)
+            # Before any ssh: a missing, unreadable or open key is refused here as the program refuses it.
+            key_files.check_keys(plan.key_files)
     except (ConfigError, PulumiError, key_files.KeyFileError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2

@@ -38,11 +38,11 @@ def unprotected(key: KeyFile) -> str | None:
     )
 
 
-def check_modes(keys: Mapping[str, KeyFile]) -> None:
-    """Raise KeyFileError naming every key file (the plan's `key_files`) that group or others may access."""
-    problems = sorted({p for key in keys.values() if (p := unprotected(key))})
-    if problems:
-        raise KeyFileError("\n".join(problems) + "\nNothing was run on any node.")
+def check_keys(keys: Mapping[str, KeyFile]) -> None:
+    """Raise KeyFileError as the program does (`read_keys`, the same words) for a key file (the plan's
+    `key_files`) that is missing, unreadable, not a private key, or open to group or others: the operator CLI calls
+    this before any ssh, so a bad key is named as `pulumi preview` names it, not as ssh's refusal."""
+    read_keys(keys)
 
 
 def read_keys(keys: Mapping[str, KeyFile]) -> dict[str, str]:
@@ -62,6 +62,12 @@ def read_keys(keys: Mapping[str, KeyFile]) -> dict[str, str]:
             text = Path(key.path).read_text()
         except OSError as exc:
             problems.append(f"{key.config_key}: cannot read the ssh private key {key.path}: {exc.strerror}")
+            # ssh-agent alone is not enough: pulumi-command's ssh (Go) takes the key's contents, not an agent.
+            if os.environ.get("SSH_AUTH_SOCK"):
+                problems.append(
+                    "  (a key held only in ssh-agent is not enough: spark-llm reads the key file, whose contents"
+                    " pulumi-command's ssh needs)"
+                )
             continue
         if "PRIVATE KEY" not in text:
             problems.append(f"{key.config_key}: {key.path} is not an ssh private key (the .pub file?)")

@@ -38,7 +38,7 @@ def test_the_error_names_the_nodes_own_key_path(key, raw_config):
     key.chmod(0o644)
     raw_config["nodes"][1]["keyPath"] = str(key)
     with pytest.raises(key_files.KeyFileError, match=r"spark-llm:nodes\[1\]\.keyPath: the ssh private key .* 0644"):
-        key_files.check_modes(plan.key_files(parse(raw_config)))
+        key_files.check_keys(plan.key_files(parse(raw_config)))
 
 
 def test_the_cli_refuses_an_unprotected_key_before_any_ssh(key, raw_config, monkeypatch, capfd):
@@ -49,3 +49,20 @@ def test_the_cli_refuses_an_unprotected_key_before_any_ssh(key, raw_config, monk
     monkeypatch.setattr(status, "run", lambda *args: pytest.fail("status ran with an unprotected key"))
     assert cli.main(["status", "--stack", "dual-spark"]) == 2
     assert f"spark-llm status: spark-llm:sshKeyPath: the ssh private key {key}" in capfd.readouterr().err
+
+
+def test_the_cli_names_a_missing_key_file_as_preview_does_before_any_ssh(tmp_path, raw_config, monkeypatch, capfd):
+    # Was: "key refused ... Permission denied" from ssh for the head, a kex error for the worker.
+    missing = tmp_path / "no-such-key"
+    raw_config["sshKeyPath"] = str(missing)
+    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
+    monkeypatch.setattr(PulumiCli, "load_plan", lambda self: deployment)
+    monkeypatch.setattr(status, "run", lambda *args: pytest.fail("status ran without its key file"))
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+    assert cli.main(["status", "--stack", "dual-spark"]) == 2
+    err = capfd.readouterr().err
+    with pytest.raises(key_files.KeyFileError) as preview:
+        key_files.read_keys(deployment.key_files)  # what the program (preview, up) says of it
+    assert err == f"spark-llm status: {preview.value}\n"
+    assert f"spark-llm:sshKeyPath: cannot read the ssh private key {missing}: No such file or directory" in err
+    assert "a key held only in ssh-agent is not enough" in err
