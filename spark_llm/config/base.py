@@ -154,6 +154,15 @@ def _message(root: type[BaseModel], error: Any, loc: tuple[Any, ...]) -> str:
         return f"must be a mapping, not {yaml_spelling(error['input'], 60)}"
     if kind == "missing":
         return "required: this key is missing"
+    if kind == "string_type" and isinstance(error.get("input"), bool | int | float):
+        # `pulumi config set --path` types `true`, `false` and integers: a flag's value such as 2 lands as a number.
+        value = yaml_spelling(error["input"])
+        stored = "a boolean" if isinstance(error["input"], bool) else "a number"
+        return (
+            f"must be a string, and {value} was stored as {stored} (`pulumi config set"
+            f" --path` types true, false and numbers): set it again with `--type string`, e.g. `pulumi config set"
+            f" --path --type string '{key_path(loc)}' {value}`"
+        )
     return str(error["msg"]).removeprefix("Value error, ")
 
 

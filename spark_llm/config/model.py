@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from spark_llm.config.base import (
     ConfigModel,
@@ -17,6 +18,22 @@ from spark_llm.config.paths import AbsPath, abs_path
 
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# What a served model's name may hold: every client must send it exactly, so nothing invisible or look-alike (a
+# zero-width space, an em dash for a hyphen). Hugging Face ids, `org/name:tag` and `name@rev` fit.
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+
+
+def model_name(value: str) -> str:
+    """A served model's name: printable ASCII, no spaces; the error names the first character that is not."""
+    if _MODEL_NAME.match(value):
+        return value
+    bad = next((i, c) for i, c in enumerate(value) if not _MODEL_NAME.match(("a" if i else "") + c))
+    index, char = bad
+    what = unicodedata.name(char, f"U+{ord(char):04X}")
+    raise ValueError(
+        f"holds {what} (U+{ord(char):04X}) at position {index + 1}: clients must send the name exactly, so it takes"
+        " ASCII letters, digits and . _ : / @ + - only"
+    )
 
 
 class ModelSource(ConfigModel):
@@ -72,7 +89,7 @@ class ModelSource(ConfigModel):
 class Model(ConfigModel):
     """The model served: its name in the API, its weights' source, and their directory on every node."""
 
-    name: str = Field(
+    name: Annotated[str, AfterValidator(model_name)] = Field(
         min_length=1,
         description="Model name served by the API",
         json_schema_extra={"example": "Qwen/Qwen3.5-122B-A10B-FP8"},

@@ -36,11 +36,12 @@ class Timeouts(ConfigModel):
     """How long `pulumi up` waits for each long step before it fails with what it saw."""
 
     ready_seconds: Int = Field(
-        900, ge=10, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
+        900, ge=10, le=86400, description="Rank 0 answering a one-token completion", json_schema_extra={"example": 1800}
     )
     transfer_seconds: Int = Field(
         6 * 3600,
         ge=60,
+        le=7 * 86400,
         description="The weights copy from the head to all workers (scripts/fanout.py)",
         json_schema_extra={"example": 21600},
     )

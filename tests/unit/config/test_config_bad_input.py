@@ -302,7 +302,36 @@ OTHER = [
     ),
 ]
 
-BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER
+
+def _put(section: str, key: str, value: Any) -> Mutation:
+    """Set `section.key`, the section made if the config has none."""
+
+    def mutate(raw: dict[str, Any]) -> None:
+        raw.setdefault(section, {})[key] = value
+
+    return mutate
+
+
+# Found trying the product as a new user (issue 31, 9): each deployed and served before.
+NEW_USER = [
+    (
+        "model-name-invisible-character",
+        _set("model.name", "Qwen/Qwen3.5\u200b-122B-A10B-FP8"),
+        "spark-llm:model.name",
+        "holds ZERO WIDTH SPACE (U+200B) at position 13",
+    ),
+    ("model-name-em-dash", _set("model.name", "Qwen3.5\u2014FP8"), "spark-llm:model.name", "EM DASH (U+2014)"),
+    ("ready-seconds-beyond-a-day", _put("timeouts", "readySeconds", 10**20), "spark-llm:timeouts.readySeconds", ""),
+    ("ready-seconds-two-days", _put("timeouts", "readySeconds", 172800), "spark-llm:timeouts.readySeconds", "86400"),
+    (
+        "flag-value-typed-as-a-number-by-the-cli",
+        _put("engine", "flags", ["--mem-fraction-static", 2]),
+        "spark-llm:engine.flags[1]",
+        "again with `--type string`, e.g. `pulumi config set --path --type string 'spark-llm:engine.flags[1]' 2`",
+    ),
+]
+
+BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER
 
 
 def test_every_case_is_its_own():
