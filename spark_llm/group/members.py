@@ -26,6 +26,8 @@ class Member:
     exit_code: int | None = None
     started_at: str = ""
     """Docker's StartedAt (group.times reads it)."""
+    finished_at: str = ""
+    """Docker's FinishedAt: when a member that is not running stopped (the first to stop is the culprit)."""
     oom_killed: bool = False
     error: str = ""
     """Why the node could not be read (UNREACHABLE)."""
@@ -51,6 +53,7 @@ def from_inspect(name: str, role: str, state: dict, **extra: object) -> Member:
         status=str(state.get("Status", "unknown")),
         exit_code=int(state.get("ExitCode", 0)),
         started_at=str(state.get("StartedAt", "")),
+        finished_at=str(state.get("FinishedAt", "")),
         oom_killed=bool(state.get("OOMKilled", False)),
         **extra,  # type: ignore[arg-type]
     )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member
-from spark_llm.group.times import later
+from spark_llm.group.times import docker_time_ns, later
 
 WHOLE = "whole"
 BROKEN = "broken"
@@ -40,9 +40,10 @@ class Verdict:
     state: str
     """WHOLE, BROKEN or WAIT."""
     problems: tuple[str, ...] = ()
-    """One phrase per thing that is wrong, in rank order."""
+    """One phrase per thing that is wrong, in the culprits' order."""
     culprits: tuple[str, ...] = ()
-    """The members at fault, in rank order."""
+    """The members at fault: the member that stopped first leads (the others usually died of waiting for it: a
+    rank's process group ends when any rank leaves), then the rest in rank order."""
 
     @property
     def why(self) -> str:
@@ -60,6 +61,25 @@ def _missing(m: Member) -> str | None:
     return None
 
 
+def _stopped_at(m: Member) -> int | None:
+    return docker_time_ns(m.finished_at) if not m.running and m.status not in (ABSENT, UNREACHABLE) else None
+
+
+def _first_stopped(members: Sequence[Member]) -> str | None:
+    """The member whose engine stopped first (None: none stopped, or their times are unknown)."""
+    stopped = [(at, i, m.name) for i, m in enumerate(members) if (at := _stopped_at(m)) is not None]
+    return min(stopped)[2] if stopped else None
+
+
+def _after_first(m: Member, members: Sequence[Member]) -> str:
+    """`, 0.4 s after w1's` for a member that stopped after the first one did ("" for the first, or unknown)."""
+    first = next((o for o in members if o.name == _first_stopped(members)), None)
+    at, first_at = _stopped_at(m), _stopped_at(first) if first is not None else None
+    if first is None or first.name == m.name or at is None or first_at is None:
+        return ""
+    return f", {(at - first_at) / 1e9:.1f} s after {first.name}'s"
+
+
 def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout: str | None = None) -> Verdict:
     """The group's verdict. `members`: in rank order, the head first. `expected_rollout`: the rollout the config
     gives (status: the group revision), None to compare the members with each other only."""
@@ -73,7 +93,8 @@ def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout:
         elif not m.running:
             oom = ", killed for memory" if m.oom_killed else ""
             code = "?" if m.exit_code is None else m.exit_code
-            problems.append((m.name, f"{m.name}'s engine container is {m.status} (exit code {code}{oom})"))
+            after = _after_first(m, members)
+            problems.append((m.name, f"{m.name}'s engine container is {m.status} (exit code {code}{oom}{after})"))
         elif expected_rollout is not None and m.rollout != expected_rollout:
             problems.append(
                 (m.name, f"{m.name} runs revision {m.rollout or '(none)'}, the config gives {expected_rollout}")
@@ -88,7 +109,8 @@ def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout:
         problems.append(("", "the members' containers belong to different rollouts"))
     if not problems:
         return Verdict(WHOLE)
+    first = _first_stopped(members)
     order = {m.name: i for i, m in enumerate(members)}
-    problems.sort(key=lambda p: order.get(p[0], len(order)))
+    problems.sort(key=lambda p: (p[0] != first, order.get(p[0], len(order))))
     culprits = tuple(dict.fromkeys(name for name, _ in problems if name))
     return Verdict(BROKEN, tuple(phrase for _, phrase in problems), culprits)

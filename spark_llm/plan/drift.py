@@ -108,6 +108,7 @@ def group_members(
                 engine.status,
                 exit_code=engine.exit_code,
                 started_at=engine.started_at,
+                finished_at=engine.finished_at,
                 oom_killed=engine.oom_killed,
                 rollout=engine.labels.get(LABEL_GENERATION, ""),
                 foreign="another state of this stack" if node in others else "",

@@ -65,6 +65,7 @@ def group_members(statuses: Sequence[NodeStatus], state_id: str | None = None) -
                 s.state,
                 exit_code=s.exit_code,
                 started_at=s.started_at,
+                finished_at=s.finished_at,
                 oom_killed=s.oom_killed,
                 rollout=s.revision,
                 foreign=foreign,

@@ -35,6 +35,7 @@ class M:
     name: str
     status: str = "running"
     started: str = "2026-12-03T10:00:01Z"
+    finished: str = ""
     exit_code: int = 0
     oom: bool = False
     error: str = ""
@@ -90,6 +91,18 @@ CASES = [
         BROKEN,
         ("head's engine container is exited", "w1's engine container is exited"),
         ("head", "w1"),
+    ),
+    Case(
+        # The worker died first; the head's rank died of waiting for it: the worker is named first.
+        "worker-died-first-the-head-followed",
+        (
+            M("head", status="exited", exit_code=1, finished="2026-12-03T10:05:00.45Z"),
+            M("w1", status="exited", exit_code=137, finished="2026-12-03T10:05:00.05Z"),
+        ),
+        BROKEN,
+        BROKEN,
+        ("w1's engine container is exited (exit code 137); head's", "(exit code 1, 0.4 s after w1's)"),
+        ("w1", "head"),
     ),
     Case(
         "created-not-started",
@@ -165,6 +178,7 @@ def members(case: Case) -> list[verdict.Member]:
             m.status,
             exit_code=m.exit_code,
             started_at=m.started,
+            finished_at=m.finished,
             oom_killed=m.oom,
             error=m.error,
             rollout=m.rollout,
@@ -198,7 +212,7 @@ def observation(m: M) -> NodeObservation:
     if m.status == "unreachable":
         return NodeObservation(node=m.name, error=m.error)
     labels = {LABEL_GENERATION: m.rollout}
-    engine = EngineState(m.status, m.exit_code, f"id-{m.name}", m.started, labels, oom_killed=m.oom)
+    engine = EngineState(m.status, m.exit_code, f"id-{m.name}", m.started, labels, m.finished, oom_killed=m.oom)
     return NodeObservation(node=m.name, engine=engine, run="run-1")
 
 
@@ -229,6 +243,7 @@ def node_status(m: M) -> NodeStatus:
         m.status,
         exit_code=None if m.status == "running" else m.exit_code,
         started_at=m.started,
+        finished_at=m.finished,
         revision=m.rollout,
         oom_killed=m.oom,
         owner="another-state" if m.foreign else "this-state",
@@ -247,7 +262,13 @@ def test_status_passes_the_table(case: Case):
 
 
 def inspect(m: M) -> dict:
-    state = {"Status": m.status, "ExitCode": m.exit_code, "StartedAt": m.started, "OOMKilled": m.oom}
+    state = {
+        "Status": m.status,
+        "ExitCode": m.exit_code,
+        "StartedAt": m.started,
+        "FinishedAt": m.finished,
+        "OOMKilled": m.oom,
+    }
     return {"Id": ("other-" if m.foreign else "") + f"id-{m.name}", "State": state}
 
 
