@@ -76,9 +76,12 @@ def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservati
     head = (observations or {}).get(plan.head.name)
     text = head.facts.get(supervisor.PROBE_SECTION) if head else None
     report = supervisor.SupervisorReport.parse(text) if text else None
-    warning = report.preview_warning() if report else None
-    if warning:
-        pulumi.log.warn(warning)
+    for warning in (
+        report.preview_warning() if report else None,
+        supervisor.container_warning(head.facts.get(supervisor.CONTAINER_SECTION) if head else None, text),
+    ):
+        if warning:
+            pulumi.log.warn(warning)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +165,7 @@ class SparkCluster(pulumi.ComponentResource):
                     image_id=image.image_id,
                     container_ids=container_ids,
                     ready=ready,
+                    head_observation=(args.observations or {}).get(plan.head.name),
                 ),
                 child,
             )

@@ -30,6 +30,7 @@ import pulumi_docker as docker
 from components.commands import NodeCommand
 from spark_llm.plan import supervisor
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.observation import NodeObservation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +47,8 @@ class SupervisorArgs:
     """Each member's engine container as this `up` leaves them (deferred: resolved once the group is declared)."""
     ready: pulumi.Input[pulumi.Resource]
     """The readiness gate (deferred likewise): the files and container come once the group served."""
+    head_observation: NodeObservation | None = None
+    """What the head runs now (its supervisor container's state and label); None: not looked at (unit tests)."""
 
 
 class Supervisor(pulumi.ComponentResource):
@@ -91,6 +94,13 @@ class Supervisor(pulumi.ComponentResource):
             delete=supervisor.remove_state_command(plan),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
+        seen = args.head_observation
+        observed = seen.facts.get(supervisor.CONTAINER_SECTION) if seen is not None and seen.error is None else None
+        run = seen.run if seen is not None else ""
+
+        def label(script: str) -> str:
+            return supervisor.container_label(supervisor.files_digest(script), observed, run)
+
         container = docker.Container(
             name,
             name=supervisor.CONTAINER_NAME,
@@ -105,11 +115,8 @@ class Supervisor(pulumi.ComponentResource):
                 for m in supervisor.mounts(plan)
             ],
             # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
-            labels=[
-                docker.ContainerLabelArgs(
-                    label="spark-llm.supervises", value=files_script.apply(supervisor.files_digest)
-                )
-            ],
+            # A container found gone or stopped gets a new label too (supervisor.container_label): `up` starts it.
+            labels=[docker.ContainerLabelArgs(label=supervisor.LABEL, value=files_script.apply(label))],
             # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
             # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
             restart="unless-stopped",

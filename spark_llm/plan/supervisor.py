@@ -32,8 +32,13 @@ CONTAINER_KEY = "/spark-llm-supervisor-key/fabric-key"
 CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
 STATE_FILE = "state.json"
-# The probe section (spark_llm.plan.observation: `supervisor<TAB>JSON`) that carries the state file.
+# The probe section (spark_llm.plan.observation: `supervisor<TAB>JSON`) that carries the state file, and the one
+# that carries its container's state and label (`supervisor_container<TAB>STATUS LABEL`).
 PROBE_SECTION = "supervisor"
+CONTAINER_SECTION = "supervisor_container"
+# The container's label: its files' digest (a new program or spec replaces it), and a repair suffix when it was
+# found gone or stopped (spark_llm.plan.drift's way: a value the node keeps, so a repair is followed by a no-op).
+LABEL = "spark-llm.supervises"
 
 
 def files_dir(head: NodePlan) -> str:
@@ -215,7 +220,38 @@ def probe(plan: DeploymentPlan, node: NodePlan) -> str:
     if node.role != "head" or plan.supervisor is None:
         return ""
     path = shlex.quote(state_path(node))
-    return f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
+    fmt = shlex.quote(f'{{{{.State.Status}}}} {{{{index .Config.Labels "{LABEL}"}}}}')
+    return (
+        f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
+        f"if s=$(docker inspect -f {fmt} {CONTAINER_NAME} 2>/dev/null); then\n"
+        f"  printf '{CONTAINER_SECTION}\\t%s\\n' \"$s\"\nelse\n  printf '{CONTAINER_SECTION}\\tabsent\\n'\nfi\n"
+    )
+
+
+def container_label(digest: str, observed: str | None, run: str) -> str:
+    """The supervisor container's label.
+
+    `digest`: its files' digest (`files_digest`); `observed`: the head's CONTAINER_SECTION (`STATUS LABEL`, or
+    `absent`; None when the nodes were not read); `run`: this program run's id (a repair's label is new each run).
+    A running container whose label is of these files keeps it; one gone or stopped (`docker rm -f`, `docker kill`,
+    which its restart policy treats as a manual stop) gets a new label: `up` replaces it, preview says so.
+    """
+    if observed is None:
+        return digest
+    status, _, label = observed.strip().partition(" ")
+    if status == "running":
+        return label if label.startswith(digest) else digest
+    repair = hashlib.sha256(f"{digest}\0{observed}\0{run}".encode()).hexdigest()[:8]
+    return f"{digest}-repair-{repair}"
+
+
+def container_warning(observed: str | None, state: str | None) -> str | None:
+    """What preview and `up` say when the supervisor's container is gone or stopped (None: it runs, or it never ran:
+    no state file yet, a first deployment). `state`: the head's PROBE_SECTION (its state file)."""
+    status = (observed or "").strip().partition(" ")[0]
+    if observed is None or state is None or status == "running":
+        return None
+    return f"the supervisor's container on the head is {status}: `pulumi up` starts it again"
 
 
 # ---------- what it did, read back ----------

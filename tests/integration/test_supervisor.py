@@ -231,3 +231,24 @@ def test_an_image_without_ssh_fails_up_naming_the_key_before_anything_is_stopped
     finally:
         supervisor_config(deployed)
         sim_cluster.node_exec("head", "docker", "rmi", NO_SSH_IMAGE, check=False)
+
+
+def test_a_supervisor_killed_or_removed_is_named_by_status_and_preview_and_started_again_by_up(deployed, sim_cluster):
+    """`docker kill` (its restart policy takes that for a manual stop) or `docker rm -f` used to go unseen: status said
+    in sync, preview and up changed nothing, and the next reboot left the group down with nothing to start it."""
+    for removal, seen in ((("kill",), "exited"), (("rm", "-f"), "absent")):
+        sim_cluster.node_exec("head", "docker", *removal, SUPERVISOR)
+        code, status = spark_llm_status(deployed)
+        assert code == 1 and status["state"] == "drift", status
+        assert f"the supervisor's container on head is {seen}" in status["summary"], status
+        assert status["supervisor"]["container"] == seen, status
+    preview = deployed("preview")
+    assert "the supervisor's container on the head is absent: `pulumi up` starts it" in preview.stdout + preview.stderr
+    assert "spark-supervisor" in preview.stdout
+    engines = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    deployed.up()
+    assert supervisor_state(sim_cluster) == "running"
+    assert {n: sim_cluster.started_at(n) for n in engines} == engines  # the group itself was left alone
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status
+    deployed("preview", "--expect-no-changes")

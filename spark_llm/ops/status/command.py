@@ -194,6 +194,16 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     if supervised is not None and supervised.gave_up and state != "in sync":
         # The group is stopped on purpose: say why, and what to do, before what differs.
         state, sentence = "supervisor gave up", f"{supervised.gave_up_sentence()} ({sentence})"
+    watcher = health.supervisor if health is not None else ""
+    if state == "in sync" and watcher not in ("", "running"):
+        # The group serves, but nothing would restart it after a reboot or a crash.
+        state, sentence = (
+            "drift",
+            (
+                f"every member runs revision {plan.group_revision}, but the supervisor's container on {plan.head.name}"
+                f" is {watcher}: `pulumi up` starts it again (`pulumi preview` says so)"
+            ),
+        )
     timeline = outputs.get("start_timeline") or {}
     head = next(s for s in statuses if s.node == plan.head.name)
     running = [s.node for s in statuses if s.state == "running"]
@@ -226,6 +236,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                     "restarts": list(supervised.restarts),
                     "gave_up": supervised.gave_up,
                     "waiting": supervised.waiting,
+                    "container": watcher,
                 },
             }
         )
@@ -233,6 +244,8 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         out = render.console()
         out.print(status_table(plan, statuses, health))
         style = STATE_STYLES.get(state, "")
+        if watcher:
+            out.print(Text(f"supervisor: its container on {plan.head.name} is {watcher}"))
         for line in supervised.lines() if supervised else []:
             out.print(Text(line))
         out.print(Text(f"{state}: ", style=style) + Text(sentence))

@@ -18,6 +18,7 @@ from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
+from spark_llm.plan.supervisor import CONTAINER_NAME as SUPERVISOR_CONTAINER
 from spark_llm.plan.supervisor import SupervisorReport, state_path
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
@@ -56,6 +57,8 @@ class Health:
     error: str = ""
     path: str = "/health"
     """The engine's health route asked (spark_llm.group.serving.HEALTH_PATHS)."""
+    supervisor: str = ""
+    """The supervisor's container on the head: running, exited, ..., absent ("": the stack has no supervisor)."""
     last_start: str = ""
     """The head's latest history line about the configured revision (JSON; empty: none)."""
 
@@ -87,6 +90,8 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         ]
         if plan.supervisor is not None:
             lines.append(f"capture supervisor cat {quote(state_path(node))}")
+            fmt = quote("{{.State.Status}}")
+            lines.append(f"capture supervisor_container docker inspect -f {fmt} {quote(SUPERVISOR_CONTAINER)}")
     return "\n".join(lines) + "\n"
 
 
@@ -148,7 +153,9 @@ def head_health(run: NodeRun, path: str = "/health") -> Health:
         code = None
         error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
     last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
-    return Health(code, models, error, path, last)
+    container = sections.get("supervisor_container")
+    supervisor = "" if container is None else (container.first_line.strip() if container.ok else "absent")
+    return Health(code, models, error, path=path, last_start=last, supervisor=supervisor)
 
 
 def supervisor_report(run: NodeRun) -> SupervisorReport | None:

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from spark_llm.config import parse
 from spark_llm.plan import deployment, supervisor
 from spark_llm.plan.steps import build_steps
@@ -175,3 +177,32 @@ def test_an_image_without_a_shell_fails_with_dockers_own_words(raw_config, tmp_p
     assert done.returncode != 0
     assert "could not run a shell in the supervisor's image" in done.stderr
     assert 'exec: "sh": executable file not found' in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("observed", "label", "repaired"),
+    [
+        (None, "d1", False),  # not looked at (mocks): the files' digest
+        ("running d1", "d1", False),  # runs as `up` left it
+        ("running d1-repair-0a1b2c3d", "d1-repair-0a1b2c3d", False),  # repaired before: kept, so the next up is a no-op
+        ("running d0", "d1", False),  # new files replace it anyway
+        ("absent", "d1-repair-", True),  # `docker rm -f`
+        ("exited d1", "d1-repair-", True),  # `docker kill`, or a failed up's stop
+    ],
+)
+def test_a_supervisor_found_gone_or_stopped_gets_a_new_label_and_a_repaired_one_keeps_it(observed, label, repaired):
+    got = supervisor.container_label("d1", observed, "run-1")
+    assert got.startswith(label) and (got != "d1") == (repaired or label != "d1")
+    if repaired:  # new at every program run, as every repair token is (spark_llm.plan.drift)
+        assert supervisor.container_label("d1", observed, "run-2") != got
+
+
+def test_preview_warns_of_a_stopped_supervisor_only_once_it_has_run():
+    state = '{"restarts": []}'
+    assert supervisor.container_warning("absent", state) == (
+        "the supervisor's container on the head is absent: `pulumi up` starts it again"
+    )
+    assert supervisor.container_warning("exited d1", state) is not None
+    assert supervisor.container_warning("running d1", state) is None
+    assert supervisor.container_warning("absent", None) is None  # a first deployment: nothing ran yet
+    assert supervisor.container_warning(None, state) is None

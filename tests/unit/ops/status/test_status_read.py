@@ -48,3 +48,18 @@ def test_status_reads_the_supervisors_state_from_the_heads_script(spark_plan):
     assert lines[1].startswith("the supervisor gave up at 2026-12-03T10:05:00Z: spark-2's engine exited (1)")
     # No state file (no supervisor yet, or it never wrote one): nothing to say.
     assert status_read.supervisor_report(ok_run("spark-1", facts(supervisor=(1, "cat: no such file")))) is None
+
+
+def test_the_heads_script_reads_the_supervisors_container_apart_from_its_last_start(spark_plan):
+    run = node_run(
+        "spark-1",
+        running("2026-11-30T10:00:00Z"),
+        health=(0, "200"),
+        last_start=(0, 'last_start\t{"revision": "r"}'),
+        supervisor_container=(0, "exited"),
+    )
+    health = status_read.head_health(run, "/health_generate")
+    assert (health.supervisor, health.last_start, health.path) == ("exited", '{"revision": "r"}', "/health_generate")
+    gone = node_run("spark-1", running("2026-11-30T10:00:00Z"), supervisor_container=(1, "Error: No such object"))
+    assert status_read.head_health(gone).supervisor == "absent"
+    assert status_read.head_health(node_run("spark-1", running("2026-11-30T10:00:00Z"))).supervisor == ""
