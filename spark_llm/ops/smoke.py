@@ -169,6 +169,12 @@ def smoke_table(first: RequestResult, load: dict) -> Table:
         ["first completion", "ok" if first.ok else "FAILED", first.error or repr(first.text[:80])],
         ["  time to first token", value(_ms(first.ttft_s), " ms"), ""],
         ["  tokens, tokens/s", f"{first.tokens}, {value(first.tokens_per_s and round(first.tokens_per_s, 1))}", ""],
+    ]
+    if not first.ok:
+        # No load follows a failed first completion: "errors 0" beside "FAILED" would read as a clean run.
+        rows.append(["load", "not sent", "the first completion failed"])
+        return render.table(None, ["smoke", "value", "detail"], rows)
+    rows += [
         ["load: requests ok/sent", f"{load['ok']}/{load['requests']}", f"concurrency {load['concurrency']}"],
         ["  wall time", value(load["wall_s"], " s"), ""],
         [
@@ -245,7 +251,13 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     ok = first.ok and load["errors"] == 0 and load["ok"] > 0
     if args.json:
         render.emit_json(
-            {"ok": ok, "endpoint": endpoint, "model": plan.model_name, "first": asdict(first), "load": load}
+            {
+                "ok": ok,
+                "endpoint": endpoint,
+                "model": plan.model_name,
+                "first": asdict(first),
+                "load": load if first.ok else None,  # not sent: the first completion failed
+            }
         )
     else:
         out = render.console()

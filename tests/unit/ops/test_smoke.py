@@ -29,6 +29,13 @@ def test_smoke_summary_counts_errors_and_rates():
     assert "2/3" in text and "1x HTTP 503: not ready" in text
 
 
+def test_a_failed_first_completion_says_no_load_was_sent_not_errors_0():
+    failed = smoke.RequestResult(False, 503, None, 0.005, 0, error="HTTP 503: not ready")
+    text = render_text(smoke.smoke_table(failed, smoke.summarize([], wall_s=0.0, concurrency=4)))
+    assert "FAILED" in text and "HTTP 503: not ready" in text and "not sent" in text
+    assert "errors" not in text and "0/0" not in text
+
+
 @pytest.mark.parametrize(("q", "value"), [(50, 2), (95, 4), (100, 4), (0, 1)])
 def test_percentile_nearest_rank(q, value):
     assert smoke.percentile([4, 1, 3, 2], q) == value
