@@ -63,8 +63,10 @@ class PulumiCli:
             raise PulumiError(f"`{' '.join(cmd)}` exited {result.returncode}:\n{result.stderr.strip()[-2000:]}")
         return result.stdout
 
-    def stream(self, *args: str, config: bool = False, out: TextIO = sys.stdout) -> tuple[int, str]:
-        """Run with its output copied to `out` as it comes; returns (exit code, the whole output)."""
+    def stream(self, *args: str, config: bool = False, out: TextIO | None = None) -> tuple[int, str]:
+        """Run with its output copied to `out` (default: this process's stdout at the time of the call) as it comes;
+        returns (exit code, the whole output)."""
+        out = out or sys.stdout
         cmd = self.argv(*args, config=config)
         proc = subprocess.Popen(
             cmd, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL

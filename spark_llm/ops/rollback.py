@@ -14,6 +14,7 @@ with `--after-pid`: it first waits for the failed `pulumi up` to end and release
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
@@ -110,6 +112,18 @@ def _first_completion(plan: DeploymentPlan, deadline: float) -> datetime | None:
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace) -> int:
+    """With --json, what it says (and the rollback's `pulumi up`) goes to stderr, and one JSON object to stdout:
+    `ok`, and `refused` (why there is no rollback), `error`, or what serves again."""
+    if not getattr(args, "json", False):
+        return _run(pulumi, args, {})
+    result: dict = {}
+    with contextlib.redirect_stdout(sys.stderr):
+        code = _run(pulumi, args, result)
+    render.emit_json({"ok": code == 0, **result})
+    return code
+
+
+def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
     deadline = time.monotonic() + WAIT_SECONDS
     if args.after_pid:
         say(f"waiting for the failed `pulumi up` (pid {args.after_pid}) to end")
@@ -126,6 +140,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
         document = rollback_stack_file(update, current, project)
     except RollbackRefusedError as err:
         sys.stderr.write(f"spark-llm rollback: {err}\n")
+        result["refused"] = str(err)
         return 2
     changed = changed_keys(update, current, project)
     say(
@@ -140,6 +155,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
         code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
         if code != 0:
             sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
+            result["error"] = f"the rollback's `pulumi up` failed (exit {code})"
             return 1
         good = back.load_plan()  # after the up: the first completion is timed as soon as the up ends
         served = _first_completion(good, deadline)
@@ -155,6 +171,13 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace
     else:
         took = f"{(served - failed).total_seconds():.1f} s after the failed start ({failed.isoformat()})"
     say(f"revision {good.group_revision} serves again: its first completion answered {took}.")
+    result.update(
+        revision=good.group_revision,
+        update=update.when,
+        first_completion=took,
+        config_asks_for=asked,
+        served=bool(served),
+    )
     if asked == good.group_revision:
         # Nothing had failed since (the config asks for the revision that serves): no rollback to warn about.
         say(f"{stack_file} asks for this same revision: `pulumi preview` shows no change to the engine group.")

@@ -4,6 +4,7 @@ rollback of a failed start (a user ran it with nothing failed, and was told the 
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,3 +67,32 @@ def test_a_rollback_from_a_failed_revision_says_the_config_still_asks_for_it(run
     code, said = run_rollback("b" * 16, "a" * 16)
     assert code == 0
     assert f"still asks for revision {'b' * 16}, which failed to start" in said
+
+
+def test_with_json_a_refusal_is_a_json_object_on_stdout_and_the_words_on_stderr(
+    tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]
+):
+    (tmp_path / "Pulumi.yaml").write_text("name: spark-llm\n")
+    monkeypatch.setattr(rollback, "PulumiCli", FakeCli)
+
+    def refuse(history):
+        raise rollback.RollbackRefusedError("the stack has no succeeded update to go back to")
+
+    monkeypatch.setattr(rollback, "last_good_update", refuse)
+    code = rollback.run(FakeCli(cwd=tmp_path), None, argparse.Namespace(after_pid=None, json=True))
+    said = capsys.readouterr()
+    assert code == 2
+    assert json.loads(said.out) == {"ok": False, "refused": "the stack has no succeeded update to go back to"}
+    assert "spark-llm rollback: the stack has no succeeded update" in said.err
+
+
+def test_with_json_a_rollback_that_served_says_what_serves_in_json_and_nothing_else_on_stdout(
+    run_rollback, monkeypatch, capsys
+):
+    # run_rollback's patches, with --json: what it says goes to stderr, one object to stdout.
+    monkeypatch.setattr(FakeCli, "asked", "b" * 16)
+    code = rollback.run(FakeCli(cwd=Path.cwd()), None, argparse.Namespace(after_pid=None, json=True))
+    said = capsys.readouterr()
+    result = json.loads(said.out)
+    assert code == 0 and result["ok"] and result["served"] and result["revision"] == "a" * 16
+    assert result["config_asks_for"] == "b" * 16 and "serves again" in said.err
