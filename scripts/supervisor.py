@@ -35,6 +35,7 @@ from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
+    IN_PROGRESS,
     Budget,
     GaveUp,
     RestartRecord,
@@ -48,7 +49,6 @@ from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, servin
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 
-IN_PROGRESS = "in progress"
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 LOG_LINES = 5
 

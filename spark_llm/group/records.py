@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+IN_PROGRESS = "in progress"
+"""A restart's result while it runs: the supervisor writes it before it stops anything."""
+
 
 class Budget(TypedDict):
     """spark-llm:supervisor's restart budget (spark_llm.config.supervisor), as the spec carries it."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import spark_llm.group
-from spark_llm.group.records import GaveUp, RestartRecord, SpecMember, SupervisorSpec, dumps, parse_state
+from spark_llm.group.records import IN_PROGRESS, GaveUp, RestartRecord, SpecMember, SupervisorSpec, dumps, parse_state
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
@@ -286,6 +286,12 @@ class SupervisorReport:
         if self.gave_up:
             out.append(self.gave_up_sentence())
         return out
+
+    @property
+    def restarting(self) -> RestartRecord | None:
+        """The restart under way (its record says `in progress`), if any."""
+        last = self.restarts[-1] if self.restarts else None
+        return last if last is not None and last.get("result") == IN_PROGRESS else None
 
     def gave_up_sentence(self) -> str:
         assert self.gave_up is not None

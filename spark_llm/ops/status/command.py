@@ -38,6 +38,7 @@ STATE_STYLES = {
     "drift": "bold red",
     "failed_start": "bold red",
     "unhealthy": "yellow",
+    "restarting": "yellow",
     "answers changed": "bold red",
 }
 
@@ -194,6 +195,16 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     if supervised is not None and supervised.gave_up and state != "in sync":
         # The group is stopped on purpose: say why, and what to do, before what differs.
         state, sentence = "supervisor gave up", f"{supervised.gave_up_sentence()} ({sentence})"
+    restarting = supervised.restarting if supervised is not None else None
+    if restarting is not None and state in ("drift", "unhealthy", "failed_start"):
+        # What differs is the supervisor's restart at work: `pulumi up` would only race it.
+        state, sentence = (
+            "restarting",
+            (
+                f"the supervisor is restarting the group (since {restarting.get('at', '?')}:"
+                f" {restarting.get('reason', '?')}); no `pulumi up` is needed: ask `spark-llm status` again in a minute"
+            ),
+        )
     watcher = health.supervisor if health is not None else ""
     if state == "in sync" and watcher not in ("", "running"):
         # The group serves, but nothing would restart it after a reboot or a crash.
