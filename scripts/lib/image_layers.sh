@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # `send_image`: a worker's image step (spark_llm.plan.image) on the head moves only the layers the worker lacks;
-# spark_llm/plan/image_layers.py says how and why. Not run on its own: the plan reads it as text
+# spark_llm/plan/image/layers.py says how and why. Not run on its own: the plan reads it as text
 # (spark_llm.plan.scripts.bash_lib drops this header up to the first empty line).
 # Uses: NODE, IMAGE_REF, HEAD_IMAGE_ID, and from scripts/lib/image.sh and image_transfer.sh: fail, on_node,
 # transfer, transfer_layers.

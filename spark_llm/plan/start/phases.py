@@ -3,7 +3,7 @@
 Pure: the caller hands in the lines it read (with the time it received each), this module says which phase the node
 is in, since when, and how long each finished phase took. The phases and their lines are the real engines' (the
 source file of each shape: sim/engine/standin_engine/start_phases.py, whose stand-in prints the same lines, and
-tests/unit/plan/test_start_phases.py, which feeds both the real lines and the stand-in's output through here).
+tests/unit/plan/start/test_start_phases.py, which feeds both the real lines and the stand-in's output through here).
 
 How a log becomes phases (one track a node, only forward):
 - every line of a phase marks the node as in that phase; its end line ends it, and the next phase begins right

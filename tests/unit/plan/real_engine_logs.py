@@ -1,6 +1,6 @@
 # ruff: noqa: E501 (the real engines' log lines are kept whole, as they were printed)
 """Log lines of real engine starts, copied from logs that people published from real runs (each block says where),
-for tests/unit/plan/test_start_phases.py."""
+for tests/unit/plan/start/test_start_phases.py."""
 
 # SGLang on one GPU, 2025-08 (github: a MinerU-on-Blackwell README's server log), from weight loading on.
 SGLANG_2025 = """\

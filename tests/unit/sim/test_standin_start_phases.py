@@ -1,7 +1,7 @@
 """The stand-in's start phases: every phase's lines in the real engines' order, and the phase knobs.
 
 STANDIN_PHASE_SECONDS sets how long a phase takes; STANDIN_HANG_IN_PHASE stops ranks for good in a phase, after its
-first line. The lines are checked against the program's own parser in tests/unit/plan/test_start_phases.py.
+first line. The lines are checked against the program's own parser in tests/unit/plan/start/test_start_phases.py.
 """
 
 from __future__ import annotations
