@@ -184,8 +184,8 @@ def test_deleted_worker_copy_is_drift_that_up_repairs_without_a_restart(source, 
 
 def test_interrupted_copy_resumes_from_the_partial_file(source, pulumi, sim_cluster, tmp_path):
     """An rsync cut short leaves the file's first part in .spark-llm-partial/
-    (tests/unit/plan/weights/test_weights_sync.py shows rsync doing so); the next `up` completes it: only the rest crosses
-    the fabric."""
+    (tests/unit/plan/weights/test_weights_sync.py shows rsync doing so); the next `up` completes it: only the rest
+    crosses the fabric."""
     big = os.urandom(3 << 20)
     (source / "model-00003-of-00003.safetensors").write_bytes(big)
     partial = tmp_path / "partial"
