@@ -7,6 +7,7 @@ Pulumi program (__main__.py), so the CLI and the program can never disagree abou
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,7 +18,14 @@ from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
 from spark_llm.plan.scripts import PROJECT_DIR
 
-# Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
+
+def _interrupt_note(pid: int, again: bool) -> str:
+    if again:
+        return (
+            f"spark-llm: still waiting for `pulumi` (pid {pid}) to end cleanly; `kill -9 {pid}` would leave the"
+            " stack locked (then `pulumi cancel`)\n"
+        )
+    return f"spark-llm: Ctrl-C passed on to `pulumi` (pid {pid}); waiting for it to end cleanly and free the stack\n"
 
 
 class PulumiError(RuntimeError):
@@ -38,6 +46,7 @@ class PulumiCli:
 
     stack: str | None = None
     config_file: str | None = None
+    # Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
     cwd: Path = PROJECT_DIR
 
     def argv(self, *args: str, config: bool = False) -> list[str]:
@@ -65,19 +74,45 @@ class PulumiCli:
 
     def stream(self, *args: str, config: bool = False, out: TextIO | None = None) -> tuple[int, str]:
         """Run with its output copied to `out` (default: this process's stdout at the time of the call) as it comes;
-        returns (exit code, the whole output)."""
+        returns (exit code, the whole output).
+
+        Ctrl-C is passed on once and waited out: Pulumi cancels cleanly on its first SIGINT (it lets the operations
+        in flight finish, writes its state, ends its plugins and releases the stack's lock), and this process keeps
+        reading its output until it ends, then raises KeyboardInterrupt. Pulumi runs in a session of its own so the
+        terminal's Ctrl-C reaches it only this way: a second SIGINT would make it terminate at once, and a reader
+        that left early would kill it with SIGPIPE on its next line, holding the lock (issue 31, 3).
+        """
         out = out or sys.stdout
         cmd = self.argv(*args, config=config)
         proc = subprocess.Popen(
-            cmd, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+            cmd,
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            out.write(line)
-            out.flush()
-        return proc.wait(), "".join(lines)
+        lines: list[str] = []
+        interrupted = False
+        while True:
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    out.write(line)
+                    out.flush()
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                out.write(_interrupt_note(proc.pid, again=interrupted))
+                out.flush()
+                if not interrupted:
+                    proc.send_signal(signal.SIGINT)
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
+        return code, "".join(lines)
 
     def config_values(self) -> tuple[dict[str, str], set[str]]:
         return config_from_json(json.loads(self.capture("config", "--json", "--show-secrets", config=True)))

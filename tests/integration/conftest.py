@@ -15,7 +15,9 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -370,6 +372,37 @@ def descendants(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     children = [int(child) for child in found]
     return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def ctrl_c(pulumi: Pulumi, args: list[str], after_s: float) -> None:
+    """`spark-llm ARGS` as a terminal runs it (a process group of its own), Ctrl-C `after_s` in (SIGINT to the
+    group); it ends with 130 and leaves no lock, no pending operation and no process behind (issue 31, 3)."""
+    cmd = [sys.executable, "-m", "spark_llm.ops.cli", *args]
+    proc = subprocess.Popen(
+        cmd, env=pulumi.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    seen: set[int] = set()
+    pressed = time.monotonic() + after_s
+    while proc.poll() is None and time.monotonic() < pressed:
+        seen.update(descendants(proc.pid))
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    while proc.poll() is None:
+        seen.update(descendants(proc.pid))
+        time.sleep(0.1)
+    said = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 130, said[-3000:]
+    assert "interrupted" in said and "Traceback" not in said, said[-3000:]
+    alive = []
+    for pid in seen:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            # A zombie (state Z: ended, not yet reaped by its new parent) is not left running.
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+    assert not alive, f"left running after Ctrl-C: {alive}"
+    assert not list(pulumi.backend_dir.glob(".pulumi/locks/**/*.json")), said[-3000:]
+    assert not json.loads(pulumi("stack", "export").stdout)["deployment"].get("pending_operations")
 
 
 def assert_group_serves(pulumi: Pulumi, sim: SimCluster) -> dict:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, STACK_FILE, Pulumi, SimCluster, run
+from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, STACK_FILE, Pulumi, SimCluster, ctrl_c, run
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -285,6 +285,8 @@ def test_status_shows_drift_and_what_up_does_after_a_workers_engine_is_killed(sp
 
 
 def test_restart_replaces_the_workers_then_the_head_and_leaves_preview_clean(spark_llm, deployed, sim_cluster):
+    # Ctrl-C in a restart (its `pulumi up --replace` started): Pulumi ends cleanly, nothing stays locked or running.
+    ctrl_c(deployed, spark_llm.argv("restart", "--yes")[3:], 4.0)
     before = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
     report = spark_llm.json("restart", "--yes", timeout=600)
     assert report["ok"] and report["up_exit"] == 0 and report["preview_clean"]

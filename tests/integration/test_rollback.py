@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.conftest import Pulumi, complete, run
+from tests.integration.conftest import Pulumi, complete, ctrl_c, run
 from tests.integration.test_interrupted_up import interrupt
 from tests.waits import wait_for
 
@@ -83,7 +83,12 @@ def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_rev
     command = f"spark-llm rollback --stack sim --config-file {deployed.config_file}"
     assert f"\n      {command}\n" in text, text[-2000:]
 
-    # The printed command, as the operator runs it.
+    # Ctrl-C in the rollback, wherever it is (reading the stack's history, in its `pulumi up`, restarting the group):
+    # Pulumi gets it once and ends cleanly, the command exits 130, nothing stays locked or running.
+    for _ in range(5):
+        ctrl_c(deployed, shlex.split(command)[1:], 2.0)
+
+    # The printed command, as the operator runs it: one `pulumi up` converges.
     back = spark_llm(deployed, *shlex.split(command)[1:])
     note = back.stdout
     assert re.search(rf"revision {good} serves again: its first completion answered [\d.]+ s after the failed", note)

@@ -1,0 +1,88 @@
+"""`PulumiCli.stream` and Ctrl-C (issue 31, 3): the SIGINT reaches pulumi once, and the command waits for it to end.
+
+A program named `pulumi` on PATH stands in for the CLI here (the real one, interrupted mid-rollback, is in
+tests/integration/test_rollback.py): it counts the SIGINTs it gets, and on the first one says so and exits after a
+moment, as Pulumi does when it cancels cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_llm.ops.pulumi_cli import PulumiCli
+
+FAKE = """#!{python}
+import os, signal, sys, time
+got = []
+def on_int(signum, frame):
+    got.append(signum)
+    print(f"cancelling (sigint {{len(got)}})", flush=True)
+signal.signal(signal.SIGINT, on_int)
+print(f"started sid={{os.getsid(0)}}", flush=True)
+open({ready!r}, "w").close()
+while not got:
+    time.sleep(0.05)
+time.sleep(0.5)  # the operations in flight end
+print(f"done after {{len(got)}} sigint", flush=True)
+sys.exit(255)
+"""
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    ready = tmp_path / "ready"
+    program = tmp_path / "bin" / "pulumi"
+    program.parent.mkdir()
+    program.write_text(FAKE.format(python=sys.executable, ready=str(ready)))
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ['PATH']}")
+    return ready
+
+
+def ctrl_c_when(ready: Path, times: int) -> threading.Thread:
+    """As a terminal does: SIGINT to this process (not to pulumi, which runs in its own session), `times` times."""
+
+    def press() -> None:
+        deadline = time.monotonic() + 10
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for _ in range(times):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=press, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("presses", [1, 3])
+def test_ctrl_c_is_passed_on_once_and_pulumi_is_waited_for(fake_pulumi: Path, tmp_path: Path, presses: int):
+    out_file = tmp_path / "out.txt"
+    with out_file.open("w") as out:
+        thread = ctrl_c_when(fake_pulumi, presses)
+        with pytest.raises(KeyboardInterrupt):
+            PulumiCli(cwd=tmp_path).stream("up", "--yes", out=out)
+        thread.join()
+    said = out_file.read_text()
+    # Pulumi's own last line was read: it ended before the command did, after exactly one SIGINT.
+    assert "done after 1 sigint" in said, said
+    assert said.count("cancelling") == 1
+    assert "Ctrl-C passed on to `pulumi`" in said and "waiting for it to end cleanly" in said
+    assert said.count("still waiting for `pulumi`") == presses - 1
+    assert f"sid={os.getsid(0)}" not in said  # a session of its own: the terminal's Ctrl-C does not reach it
+
+
+def test_without_ctrl_c_the_exit_code_and_output_come_back(fake_pulumi: Path, tmp_path: Path):
+    (tmp_path / "bin" / "pulumi").write_text(f"#!{sys.executable}\nprint('fine')\nraise SystemExit(3)\n")
+    out_file = tmp_path / "out.txt"
+    with out_file.open("w") as out:
+        code, output = PulumiCli(cwd=tmp_path).stream("preview", out=out)
+    assert (code, output) == (3, "fine\n")
+    assert out_file.read_text() == "fine\n"
