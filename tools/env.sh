@@ -20,9 +20,16 @@ export PATH="$_spark_llm_repo/.venv/bin:$PATH"
 # (gocloud.dev fileblob) otherwise rewrites a `<file>.attrs` sidecar next to every state file in place, unlike the
 # file itself (a temp file, renamed); a CLI killed inside that window leaves it empty, and every later command on the
 # stack then fails with "failed to load checkpoint: EOF". Pulumi needs nothing from those sidecars.
-if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
+# A backend this file set for another checkout (sourced there earlier in the same shell) is not the user's choice:
+# this checkout's state replaces it, or the second checkout would read and write the first one's stacks.
+_spark_llm_backend="file://$_spark_llm_repo/.pulumi-state?metadata=skip"
+if [ -z "${PULUMI_BACKEND_URL:-}" ] || [ "$PULUMI_BACKEND_URL" = "${SPARK_LLM_BACKEND_SET:-}" ]; then
+  if [ -n "${PULUMI_BACKEND_URL:-}" ] && [ "$PULUMI_BACKEND_URL" != "$_spark_llm_backend" ]; then
+    echo "tools/env.sh: the state is now this checkout's ($_spark_llm_backend), no longer $PULUMI_BACKEND_URL" >&2
+  fi
   mkdir -p "$_spark_llm_repo/.pulumi-state"
-  export PULUMI_BACKEND_URL="file://$_spark_llm_repo/.pulumi-state?metadata=skip"
+  export PULUMI_BACKEND_URL="$_spark_llm_backend"
+  export SPARK_LLM_BACKEND_SET="$PULUMI_BACKEND_URL"
 fi
 # Secrets in state are encrypted with this passphrase. The empty default suits the sim stack only: for a real
 # stack set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) before sourcing this file.
@@ -31,4 +38,4 @@ if [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
 fi
 # The CLI's "a newer version is available" check only adds a network round trip to every command.
 export PULUMI_SKIP_UPDATE_CHECK=true
-unset _spark_llm_repo _spark_llm_bin
+unset _spark_llm_repo _spark_llm_bin _spark_llm_backend
