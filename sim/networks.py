@@ -52,6 +52,21 @@ def used_subnets() -> list[ipaddress.IPv4Network]:
     return taken
 
 
+# Each node's fixed host number on the sim's /24s: the head .10, worker-N .10+N. Fixed, as a real cluster's are: a
+# node restarted keeps its address, so two nodes restarted at once cannot swap them (issue 31, 12), and the stack
+# file's addresses and pinned host keys stay true.
+FIRST_HOST = 10
+
+
+def node_address(subnet: str, node: str) -> str:
+    """Pure: `node`'s fixed address on `subnet` (head, or worker-N for N up to 240)."""
+    index = 0 if node == "head" else int(node.removeprefix("worker-"))
+    network = ipaddress.IPv4Network(subnet, strict=False)
+    if not 0 <= index <= network.num_addresses - FIRST_HOST - 2:
+        raise SimError(f"{node}: no fixed address for it on {subnet}")
+    return str(network.network_address + FIRST_HOST + index)
+
+
 def pick_subnets() -> tuple[str, str]:
     taken = used_subnets()
     for index in range(256):

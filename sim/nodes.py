@@ -9,7 +9,7 @@ from pathlib import Path
 
 from host import Progress, SimError, docker, run, wait_until
 from names import LABEL_CLUSTER, LABEL_REPO, ClusterNames
-from networks import network_subnet, unblock_fabric_route
+from networks import network_subnet, node_address, unblock_fabric_route
 from state import ClusterState, Node
 
 # docker-in-docker without --privileged, which fails in this sandbox with
@@ -40,12 +40,31 @@ def cluster_containers(names: ClusterNames) -> list[str]:
     return docker("ps", "--all", *names.filters(), "--format", "{{.Names}}").split()
 
 
+def fixed_addresses(names: ClusterNames, node: str, role: str) -> dict[str, str]:
+    """The node's network -> its fixed address (sim/networks.node_address): the fabric, and mgmt for the head."""
+    networks = [names.mgmt_network, names.fabric_network] if role == "head" else [names.fabric_network]
+    addresses = {}
+    for network in networks:
+        subnet = network_subnet(network)
+        if not subnet:
+            raise SimError(f"network {network} has no subnet; run `sim down` and `sim up` again")
+        addresses[network] = node_address(subnet, node)
+    return addresses
+
+
+def pinned_addresses(info: dict) -> dict[str, str]:
+    """A node container's network -> the address it was created with (empty when Docker picked one)."""
+    networks = info.get("NetworkSettings", {}).get("Networks") or {}
+    return {name: ((net.get("IPAMConfig") or {}).get("IPv4Address") or "") for name, net in networks.items()}
+
+
 def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
     container = names.container(node)
     volume = names.volume(node)
     labels = names.labels(node)
+    addresses = fixed_addresses(names, node, role)
     docker("volume", "create", *labels, volume)
-    first_network = names.mgmt_network if role == "head" else names.fabric_network
+    first_network, *more = addresses
     docker(
         "create",
         "--name",
@@ -55,17 +74,23 @@ def create_node(names: ClusterNames, node: str, role: str, image: str) -> None:
         *labels,
         "--network",
         first_network,
+        "--ip",
+        addresses[first_network],
         *NODE_RUN_OPTIONS,
         "--volume",
         f"{volume}:/var/lib/docker",
         image,
     )
-    if role == "head":
-        docker("network", "connect", names.fabric_network, container)
+    for network in more:
+        docker("network", "connect", "--ip", addresses[network], network, container)
     docker("start", container)
 
 
-def remove_node(names: ClusterNames, node: str) -> None:
+def remove_node(names: ClusterNames, node: str, keep_volume: bool = False) -> None:
+    """The node's container, and its volume (its own Docker engine's images and containers) unless kept."""
+    if keep_volume:
+        docker("rm", "--force", names.container(node), check=False)
+        return
     docker("rm", "--force", "--volumes", names.container(node), check=False)
     docker("volume", "rm", "--force", names.volume(node), check=False)
 
@@ -78,6 +103,11 @@ def ensure_node(names: ClusterNames, node: str, role: str, image: str, progress:
     if info is not None and info["Config"]["Image"] != image:
         progress.step(f"{container}: image changed ({info['Config']['Image']} -> {image}), recreating")
         remove_node(names, node)
+        info = None
+    elif info is not None and pinned_addresses(info) != fixed_addresses(names, node, role):
+        # Made by an older sim, with addresses Docker picked: recreated with fixed ones, its engine's volume kept.
+        progress.step(f"{container}: recreating with fixed addresses {fixed_addresses(names, node, role)}")
+        remove_node(names, node, keep_volume=True)
         info = None
     if info is None:
         progress.step(f"{container}: creating")

@@ -12,9 +12,13 @@ from paths import SimPaths
 from state import Node
 
 STACK_HEADER = (
-    "# Written by `sim up` (sim/sim) for the simulated cluster; do not edit: it is rewritten on\n"
-    "# every `sim up` and removed by `sim down`. Shared defaults come from sim/stack-defaults.yaml.\n"
+    "# Written by `sim up` (sim/sim) for the simulated cluster: every `sim up` rewrites spark-llm:nodes and\n"
+    "# spark-llm:sshKeyPath and keeps your other keys; `sim down` removes the file. Shared defaults come from\n"
+    "# sim/stack-defaults.yaml.\n"
 )
+# The keys `sim up` owns: what the cluster it made is. Every other key is the user's (issue 31, 12: `WORKERS=3 make
+# demo` used to drop them, and the next `up` deleted the supervisor a user had enabled).
+SIM_KEYS = ("spark-llm:sshKeyPath", "spark-llm:nodes")
 
 
 class _Quoted(str):
@@ -58,18 +62,22 @@ def node_config(node: Node) -> dict:
 
 
 def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
-    config = {
-        "spark-llm:sshKeyPath": str(paths.operator_key),
-        "spark-llm:nodes": [node_config(node) for node in nodes],
-    }
-    for key, value in load_stack_defaults(paths.stack_defaults).items():
-        config.setdefault(key, value)
     document: dict = {}
-    # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...).
+    user: dict = {}
+    # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...) and the user's keys.
     if paths.stack_file.exists():
         existing = yaml.safe_load(paths.stack_file.read_text()) or {}
         if isinstance(existing, dict):
             document.update((key, value) for key, value in existing.items() if key != "config")
+            if isinstance(existing.get("config"), dict):
+                user = {key: value for key, value in existing["config"].items() if key not in SIM_KEYS}
+    config = {
+        "spark-llm:sshKeyPath": str(paths.operator_key),
+        "spark-llm:nodes": [node_config(node) for node in nodes],
+        **user,
+    }
+    for key, value in load_stack_defaults(paths.stack_defaults).items():
+        config.setdefault(key, value)
     document["config"] = config
     return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
 

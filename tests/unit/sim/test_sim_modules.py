@@ -43,3 +43,12 @@ def test_sim_modules_import_each_other_without_a_cycle():
 def test_every_sim_module_is_under_the_house_limit():
     long = {name: n for name, path in sim_sources().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"over {MAX_LINES} lines, split by what the parts are for: {long}"
+
+
+def test_each_node_has_a_fixed_address_on_the_sim_networks(monkeypatch):
+    monkeypatch.syspath_prepend(str(SIM))
+    from networks import node_address  # sim/'s flat modules, as sim/sim imports them
+
+    assert node_address("172.29.3.0/24", "head") == "172.29.3.10"
+    assert node_address("172.29.3.0/24", "worker-1") == "172.29.3.11"
+    assert node_address("172.29.3.0/24", "worker-12") == "172.29.3.22"
