@@ -218,7 +218,9 @@ class EngineGroup(pulumi.ComponentResource):
         )
         self.container_ids = pulumi.Output.all(**{n: c.id for n, c in containers.items()})
         # Seconds per start phase per node, as the gate saw this revision start (kept in state with its stdout).
-        self.start_timeline = self.ready.stdout.apply(parse_timeline)
+        self.start_timeline = pulumi.Output.all(self.ready.stderr, self.ready.stdout).apply(
+            lambda o: parse_timeline(*o)
+        )
         self.register_outputs({"container_ids": self.container_ids, "start_timeline": self.start_timeline})
 
 

@@ -32,7 +32,7 @@ import time
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
 from spark_llm.group.logs import api_logs_path, logs_command
-from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect
+from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
     IN_PROGRESS,
@@ -118,6 +118,8 @@ class Node:
             return Member(self.name, self.role, UNREACHABLE, error=str(err)[:200])
         if run.returncode not in (0, 255) and "No such" in run.stderr:  # 255: ssh's own failure
             return Member(self.name, self.role, ABSENT)
+        if run.returncode == 255:  # ssh's own failure: in words fit for `spark-llm status` to relay
+            return Member(self.name, self.role, UNREACHABLE, error=ssh_failure(self.name, run.stderr))
         if run.returncode != 0:
             return Member(self.name, self.role, UNREACHABLE, error=run.stderr.strip()[-200:])
         return self._member(json.loads(run.stdout)[0])

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from spark_llm.config.base import ConfigModel, KeyedError, Port
+from spark_llm.config.base import ConfigModel, KeyedError, Port, SeveralKeyedError
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 NAME_MAX = 31
@@ -209,7 +209,15 @@ def check_topology(nodes: list[Node]) -> list[Node]:
                 (i, "user"),
                 head.user,
             )
-    for i, node in enumerate(nodes):
-        if is_placeholder_key(node.host_key):
-            raise KeyedError(_placeholder_fix(node), (i, "hostKey"), show_example=False)
+    # Every placeholder at once: the committed example has one per node, and naming the first alone made the user
+    # scan, edit and run again for each (issue 31, 10).
+    placeholders = [
+        KeyedError(_placeholder_fix(node), (i, "hostKey"), show_example=False)
+        for i, node in enumerate(nodes)
+        if is_placeholder_key(node.host_key)
+    ]
+    if len(placeholders) > 1:
+        raise SeveralKeyedError(placeholders)
+    if placeholders:
+        raise placeholders[0]
     return nodes

@@ -14,6 +14,23 @@ ABSENT = "absent"
 UNREACHABLE = "unreachable"
 
 
+# OpenSSH's own advice on a changed host key names its known_hosts file (inside the supervisor's container, for the
+# supervisor) and says to remove the pin: relayed by `spark-llm status`, it would have the operator drop a pin.
+_HOST_KEY_REFUSED = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+
+
+def ssh_failure(node: str, stderr: str) -> str:
+    """Pure: why ssh to `node` failed, in a line fit to relay: a refused host key in our words (keep the pin, check
+    the node), anything else as ssh's last line."""
+    if any(mark in stderr for mark in _HOST_KEY_REFUSED):
+        return (
+            f"{node}'s host key is not the pinned one (ssh refused it): if {node} was reinstalled on purpose, pin its"
+            f" new key (spark-llm:nodes[].hostKey) and run `pulumi up`; otherwise find out who answers at its address"
+        )
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "ssh failed")[-200:]
+
+
 @dataclass(frozen=True)
 class Member:
     """One member's engine container; members are passed in rank order, the head first."""

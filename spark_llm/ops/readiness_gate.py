@@ -14,7 +14,7 @@ import sys
 
 from spark_llm.ops.after_failure import after_failure
 from spark_llm.plan.readiness import parse_spec
-from spark_llm.plan.start.timeline import TIMELINE_PREFIX
+from spark_llm.plan.start.timeline import TIMELINE_PREFIX, timeline_lines
 from spark_llm.remote.readiness import GroupNotReadyError, wait_ready
 from spark_llm.remote.ssh import RemoteError
 
@@ -28,7 +28,10 @@ def main() -> int:
 
     try:
         timeline = wait_ready(spec, say=say)
-        say(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True))
+        for line in timeline_lines(timeline, title="this start"):
+            say(line)
+        # For the `start_timeline` output, not for people: `pulumi up` shows this step's stdout only.
+        sys.stderr.write(TIMELINE_PREFIX + json.dumps(timeline, sort_keys=True) + "\n")
     except (GroupNotReadyError, RemoteError) as err:
         # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
         # (spark-llm:rollout.onFailure).

@@ -58,6 +58,11 @@ def test_a_vllm_ray_start_shows_each_nodes_phases_and_its_timeline_is_an_output_
         assert order[:2] == ["distributed init", "weight loading"], out
         assert order.index("weight loading") < order.index("CUDA graph capture"), out
         assert re.search(r"\[head\] started: distributed init [\d.]+ s, weight loading [\d.]+ s", out), out
+        # The timeline for people, a line a node; the JSON goes to the output only (issue 31, 10: it was a raw line
+        # of ~1,000 characters, twice per `up`).
+        assert re.search(r"this start: revision \w+ at \S+, rank 0 answered [\d.]+ s into the readiness gate", out)
+        assert re.search(r"\)   head: distributed init [\d.]+ s, weight loading", out), out
+        assert "spark-llm timeline: {" not in out
         timeline = deployed.outputs()["start_timeline"]
         assert timeline["profile"] == "vllm-ray" and timeline["revision"] == deployed.outputs()["group_revision"]
         phases = {entry["phase"]: entry["seconds"] for entry in timeline["nodes"]["head"]}

@@ -89,7 +89,12 @@ def check_canary(
 def canary_lines(check: CanaryCheck) -> list[str]:
     """Pure: the status lines: one when all is well; both answers (and what answered) on a change."""
     if check.ok and check.recorded is not None and check.now is not None and not check.recorded.error:
-        return [f"canary: {check.note} ({describe(check.now)})"]
+        # Both times, each named: the one of this check alone read as if it were readiness's (issue 31, 10).
+        now = check.now
+        return [
+            f"canary: {check.note} of {check.recorded.at or '?'}: {now.answer!r} (revision {now.revision[:12] or '?'},"
+            f" nodes {', '.join(now.nodes) or '?'}; asked again at {now.at or '?'})"
+        ]
     lines = [f"canary: {check.note}"]
     if check.recorded is not None:
         lines.append(f"  recorded at readiness: {describe(check.recorded)}")

@@ -30,8 +30,7 @@ from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status.canary import canary_lines, check_canary
 from spark_llm.ops.status.read import Health, NodeStatus, collect
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.start.phases import PROFILE_ENGINES, phases_for
-from spark_llm.plan.start.timeline import failed_start_warning, phase_seconds
+from spark_llm.plan.start.timeline import failed_start_warning, timeline_lines
 
 STATE_STYLES = {
     "in sync": "green",
@@ -162,25 +161,6 @@ def own_state_id(outputs: dict) -> str | None:
     """This stack's state id (its `state_id` output), None before its first `up` (or from an older spark-llm)."""
     value = outputs.get("state_id")
     return value if isinstance(value, str) and value else None
-
-
-def timeline_lines(timeline: dict) -> list[str]:
-    """Pure: the last start's phases per node, as the readiness gate recorded them (the `start_timeline` output)."""
-    nodes = timeline.get("nodes") if isinstance(timeline, dict) else None
-    if not nodes:
-        return []
-    profile = timeline.get("profile")
-    titles = {spec.name: spec.title for spec in phases_for(profile)} if profile in PROFILE_ENGINES else {}
-    head = (
-        f"last start: revision {str(timeline.get('revision', '?'))[:12]} at {timeline.get('at', '?')}, rank 0 answered"
-        f" {timeline.get('gate_seconds', '?')} s into the readiness gate"
-    )
-    lines = [head]
-    for node in nodes:
-        phases = phase_seconds(timeline, node)
-        text = ", ".join(f"{titles.get(name, name)} {sec:.1f} s" for name, sec in phases.items()) or "no phases"
-        lines.append(f"  {node}: {text}")
-    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

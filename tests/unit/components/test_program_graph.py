@@ -23,9 +23,12 @@ from tests.unit.graph_mocks import register as _register
 from tests.unit.graph_mocks import without_secrets as _without_secrets
 
 
-def test_committed_dual_spark_file_asks_for_real_host_keys():
-    with pytest.raises(ConfigError, match=r"nodes\[0\]\.hostKey: is the placeholder.*ssh-keyscan"):
+def test_committed_dual_spark_file_asks_for_real_host_keys_of_both_nodes_at_once():
+    with pytest.raises(ConfigError) as raised:
         parse(dual_spark_stack_file())
+    lines = str(raised.value).splitlines()
+    assert [line.split(":")[1] for line in lines[1:]] == ["nodes[0].hostKey", "nodes[1].hostKey"], lines
+    assert all("is the placeholder" in line and "ssh-keyscan" in line for line in lines[1:])
 
 
 def test_components_and_their_children(registered):

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from spark_llm.group import members as verdict_members
 from spark_llm.group import verdict
 from spark_llm.group.verdict import BROKEN, WAIT, WHOLE
 from spark_llm.ops.status import command as status
@@ -327,3 +328,34 @@ def test_every_caller_applies_the_one_rule():
     assert drift.judge is verdict.judge
     assert status.judge is verdict.judge
     assert program.judge is verdict.judge
+
+
+# OpenSSH's words on a worker whose host key changed, as the supervisor's ssh prints them (abridged).
+CHANGED_KEY = """@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+Add correct host key in /spark-llm-supervisor/known_hosts to get rid of this message.
+Offending ED25519 key in /spark-llm-supervisor/known_hosts:2
+  remove with:
+  ssh-keygen -f "/spark-llm-supervisor/known_hosts" -R "[10.0.0.1]:22"
+Host key for 10.0.0.1 has changed and you have requested strict checking.
+Host key verification failed.
+"""
+
+
+def test_a_refused_host_key_is_relayed_in_our_words_not_opensshs_advice(tmp_path):
+    """The supervisor's reading of a worker whose host key changed (issue 31, 10): what `spark-llm status` relays
+    names the node and the pin to keep, not a known_hosts path inside the supervisor's container to edit."""
+    case = next(c for c in CASES if any(m.status == "unreachable" and m.role == "worker" for m in c.members))
+    supervisor = supervisor_of(case, tmp_path)
+    worker = next(n for n in supervisor.members if n.role == "worker")  # type: ignore[attr-defined]
+    worker._remote = lambda command, timeout=60: subprocess.CompletedProcess([], 255, "", CHANGED_KEY)
+    error = worker.read().error
+    assert "ssh-keygen" not in error and "/spark-llm-supervisor" not in error
+    assert f"{worker.name}'s host key is not the pinned one" in error and "hostKey" in error
+
+
+def test_other_ssh_failures_are_relayed_as_ssh_said_them_last():
+    refused = "ssh: connect to host 10.0.0.1 port 22: No route to host"
+    said = f"Warning: Permanently added 'x' (ED25519) to the list of known hosts.\n{refused}\n"
+    assert verdict_members.ssh_failure("worker-1", said) == refused

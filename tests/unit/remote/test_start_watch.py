@@ -124,7 +124,7 @@ def test_the_gate_output_carries_the_timeline_for_the_stack_output():
 
 
 def test_status_shows_the_last_starts_phases_per_node():
-    from spark_llm.ops.status.command import timeline_lines
+    from spark_llm.plan.start.timeline import timeline_lines
 
     timeline = {
         "revision": "0123456789abcdef",

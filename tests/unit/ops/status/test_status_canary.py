@@ -50,8 +50,8 @@ def test_a_changed_answer_shows_both_answers_and_what_answered():
 
 def test_the_same_answer_is_one_line():
     assert status_canary.canary_lines(status_canary.judge(RECORDED, _now())) == [
-        f"canary: the same answer as at readiness (revision {REV[:12]}, nodes spark-1, spark-2,"
-        " at 2026-12-03T05:00:00+00:00: ' four five six')"
+        f"canary: the same answer as at readiness of {RECORDED.at}: ' four five six' (revision {REV[:12]}, nodes"
+        " spark-1, spark-2; asked again at 2026-12-03T05:00:00+00:00)"
     ]
 
 
