@@ -27,6 +27,7 @@ from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
+from spark_llm.plan.start.rendezvous import TORCH_NCCL_TIMEOUT_SECONDS, rendezvous_timeout
 
 # Where an engine container sees the launch script (its entrypoint) and the engine env file, both read-only.
 CONTAINER_SCRIPT = "/spark-llm/launch.sh"
@@ -97,6 +98,8 @@ class DeploymentPlan:
     """spark-llm:network.roceDevices is set: the containers get the verbs devices and may lock memory."""
     engine_flags: tuple[str, ...] = ()
     """Every `--flag` the launch passes to the engine on any node, in order, once each (`engine_flags`)."""
+    rendezvous: tuple[float, str] = (TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default")
+    """How long the engine itself waits for its group to form, and why (spark_llm.plan.start.rendezvous)."""
 
     @property
     def head(self) -> NodePlan:
@@ -351,4 +354,5 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         rdma=bool(cfg.network.roce_devices),
         engine_flags=engine_flags(launches),
         startup_grace=cfg.timeouts.startup_grace_seconds,
+        rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
     )

@@ -39,6 +39,10 @@ class ReadinessSpec(TypedDict):
     container: str
     revision: str
     stall_seconds: float | None
+    rendezvous_seconds: float
+    """How long the engine itself waits for its group (spark_llm.plan.start.rendezvous): the waiting phases' stall
+    bounds stay below it."""
+    rendezvous_source: str
     history_path: str
     rollout: Rollout
 
@@ -65,6 +69,8 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "container": plan.container,
         "revision": plan.group_revision,
         "stall_seconds": plan.stall_seconds,
+        "rendezvous_seconds": plan.rendezvous[0],
+        "rendezvous_source": plan.rendezvous[1],
         "history_path": plan.history_path,
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }

@@ -24,12 +24,13 @@ from spark_llm.group.serving import serving_request
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.readiness import ReadinessSpec
+from spark_llm.plan.start.phases import NodeStart
 from spark_llm.plan.start.timeline import phase_seconds
 from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
-from spark_llm.remote.start_watch import MemberLog, Stall, poll, progress, stalled
+from spark_llm.remote.start_watch import MemberLog, Stall, first_stopped, poll, progress, stalled, waited_for
 
 POLL_SECONDS = 2.0
 LOG_LINES = 30
@@ -108,6 +109,34 @@ def exited_message(members: list[Member], failed: Member, state: str, tails: dic
     return "\n".join(lines)
 
 
+def waited_message(
+    members: list[Member],
+    culprit: Member,
+    start: NodeStart,
+    now: float,
+    failed: Member,
+    state: str,
+    why: str,
+    tails: dict[str, str],
+) -> str:
+    """A member died of waiting for another (its engine's own timeout ran out): the one it waited for comes first."""
+    spec = start.spec
+    title = spec.title if spec else "its start (no phase line yet)"
+    silent = start.silent_for(now)
+    quiet = f"no new engine log line for {silent:.0f} s" if silent is not None else "no engine log line at all"
+    lines = [
+        f"{culprit.name} ({culprit.role}): the start hung in {title}: {quiet}; {failed.name}'s engine container is"
+        f" {state}: it stopped waiting for the group to form ({why}).",
+    ]
+    if spec is not None:
+        lines.append(f"What usually causes a stall in {title}: {spec.stall_hint}.")
+    lines += [
+        _logs(members, tails),
+        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
+    ]
+    return "\n".join(lines)
+
+
 class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
@@ -168,19 +197,29 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
     override = spec.get("stall_seconds") or None
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
+    rendezvous = spec.get("rendezvous_seconds") or None
+    by_name = {m.name: m for m in members}
     while True:
         poll(logs)
         now = time.time()
-        for m, log in zip(members, logs, strict=True):
-            if log.engine.status != "running":
-                tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
-                raise GroupNotReadyError(exited_message(members, m, _state_text(log.engine), tails))
+        stopped = first_stopped(logs)
+        if stopped is not None:
+            tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
+            failed, state = by_name[stopped.name], _state_text(stopped.engine)
+            waits = waited_for(stopped, logs, now)
+            if waits is None:
+                raise GroupNotReadyError(exited_message(members, failed, state, tails))
+            culprit, culprit_start = waits
+            why = spec.get("rendezvous_source") or "the engine's own timeout"
+            raise GroupNotReadyError(
+                waited_message(members, by_name[culprit.name], culprit_start, now, failed, state, why, tails)
+            )
         stalls = []
         for log in logs:
             started = log.start()
             progress(log, started, now, lambda line: say(redact(line, key)))
             earlier = [phase_seconds(h, log.name) for h in history]
-            found = stalled(log, started, now, override, earlier)
+            found = stalled(log, started, now, override, earlier, rendezvous)
             if found is not None:
                 stalls.append(found)
         if stalls:

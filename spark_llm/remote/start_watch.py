@@ -22,6 +22,7 @@ from spark_llm.group.times import docker_time, later
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, EngineState, parse_engine
 from spark_llm.plan.start.phases import LogLine, NodeStart, phases_for, read_start
+from spark_llm.plan.start.rendezvous import WAITING_PHASES, capped_bound
 from spark_llm.remote.runner import run
 
 PROGRESS_SECONDS = 10.0
@@ -181,24 +182,71 @@ class Stall:
     hint: str
 
 
-def stall_bound(profile: str, phase: str, *, head: bool, override: float | None, history: list[dict]) -> float:
+def stall_bound(
+    profile: str,
+    phase: str,
+    *,
+    head: bool,
+    override: float | None,
+    history: list[dict],
+    rendezvous: float | None = None,
+) -> float:
     """Pure: how long `phase` may go without a new line: the stack's one bound if set; else the phase's default, or
-    twice the longest this phase has taken in this stack's earlier starts when that is longer."""
+    twice the longest this phase has taken in this stack's earlier starts when that is longer, and in a phase where
+    every member waits, at most half the engine's own timeout (`rendezvous`: spark_llm.plan.start.rendezvous)."""
     if override:
         return float(override)
     spec = next(s for s in phases_for(profile, head=head) if s.name == phase)
     longest = max((float(h.get(phase, 0.0)) for h in history), default=0.0)
-    return max(spec.stall_seconds, 2 * longest)
+    return capped_bound(phase, max(spec.stall_seconds, 2 * longest), rendezvous)
 
 
 def stalled(
-    member: MemberLog, start: NodeStart, now: float, override: float | None, history: list[dict]
+    member: MemberLog,
+    start: NodeStart,
+    now: float,
+    override: float | None,
+    history: list[dict],
+    rendezvous: float | None = None,
 ) -> Stall | None:
     """Pure: the member's stall, if its current phase has been quiet past its bound."""
     spec, silent = start.spec, start.silent_for(now)
     if spec is None or silent is None:
         return None
-    bound = stall_bound(member.profile, spec.name, head=member.head, override=override, history=history)
+    bound = stall_bound(
+        member.profile, spec.name, head=member.head, override=override, history=history, rendezvous=rendezvous
+    )
     if silent <= bound:
         return None
     return Stall(member.name, spec.name, spec.title, silent, bound, spec.stall_hint)
+
+
+def first_stopped(logs: list[MemberLog]) -> MemberLog | None:
+    """Pure: of the members whose container is not running, the one that stopped first (Docker's FinishedAt; rank
+    order when the times do not tell): the others usually stopped because of it."""
+    stopped = [log for log in logs if log.engine.status != "running"]
+    if not stopped:
+        return None
+    order = {id(log): i for i, log in enumerate(logs)}
+    return min(stopped, key=lambda log: (docker_time(log.engine.finished_at) or float("inf"), order[id(log)]))
+
+
+def waited_for(failed: MemberLog, logs: list[MemberLog], now: float) -> tuple[MemberLog, NodeStart] | None:
+    """Pure: the member `failed` most likely died of waiting for (issue 31, 4): when it stopped in a phase where every
+    member waits (spark_llm.plan.start.rendezvous.WAITING_PHASES: its engine's own timeout ran out), a running member
+    that has not got past that phase, quiet the longest. None when the stop was not a wait."""
+    phase = failed.start().phase
+    if phase not in WAITING_PHASES:
+        return None
+    waiting = []
+    for log in logs:
+        if log is failed or log.engine.status != "running":
+            continue
+        start = log.start()
+        if start.done or (start.phase is not None and start.phase != phase):
+            continue
+        waiting.append((start.silent_for(now) or 0.0, log, start))
+    if not waiting:
+        return None
+    _, log, start = max(waiting, key=lambda entry: entry[0])
+    return log, start

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from tests.integration.conftest import Pulumi, complete, run
 from tests.integration.profiles import use_profile
@@ -116,3 +117,53 @@ def test_a_hung_start_phase_fails_up_within_twice_the_bound_naming_node_phase_an
     # The fixed config converges with one `up`: the group restarts and serves.
     deployed.up()
     assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+
+
+ENGINE_TIMEOUT = 40  # the engine's own wait for its group (`--dist-timeout`): short, so the test is
+
+
+def test_a_hung_worker_is_named_first_before_the_engines_timeout_and_after_it(deployed):
+    """Issue 31, 4. With the default stall bounds the hung worker is named before the engine's own timeout (half
+    of it, in the phases where every member waits); with a stack bound above that timeout the head's engine exits of
+    waiting first, and the error still names the worker it waited for first, with the phase and the timeout."""
+    deployed.reset_config()
+    document = yaml.safe_load(deployed.config_file.read_text())
+    # In the file: `pulumi config set` would read a value that starts with `--` as one of its own flags.
+    document["config"]["spark-llm:engine"]["flags"] = ["--dist-timeout", str(ENGINE_TIMEOUT)]
+    deployed.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    deployed.set("timeouts.readySeconds", str(READY_SECONDS))
+    deployed.set("engine.env.STANDIN_HANG_IN_PHASE", "dist_init@1")
+    try:
+        started = time.monotonic()
+        text = failed_up(deployed)
+        took = time.monotonic() - started
+        first = text.split("error: ", 1)[-1]
+        found = re.search(
+            r"worker-1: the start stalled in distributed init: no new engine log line for (\d+) s \(bound (\d+) s",
+            first,
+        )
+        assert found, text[-4000:]
+        assert int(found.group(2)) == ENGINE_TIMEOUT // 2 and int(found.group(1)) < ENGINE_TIMEOUT, text[-3000:]
+        assert "head's engine container is exited" not in text and took < READY_SECONDS / 4
+
+        deployed.set("timeouts.stallSeconds", str(3 * ENGINE_TIMEOUT))  # above the engine's own timeout
+        text = failed_up(deployed)
+        assert re.search(
+            r"worker-1 \(worker\): the start hung in distributed init: no new engine log line for \d+ s; head's engine"
+            rf" container is exited \(exit code \d+\): it stopped waiting for the group to form \(--dist-timeout"
+            rf" {ENGINE_TIMEOUT}\)\.",
+            text.replace("\n    ", " "),
+        ), text[-4000:]
+        assert "NCCL_SOCKET_IFNAME" in text and "---- worker-1 (worker)" in text
+    finally:
+        deployed.reset_config()
+    deployed.up()
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+
+
+def failed_up(pulumi: Pulumi) -> str:
+    failed = pulumi.up(check=False)
+    text = failed.stdout + failed.stderr
+    assert failed.returncode != 0, text[-3000:]
+    assert "Traceback" not in text.split("---- ")[0]
+    return text

@@ -19,7 +19,10 @@ from standin_engine.flags import catalog_parser
 from standin_engine.launch_config import LaunchConfig, join_host_port, launch_config_problem
 
 DEFAULT_CONTEXT_LENGTH = 8192
-DEFAULT_DIST_TIMEOUT_SECONDS = 300
+# As the real engines: their flags default to None, i.e. torch.distributed's ProcessGroupNCCL timeout, 10 minutes since
+# torch 2.2 (spark_llm/plan/start/rendezvous.py). 300 here once let the head time out before the gate named the hung
+# worker (issue 31, 4).
+DEFAULT_DIST_TIMEOUT_SECONDS = 600
 DIST_TIMEOUT_ENV = "STANDIN_DIST_TIMEOUT_SECONDS"
 """Group-formation timeout where the command line has no flag for it (vLLM before 0.33, Ray's node wait)."""
 

@@ -9,7 +9,16 @@ import pytest
 
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.start.timeline import TIMELINE_PREFIX, parse_timeline
-from spark_llm.remote.start_watch import MemberLog, poll_script, progress, stall_bound, stalled, take
+from spark_llm.remote.start_watch import (
+    MemberLog,
+    first_stopped,
+    poll_script,
+    progress,
+    stall_bound,
+    stalled,
+    take,
+    waited_for,
+)
 
 HOST = SshHost(name="n", host="127.0.0.1", port=22, user="root", key_path="/k", host_key="ssh-ed25519 AAAA")
 RUNNING = 'engine\t{"status": "running", "exit_code": 0, "container_id": "c1", "labels": {}}'
@@ -160,3 +169,51 @@ def test_http_access_lines_are_not_progress():
     access = 'INFO:     127.0.0.1:40312 - "POST /v1/completions HTTP/1.1" 503 Service Unavailable'
     take(m, "\n".join([RUNNING, log("2026-12-02T10:00:01Z", begin), log("2026-12-02T10:00:30Z", access)]), 100.0)
     assert [line.text for line in m.lines] == [begin]
+
+
+def _state(status: str, finished: str = "", code: int = 0) -> str:
+    state = {"status": status, "exit_code": code, "container_id": "c", "labels": {}, "finished_at": finished}
+    return "engine\t" + json.dumps(state)
+
+
+def test_a_member_that_died_waiting_names_the_hung_one_it_waited_for():
+    """Issue 31, 4: the head's engine exits when its own rendezvous timeout runs out; the worker it waited for, still
+    running and quiet in distributed init, is the culprit, not the head."""
+    head, worker = MemberLog("head", "head", HOST, "sglang", "e"), member()
+    begin = "Init torch distributed begin."
+    take(worker, "\n".join([RUNNING, log("2026-12-02T10:00:01Z", f"[2026-12-02 10:00:01 TP1] {begin}")]), 100.0)
+    take(
+        head,
+        "\n".join(
+            [
+                _state("exited", "2026-12-02T10:01:03Z", 1),
+                log("2026-12-02T10:00:02Z", f"[2026-12-02 10:00:02 TP0] {begin}"),
+                log("2026-12-02T10:01:02Z", "torch.distributed.DistStoreError: Timed out after 60 seconds waiting"),
+            ]
+        ),
+        100.0,
+    )
+    assert first_stopped([head, worker]) is head
+    found = waited_for(head, [head, worker], 160.0)
+    assert found is not None and found[0] is worker and found[1].phase == "dist_init"
+
+
+def test_a_member_that_crashed_on_its_own_is_its_own_culprit_and_the_first_to_stop_leads():
+    head, worker = MemberLog("head", "head", HOST, "sglang", "e"), member()
+    take(worker, "\n".join([_state("exited", "2026-12-02T10:00:05Z", 1), log("2026-12-02T10:00:04Z", "boom")]), 100.0)
+    take(head, "\n".join([_state("exited", "2026-12-02T10:00:09Z", 1), log("2026-12-02T10:00:08Z", "x")]), 100.0)
+    assert first_stopped([head, worker]) is worker  # the worker stopped 4 s before the head
+    head_weights = MemberLog("head", "head", HOST, "sglang", "e")
+    take(
+        head_weights,
+        "\n".join(
+            [
+                _state("exited", "2026-12-02T10:00:09Z", 1),
+                log("2026-12-02T10:00:08Z", "[2026-12-02 10:00:08 TP0] Load weight begin. avail mem=100.00 GB"),
+            ]
+        ),
+        100.0,
+    )
+    running_worker = member()
+    take(running_worker, RUNNING, 100.0)
+    assert waited_for(head_weights, [head_weights, running_worker], 120.0) is None  # not a wait: its own crash
