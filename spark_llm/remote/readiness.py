@@ -206,7 +206,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if stopped is not None:
             tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
             failed, state = by_name[stopped.name], _state_text(stopped.engine)
-            waits = waited_for(stopped, logs, now)
+            waits = waited_for(stopped, logs, now, rendezvous)
             if waits is None:
                 raise GroupNotReadyError(exited_message(members, failed, state, tails))
             culprit, culprit_start = waits

@@ -22,7 +22,7 @@ from spark_llm.group.times import docker_time, later
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, EngineState, parse_engine
 from spark_llm.plan.start.phases import LogLine, NodeStart, phases_for, read_start
-from spark_llm.plan.start.rendezvous import WAITING_PHASES, capped_bound
+from spark_llm.plan.start.rendezvous import SHARE, TORCH_NCCL_TIMEOUT_SECONDS, WAITING_PHASES, capped_bound
 from spark_llm.remote.runner import run
 
 PROGRESS_SECONDS = 10.0
@@ -231,12 +231,20 @@ def first_stopped(logs: list[MemberLog]) -> MemberLog | None:
     return min(stopped, key=lambda log: (docker_time(log.engine.finished_at) or float("inf"), order[id(log)]))
 
 
-def waited_for(failed: MemberLog, logs: list[MemberLog], now: float) -> tuple[MemberLog, NodeStart] | None:
+def waited_for(
+    failed: MemberLog, logs: list[MemberLog], now: float, rendezvous: float | None
+) -> tuple[MemberLog, NodeStart] | None:
     """Pure: the member `failed` most likely died of waiting for (issue 31, 4): when it stopped in a phase where every
-    member waits (spark_llm.plan.start.rendezvous.WAITING_PHASES: its engine's own timeout ran out), a running member
-    that has not got past that phase, quiet the longest. None when the stop was not a wait."""
+    member waits (spark_llm.plan.start.rendezvous.WAITING_PHASES) after waiting there long enough for its engine's
+    own timeout (`rendezvous`) to be the cause, a running member that has not got past that phase, quiet the
+    longest. None when the stop was not a wait (a crash in that phase stops it at once, with its own traceback)."""
     phase = failed.start().phase
-    if phase not in WAITING_PHASES:
+    # How long its container lived (Docker's StartedAt and FinishedAt, both the node's clock): a wait that ended in
+    # the engine's timeout lasted at least that long, a crash did not.
+    began, ended = docker_time(failed.engine.started_at), docker_time(failed.engine.finished_at)
+    if phase not in WAITING_PHASES or began is None or ended is None:
+        return None
+    if ended - began < (rendezvous or TORCH_NCCL_TIMEOUT_SECONDS) * SHARE:
         return None
     waiting = []
     for log in logs:

@@ -171,8 +171,9 @@ def test_http_access_lines_are_not_progress():
     assert [line.text for line in m.lines] == [begin]
 
 
-def _state(status: str, finished: str = "", code: int = 0) -> str:
+def _state(status: str, finished: str = "", code: int = 0, started: str = "2026-12-02T10:00:00Z") -> str:
     state = {"status": status, "exit_code": code, "container_id": "c", "labels": {}, "finished_at": finished}
+    state["started_at"] = started
     return "engine\t" + json.dumps(state)
 
 
@@ -194,8 +195,29 @@ def test_a_member_that_died_waiting_names_the_hung_one_it_waited_for():
         100.0,
     )
     assert first_stopped([head, worker]) is head
-    found = waited_for(head, [head, worker], 160.0)
+    found = waited_for(head, [head, worker], 160.0, rendezvous=60.0)
     assert found is not None and found[0] is worker and found[1].phase == "dist_init"
+
+
+def test_a_member_that_crashed_in_distributed_init_did_not_die_of_waiting():
+    """A traceback a second after the phase began is a crash, not a timeout: the crashed member is the culprit even
+    though the others still wait in distributed init (found on the sim: STANDIN_CRASH_AT_INIT on the worker)."""
+    head, worker = MemberLog("head", "head", HOST, "sglang", "e"), member()
+    begin = "Init torch distributed begin."
+    take(head, "\n".join([RUNNING, log("2026-12-02T10:00:01Z", f"[2026-12-02 10:00:01 TP0] {begin}")]), 100.0)
+    take(
+        worker,
+        "\n".join(
+            [
+                _state("exited", "2026-12-02T10:00:02Z", 1),
+                log("2026-12-02T10:00:01Z", f"[2026-12-02 10:00:01 TP1] {begin}"),
+                log("2026-12-02T10:00:02Z", "[2026-12-02 10:00:02 TP1] Scheduler hit an exception: Traceback"),
+            ]
+        ),
+        100.0,
+    )
+    assert first_stopped([head, worker]) is worker
+    assert waited_for(worker, [head, worker], 130.0, rendezvous=600.0) is None
 
 
 def test_a_member_that_crashed_on_its_own_is_its_own_culprit_and_the_first_to_stop_leads():
@@ -216,4 +238,6 @@ def test_a_member_that_crashed_on_its_own_is_its_own_culprit_and_the_first_to_st
     )
     running_worker = member()
     take(running_worker, RUNNING, 100.0)
-    assert waited_for(head_weights, [head_weights, running_worker], 120.0) is None  # not a wait: its own crash
+    assert (
+        waited_for(head_weights, [head_weights, running_worker], 120.0, rendezvous=600.0) is None
+    )  # not a wait: its own crash
