@@ -13,8 +13,9 @@ head started. It comes from resource options and labels (docker_container labels
   worker's before any container is replaced: Pulumi replaces the chained containers one after the other
   (worker 1 removed and created, then worker 2, ..., then the head), so without them a new worker would start
   while an old member still ran.
-After each container is created, a `watch` step fails with the container's own log lines if it stops within
-`timeouts.startupGraceSeconds` (a crash at init), so the head never starts after a broken worker. The generation
+After each container is created, a `watch` step waits `timeouts.startupGraceSeconds` before the next member starts;
+a member that stopped meanwhile (a crash at init) is failed by the readiness gate as every failed start is: named
+first, every node's log lines, a failure record, the way back (spark_llm.plan.drift.owner_watch_script). The generation
 label (spark_llm.plan.drift) is new whenever a member is gone, exited or restarted by hand: `pulumi preview` announces
 the ordered restart and `pulumi up` does it.
 """
@@ -124,8 +125,8 @@ def _watch(
     state_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> NodeCommand:
-    """Records which state started the container, then fails with its log lines if it stops within the startup
-    grace (spark_llm.plan.drift.owner_watch_script)."""
+    """Records which state started the container, then watches it for the startup grace; a stop is the gate's to
+    report (spark_llm.plan.drift.owner_watch_script)."""
     script = pulumi.Output.all(pulumi.Output.from_input(state_id), container.id).apply(
         lambda ids: owner_watch_script(node, ids[0], ids[1])
     )

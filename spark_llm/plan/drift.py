@@ -81,10 +81,18 @@ def record_token_script(remote_dir: str, step: str, token: str, value_expr: str)
 
 def owner_watch_script(node: NodePlan, state_id: str, container_id: str) -> str:
     """The watch step after a node's engine container is created: record which state started it (before watching:
-    it did, whether or not it survives its start), then `launch.sh watch`, which fails with its log lines if it
-    stops within the startup grace. `state_id`: empty while this state has none (recorded as `unknown`)."""
+    it did, whether or not it survives its start), then `launch.sh watch` for the startup grace.
+
+    A member that stops within the grace does not fail this step: the readiness gate, which runs after the head's,
+    sees it stopped at its first poll and fails the start as it fails every start (issue 31, 5): the member that
+    stopped first named, every node's last lines, a failure record on the head (what preview and status then say),
+    and the rollback command or the rollback itself. Failing here had left one line, no record and no way back.
+    `state_id`: empty while this state has none (recorded as `unknown`)."""
+    said = shlex.quote(
+        f"spark-llm: the engine on {node.name} stopped within the startup grace; the readiness gate names the cause"
+    )
     return record_token_script(node.remote_dir, OWNER_STEP, state_id or "unknown", container_id) + (
-        f"{node.script_path} watch {shlex.quote(node.name)}\n"
+        f"{node.script_path} watch {shlex.quote(node.name)} 2>/dev/null || echo {said}\n"
     )
 
 

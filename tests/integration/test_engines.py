@@ -74,12 +74,15 @@ def test_a_worker_crash_at_init_is_reported_with_that_workers_log_lines(pulumi, 
         assert f"head's log carries lines from worker-1 (ip={worker_ip})" in text
         assert f"ip={worker_ip}" in text.split("---- head (head): last")[1]
     else:
-        # The worker's own container stopped within the startup grace: its lines are in the error, and the
-        # head was never started.
-        assert "spark-llm-engine on worker-1 stopped during startup" in text
-        assert "---- last lines of spark-llm-engine on worker-1 ----" in text
+        # The worker's own container stopped within the startup grace: a failed start like any other (issue 31, 5):
+        # the worker named first, its lines in the error, a failure record, and the way back.
+        assert "spark-llm: the engine on worker-1 stopped within the startup grace" in text
+        assert "worker-1 (worker): engine container is exited (exit code 1) while the group was starting" in text, text[
+            -6000:
+        ]
+        assert "---- worker-1 (worker): last 30 lines ----" in text
         assert "init_torch_distributed" in text  # the worker's own traceback is in the error
-        assert "spark-engine-head created" not in text
+        assert "spark-llm rollback --stack" in text
     # The error is the worker's log (whose own Python traceback is expected), not a stack from our program or from
     # Pulumi's Python SDK.
     assert not re.search(r'File ".*(spark_llm|components|__main__|pulumi)[^"]*"', text), text

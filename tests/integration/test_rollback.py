@@ -28,9 +28,10 @@ from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
-# The engine dies at the KV cache, after its weights (2 s): past the startup grace (1 s), so the readiness gate, not
-# a container's watch step, sees the failure (a crash within the grace leaves no failure record: a known gap).
+# The engine dies at the KV cache, after its weights (2 s): past the startup grace (1 s), so the readiness gate sees the
+# failure. GRACE instead: the head dies within its container's startup grace, the same failed start (issue 31, 5).
 BASE = {"timeouts.startupGraceSeconds": "1", "engine.env.STANDIN_PHASE_SECONDS": "weights=2"}
+GRACE = {"timeouts.startupGraceSeconds": "10", "engine.env.STANDIN_PHASE_SECONDS": "weights=0"}
 ROLLBACK_WAIT = 240
 STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
 ENDED = re.compile(r"the deployed revision is a rollback|^spark-llm rollback: (?!waiting|the update of|revision)", re.M)
@@ -116,10 +117,14 @@ def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_rev
     deployed("preview", "--expect-no-changes")
 
 
-def test_with_rollback_opted_in_a_failed_relaunch_brings_the_last_good_revision_back_by_itself(deployed):
+def test_with_rollback_opted_in_a_crash_within_the_startup_grace_brings_the_last_good_revision_back(deployed):
     good = deployed.outputs()["group_revision"]  # what serves now: the module's deployment, or the fix above
-    configure(deployed, "0.97", **{"rollout.onFailure": "rollback"})
-    text, _ = failed_up(deployed)
+    configure(deployed, "0.97", **{"rollout.onFailure": "rollback"}, **GRACE)
+    text, bad = failed_up(deployed)
+    # The head's watch saw it stop within the grace and left it to the gate: the engine's lines, the head's
+    # history records the failure (what preview says afterwards), and the rollback starts by itself.
+    assert "spark-llm: the engine on head stopped within the startup grace" in text
+    assert "---- head (head): last 30 lines ----" in text
     found = re.search(r"started by itself; .* Its log: (\S+rollback-sim-\S+\.log)", text.replace("\n    ", " "))
     assert found, text[-2000:]
     log = Path(found.group(1))
@@ -130,6 +135,8 @@ def test_with_rollback_opted_in_a_failed_relaunch_brings_the_last_good_revision_
     outputs = deployed.outputs()
     assert outputs["group_revision"] == good
     assert complete(outputs)["usage"]["completion_tokens"] == 4
+    preview = deployed("preview", check=False)
+    assert f"revision {bad} (this config) failed to start last time" in preview.stdout + preview.stderr
 
 
 def test_ctrl_c_during_an_up_rolls_nothing_back(deployed):
