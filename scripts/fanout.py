@@ -215,6 +215,11 @@ class Copy:
         else:
             how = f"rsync over ssh (aes128-gcm) from the head, {self.streams} stream(s)"
         for w in needy:
+            # From here until its verification the worker's weights are not the verified ones: its record says so
+            # first, so a copy cut short (this program killed) leaves a worker that nothing starts an engine on
+            # (the supervisor checks the record) and that preview, status and `up` see as drift (issue 31, 2).
+            if w.forget:
+                self.fabric.run(w, w.forget, what="marking its weights unverified")
             self.hashers[w.name] = Hasher(self.fabric, w, self.path, self.tool)
         say(f"fanout: sending over the fabric: {how}")
         pending = {w.name: list(need[w.name]) for w in needy}
@@ -366,6 +371,9 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         plan = json.load(f)
     plan["tool"] = argv[2]
+    # A process group of its own, whose ID is this pid: killed outright (SIGKILL unwinds nothing), the step's script
+    # (spark_llm.plan.weights.fanout) kills what is left in it, every rsync and ssh session it started (issue 31, 2).
+    os.setpgid(0, 0)
     # Stopped from outside (the ssh session to the head closed, a kill): unwind, so every rsync and daemon ends.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))

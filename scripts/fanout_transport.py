@@ -63,6 +63,9 @@ class Node:
     host_key: str = ""
     is_head: bool = False
     record: str = ""
+    forget: str = ""
+    """Bash that marks the worker's weights unverified (spark_llm.plan.drift.UNVERIFIED), before the first byte of a
+    copy reaches it; `record` marks them verified again."""
 
 
 @dataclass

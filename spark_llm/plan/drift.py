@@ -28,6 +28,9 @@ from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
 REPAIR_PREFIX = "repair-"
 # The token when the program cannot look (unit tests with mocks, or observation switched off).
 UNOBSERVED = "unobserved"
+# The record a step leaves while it changes what it recorded (the weights fan-out, before its first byte to a
+# worker): until it records the verified value again, the node's state is no step's (issue 31, 2).
+UNVERIFIED = "unverified"
 
 
 # The step that records which state started a node's engine container: `STATE_ID CONTAINER_ID` (the watch step
@@ -57,7 +60,9 @@ def step_token(observation: NodeObservation | None, step: str, live: str | None)
         return _repair(f"{observation.node} could not be read: {observation.error}", observation.run), None
     recorded = observation.tokens.get(step, "")
     token, _, value = recorded.partition(" ")
-    if not token:
+    if token == UNVERIFIED:
+        why = f"{step} on {observation.node}: a copy began and was not verified (cut short)"
+    elif not token:
         why = f"{step} has not run on {observation.node} yet"
     elif live is None:
         why = f"{step} on {observation.node}: gone (was {value})"

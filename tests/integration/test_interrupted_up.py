@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import SIM, Pulumi, SimCluster, assert_group_serves, descendants, run
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +151,48 @@ def test_an_up_interrupted_during_the_weights_copy_resumes_it_and_serves(deploye
     assert_one_serving_group(deployed, sim_cluster)
     sums = {n: sim_cluster.node_exec(n, "bash", "-c", f"cd {MODEL_PATH} && sha256sum -- *").stdout for n in NODES}
     assert sums["worker-1"] == sums["head"]
+
+
+def copy_processes(sim: SimCluster) -> dict[str, list[str]]:
+    """The fan-out's processes left on each node: the program, rsync (client or daemon), the manifest hasher."""
+    found = {}
+    for node in NODES:
+        ps = sim.node_exec(node, "ps", "-eo", "args=").stdout.splitlines()
+        found[node] = [p for p in ps if re.search(r"fanout\.py|\brsync\b|manifest.* hash ", p)]
+    return found
+
+
+def test_a_fanout_killed_mid_copy_leaves_nothing_running_and_its_weights_unverified(deployed, sim_cluster):
+    """Issue 31, 2: `kill -9` of the head's fan-out at its first progress line. Within seconds no copy process is
+    left on any node (the rsync it started once finished the file with nothing verifying it); `spark-llm status`
+    and `pulumi preview` both say the weights differ; one `pulumi up` copies, verifies and serves."""
+    sim_cluster.node_exec(
+        "head", "bash", "-c", f"cd {MODEL_PATH} && head -c 30M /dev/urandom > model-00008.safetensors"
+    )
+    run([str(SIM), "link", "40"])  # 5 MB/s: the copy takes seconds, the kill lands in it
+    try:
+        proc = deployed.start_up(bufsize=1)
+        assert proc.stdout
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "weights worker-1: " in line:
+                sim_cluster.node_exec("head", "pkill", "-9", "-f", "fanout.py")
+                break
+        lines += proc.stdout.readlines()
+        assert proc.wait(timeout=300) != 0, "".join(lines)[-3000:]
+    finally:
+        run([str(SIM), "link", "off"])
+    wait_for("no copy process on any node", lambda: not any(copy_processes(sim_cluster).values()), 10, interval_s=0.5)
+
+    argv = [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file"]
+    status = run([*argv, str(deployed.config_file), "--json"], env=deployed.env, check=False)
+    report = json.loads(status.stdout)
+    assert status.returncode == 1 and report["state"] == "drift", report
+    assert report["weights"] == ["weights on worker-1: a copy began and was not verified (cut short)"], report
+    preview = deployed("preview", check=False)
+    said = preview.stdout + preview.stderr
+    assert "weights on worker-1: a copy began and was not verified (cut short)" in said, said[-3000:]
+
+    deployed.up()
+    assert_one_serving_group(deployed, sim_cluster)

@@ -29,6 +29,7 @@ from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status.canary import canary_lines, check_canary
 from spark_llm.ops.status.read import Health, NodeStatus, collect
+from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.start.timeline import failed_start_warning, timeline_lines
 
@@ -195,6 +196,15 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 f" is {watcher}: `pulumi up` starts it again (`pulumi preview` says so)"
             ),
         )
+    with render.progress("status: reading the weights", enabled=not args.json):
+        weights = weights_drift(plan)
+    if weights and state == "in sync":
+        # Preview's reading, preview's words: the copy runs again, then the group restarts on verified weights.
+        state, sentence = (
+            "drift",
+            f"{'; '.join(weights)}: `pulumi up` copies the weights again, verifies them on every node and restarts"
+            " the group in order (`pulumi preview` shows it)",
+        )
     timeline = outputs.get("start_timeline") or {}
     head = next(s for s in statuses if s.node == plan.head.name)
     running = [s.node for s in statuses if s.state == "running"]
@@ -221,6 +231,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "head": asdict(health) if health else None,
                 "start_timeline": timeline,
                 "canary": canary.to_json(),
+                "weights": weights,
                 "supervisor": None
                 if supervised is None
                 else {

@@ -14,7 +14,7 @@ import shlex
 
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import NodePlan, fabric_key_path
-from spark_llm.plan.drift import record_token_script
+from spark_llm.plan.drift import UNVERIFIED, record_token_script
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
 from spark_llm.plan.weights.sync import RSYNC_OPTIONS, heredoc, tool_prelude
@@ -41,6 +41,7 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
                 "port": w.ssh.port,
                 "host_key": w.ssh.host_key,
                 "record": record_token_script(w.remote_dir, step, tokens[w.name], "$SPARK_LLM_VALUE"),
+                "forget": record_token_script(w.remote_dir, step, UNVERIFIED, "-"),
             }
             for w in workers
         ],
@@ -74,6 +75,14 @@ def render_fanout(
         + heredoc('"$work/plan.json"', plan, "SPARK_LLM_FANOUT_PLAN")
         + f'mkdir -p "$(dirname {log})"\n'
         # The head's own lines go to the log too (what a later `spark-llm logs` or a user on the head reads); the
-        # last one is the head's `spark-llm-manifest DIGEST FILES BYTES`.
-        + f'python3 -u "$work/fanout.py" "$work/plan.json" "$tool" 2>&1 | tee {log}\n'
+        # last one is the head's `spark-llm-manifest DIGEST FILES BYTES`. The program leads a process group of its
+        # own (its pid): when it ends, however (kill -9 unwinds nothing), whatever it started and left is ended
+        # with it, so no rsync goes on writing to a worker with nothing to verify it (issue 31, 2).
+        + "{\n"
+        + '  python3 -u "$work/fanout.py" "$work/plan.json" "$tool" 2>&1 &\n'
+        + "  fanout=$!\n"
+        + '  code=0; wait "$fanout" || code=$?\n'
+        + '  kill -KILL -- "-$fanout" 2>/dev/null || true\n'
+        + '  exit "$code"\n'
+        + f"}} | tee {log}\n"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -76,4 +77,45 @@ def test_the_script_carries_the_plan_and_runs_the_fanout_with_the_manifest_tool_
     assert data["workers"][0]["name"] == "spark-2"
     # The same pinned-key ssh options as every other head -> worker step (spark_llm.plan.fabric).
     assert data["ssh_options"] == list(FABRIC_SSH_OPTIONS) and "StrictHostKeyChecking=yes" in data["ssh_options"]
-    assert script.rstrip().splitlines()[-1].startswith('python3 -u "$work/fanout.py" "$work/plan.json" "$tool"')
+    assert 'python3 -u "$work/fanout.py" "$work/plan.json" "$tool"' in script
+    # Before the first byte to a worker, its record of verified weights goes (issue 31, 2).
+    assert 'printf "%s %s\\n" unverified "-" > /home/aurora/spark-llm/state/weights.tmp' in data["workers"][0]["forget"]
+
+
+# A fan-out killed outright: it started an rsync (here a `sleep` in its process group, as the real program's children
+# are: scripts/fanout.py makes itself a group leader first), then dies of SIGKILL, which unwinds nothing.
+KILLED_FANOUT = """import os, subprocess, sys, time
+os.setpgid(0, 0)
+child = subprocess.Popen(["sleep", "300"])
+with open(os.environ["CHILD_PID_FILE"], "w") as f:
+    f.write(str(child.pid))
+print("fanout: sending", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_fanout_killed_outright_leaves_no_process_behind(tmp_path):
+    """Issue 31, 2: `kill -9` of the head's fan-out at 20% left its rsync running to the end, unverified."""
+    import os
+    import subprocess
+
+    cfg, p = build()
+    fake = {"fanout.py": KILLED_FANOUT, "fanout_transport.py": ""}
+    script = render_fanout(cfg, p.head, list(p.workers), TOOL, fake, {"spark-2": "tok"}, "weights")
+    script = script.replace("/home/aurora/spark-llm/logs", str(tmp_path))  # the head's log dir, here
+    pid_file = tmp_path / "child.pid"
+    ran = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "CHILD_PID_FILE": str(pid_file)}
+    )
+    assert ran.returncode == 137, ran.stderr  # the program's own death is the step's failure
+    assert "fanout: sending" in (tmp_path / "weights-fanout.log").read_text()
+    child = int(pid_file.read_text())
+    stat = Path(f"/proc/{child}/stat")
+    # Gone, or a zombie waiting for its new parent to reap it: not running either way.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_the_real_fanout_leads_a_process_group_of_its_own_before_it_starts_anything():
+    source = (weights.MANIFEST_TOOL.parent / "fanout.py").read_text()
+    main = source[source.index("def main(") :]
+    assert main.index("os.setpgid(0, 0)") < main.index("Copy(plan, work).run()")
