@@ -18,7 +18,11 @@ deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text())
 keys = stack.load_keys(deployment)
 # One read-only look at every node per program run (preview too): what drift is judged from.
 observations = stack.observe_nodes(deployment, probe_extra(deployment))
-cluster = SparkCluster("spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations))
+# `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group in order.
+request = stack.group_request(deployment)
+cluster = SparkCluster(
+    "spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced)
+)
 
 pulumi.export("endpoint", cluster.endpoint)
 pulumi.export("model", config.model.name)

@@ -11,10 +11,12 @@ import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
-from spark_llm.plan import drift, node_commands
+from spark_llm.plan import cli_flags, drift, node_commands
+from spark_llm.plan.cli_flags import GroupRequest
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.remote import key_files, observe
+from spark_llm.remote.pulumi_process import pulumi_process
 
 # Pulumi's Python exec shim answers a RunError with an error line and exit code 1, to which the language host adds
 # "an unhandled error occurred: program exited with non-zero exit code: 1": a refusal of bad input then reads like
@@ -175,3 +177,13 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
             + "\n(or set spark-llm:engine.containerName to another name to keep it running beside ours)."
         )
     return observations
+
+
+def group_request(plan: DeploymentPlan) -> GroupRequest:
+    """What this run's `pulumi` command line asks of the engine group (spark_llm.plan.cli_flags); a `--target` that
+    would restart part of it is refused here, before any resource is declared."""
+    cli = None if _under_mocks() else pulumi_process()
+    request = cli_flags.group_request(cli.argv if cli else [], [n.name for n in plan.nodes])
+    if request.refusal:
+        refuse(request.refusal)
+    return request

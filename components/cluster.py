@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,7 +46,12 @@ def _note_failed_start(plan: DeploymentPlan, observations: dict[str, NodeObserva
         pulumi.log.warn(failed_start_warning(failure, running))
 
 
-def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object) -> str:
+def _group_generation(
+    plan: DeploymentPlan,
+    observations: dict[str, NodeObservation] | None,
+    state_id: object,
+    replaced: tuple[str, ...] = (),
+) -> str:
     """The group's generation label (spark_llm.plan.drift), and what preview says of the group.
 
     `state_id`: this state's id, or pulumi's UNKNOWN in the preview of a state that never deployed.
@@ -61,6 +67,14 @@ def _group_generation(plan: DeploymentPlan, observations: dict[str, NodeObservat
             " stack. `pulumi up` stops it and starts this state's group in its place."
         )
     generation, why = drift.group_generation(observations, [(n.name, n.role) for n in plan.nodes], others)
+    if replaced:
+        # A new generation at each such run: every member's stop step and container, in the group's order.
+        generation = drift.replaced_generation(generation, replaced, secrets.token_hex(8))
+        pulumi.log.info(
+            f"engine group: `--replace` of {', '.join(replaced)}: the whole group restarts in order (the supervisor"
+            f" stopped first), as `spark-llm restart` does"
+        )
+        return generation
     seen = list((observations or {}).values())
     if any(o.error for o in seen):
         pass  # components.bootstrap already named each node it could not read
@@ -92,6 +106,8 @@ class SparkClusterArgs:
     """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
     observations: dict[str, NodeObservation] | None = None
     """What every node runs now (spark_llm.remote.observe); None: not looked at (unit tests)."""
+    replaced: tuple[str, ...] = ()
+    """Members whose container this `pulumi up --replace`s (spark_llm.plan.cli_flags): the group restarts in order."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -121,7 +137,8 @@ class SparkCluster(pulumi.ComponentResource):
         # Which engines this state started: its own id, and each node's owner record (spark_llm.plan.drift).
         identity = state_identity(f"{name}-state", child)
         generation = identity.stdout.apply(
-            lambda state_id: _group_generation(plan, args.observations, state_id), run_with_unknowns=True
+            lambda state_id: _group_generation(plan, args.observations, state_id, args.replaced),
+            run_with_unknowns=True,
         )
         observed = args.observations
         _note_failed_start(plan, observed)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,62 +28,15 @@ from spark_llm.plan.rollback import (
     stop_note,
 )
 from spark_llm.plan.scripts import PROJECT_DIR
+from spark_llm.remote.pulumi_process import pulumi_process
 
 STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
-ANCESTORS_LOOKED_AT = 12
 # The gate's parent (the provider's `sh`) when the gate started. On Ctrl-C the CLI cancels the step and the command
 # provider kills that shell, not the gate (pulumi-command 1.2.1, seen on the sim): the gate, reparented, may still see
 # the start fail. An interrupted `up` is the operator's decision: nothing is rolled back then. (The shell may be gone
 # before this module is imported: no `pulumi` among the gate's ancestors then says the same.)
 STARTED_UNDER = os.getppid()
 INTERRUPTED = "The `pulumi up` was interrupted (the gate no longer runs under it): nothing is rolled back."
-
-
-@dataclass(frozen=True)
-class PulumiProcess:
-    """The `pulumi` CLI process this gate runs under."""
-
-    pid: int
-    argv: list[str]
-    cwd: str
-
-
-def _parent_and_argv(pid: int) -> tuple[int, list[str], str] | None:
-    """(parent pid, argv, cwd) of a process: /proc where there is one, else `ps` (macOS)."""
-    proc = Path(f"/proc/{pid}")
-    if proc.is_dir():
-        try:
-            stat = (proc / "stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            argv = [a for a in (proc / "cmdline").read_bytes().decode(errors="replace").split("\0") if a]
-            cwd = os.readlink(proc / "cwd")
-        except (OSError, ValueError, IndexError):
-            return None
-        return parent, argv, cwd
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "ppid=", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        parent_text, _, args = out.partition(" ")
-        return int(parent_text), args.split(), os.getcwd()
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
-
-
-def pulumi_process() -> PulumiProcess | None:
-    """The nearest ancestor whose program is `pulumi` (None when there is none: the gate run by hand)."""
-    pid = os.getppid()
-    for _ in range(ANCESTORS_LOOKED_AT):
-        found = _parent_and_argv(pid)
-        if found is None:
-            return None
-        parent, argv, cwd = found
-        if argv and Path(argv[0]).name == "pulumi":
-            return PulumiProcess(pid, argv, cwd)
-        if parent <= 1:
-            return None
-        pid = parent
-    return None
 
 
 def config_file_of(argv: list[str], cwd: str) -> str | None:

@@ -154,6 +154,14 @@ def group_generation(
     return _repair(verdict.why + repr(generations), run), verdict.why
 
 
+def replaced_generation(generation: str, replaced: tuple[str, ...], run: str) -> str:
+    """Pure: the group's generation when this run `--replace`s members (spark_llm.plan.cli_flags): new at every
+    such run, so the whole group restarts in order, not just the members named."""
+    return (
+        REPAIR_PREFIX + hashlib.sha256(f"{generation}\0replace {','.join(replaced)}\0{run}".encode()).hexdigest()[:12]
+    )
+
+
 def foreign_containers(observations: dict[str, NodeObservation] | None) -> list[str]:
     """Nodes whose container named like the engine's was not started by this spark-llm (no generation label): by
     hand, as in the seeds, or by a spark-llm before the docker provider."""

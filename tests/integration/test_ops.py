@@ -23,7 +23,17 @@ import pytest
 import yaml
 
 from tests.conftest import WORKER_KEY
-from tests.integration.conftest import REPO, SIM_DIR, SIM_IMAGE_TAG, STACK_FILE, Pulumi, SimCluster, ctrl_c, run
+from tests.integration.conftest import (
+    REPO,
+    SIM_DIR,
+    SIM_IMAGE_TAG,
+    STACK_FILE,
+    Pulumi,
+    SimCluster,
+    complete,
+    ctrl_c,
+    run,
+)
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -295,6 +305,37 @@ def test_restart_replaces_the_workers_then_the_head_and_leaves_preview_clean(spa
     assert after["worker-1"] > before["head"] and after["worker-1"] < after["head"]  # workers first, then the head
     assert report["start_order"] == ["worker-1", "head"] and set(report["restarted"]) == {"head", "worker-1"}
     assert deployed("preview", "--expect-no-changes", check=False).returncode == 0
+
+
+def test_one_member_targeted_is_refused_and_one_replaced_restarts_the_whole_group_in_order(deployed, sim_cluster):
+    """Issue 31, 7: `pulumi up --target` of the worker's container with a pending template change used to restart
+    the worker alone (the head's engine died when its rank left; `up` exited 0); `--replace` of it stopped nothing
+    first. Now the targeted `up` is refused before anything runs, and `--replace` restarts the group in order."""
+    export = json.loads(deployed("stack", "export").stdout)
+    worker = next(
+        r["urn"]
+        for r in export["deployment"]["resources"]
+        if r["type"] == "docker:index/container:Container" and r["urn"].endswith("::spark-engine-worker-1")
+    )
+    before = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
+    deployed.set("engine.env.IT_TARGETED", "1")  # a new revision: the whole group must restart
+    try:
+        for flags in (["--target", worker], ["--target-replace", worker]):
+            alone = deployed.up(*flags, check=False)
+            said = alone.stdout + alone.stderr
+            assert alone.returncode != 0, said[-3000:]
+            assert "would run only part of the engine group: one member would restart alone" in said, said[-3000:]
+            assert "`spark-llm restart`" in said and "Traceback" not in said
+        # Nothing ran: both engines are the ones from before.
+        assert {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")} == before
+    finally:
+        deployed.reset_config()
+    replaced = deployed.up("--replace", worker)
+    assert "`--replace` of worker-1: the whole group restarts in order" in replaced.stdout
+    after = {node: sim_cluster.started_at(node, CONTAINER) for node in ("head", "worker-1")}
+    assert before["head"] < after["worker-1"] < after["head"]  # both restarted, the worker first
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    deployed("preview", "--expect-no-changes")
 
 
 # ---------- last: cutting the fabric breaks the running group ----------

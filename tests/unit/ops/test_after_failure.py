@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.ops.after_failure import after_failure, config_file_of
+from spark_llm.remote.pulumi_process import PulumiProcess
 
 
 @pytest.mark.parametrize(
@@ -29,7 +30,7 @@ def test_stop_prints_the_command(monkeypatch):
     from spark_llm.ops import after_failure as module
 
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
-    monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
+    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up"], "/p"))
     assert "\n  spark-llm rollback --stack sim\n" in after_failure({"stack": "sim", "on_failure": "stop"})
 
 
@@ -38,7 +39,7 @@ def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
     from spark_llm.ops import after_failure as module
 
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
-    monkeypatch.setattr(module, "pulumi_process", lambda: module.PulumiProcess(1, ["pulumi", "up"], "/p"))
+    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up"], "/p"))
     monkeypatch.setattr(module, "STARTED_UNDER", -1)
     assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
     monkeypatch.setattr(module, "pulumi_process", lambda: None)  # the shell was gone before the gate looked

@@ -27,7 +27,8 @@ def on_int(signum, frame):
 signal.signal(signal.SIGINT, on_int)
 print(f"started sid={{os.getsid(0)}}", flush=True)
 open({ready!r}, "w").close()
-while not got:
+deadline = time.monotonic() + 30  # never left behind, even when the test fails
+while not got and time.monotonic() < deadline:
     time.sleep(0.05)
 time.sleep(0.5)  # the operations in flight end
 print(f"done after {{len(got)}} sigint", flush=True)
