@@ -160,7 +160,8 @@ class SparkCluster(pulumi.ComponentResource):
                 f"{name}-supervisor",
                 SupervisorArgs(
                     plan=plan,
-                    connection=connections[plan.head.name],
+                    connections=connections,
+                    state_id=identity.stdout,
                     provider=providers[plan.head.name],
                     image_id=image.image_id,
                     container_ids=container_ids,
