@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import shlex
 
+from tests.unit import graph_mocks
 from tests.unit.graph_mocks import (
     SUPERVISOR_PUBLIC_KEY,
     dual_spark_stack_file,
     inputs,
+    label,
     pinned,
     register,
     without_secrets,
@@ -122,3 +124,20 @@ def test_a_supervisor_image_of_its_own_is_pulled_and_that_image_is_checked(monke
     assert inputs(got["spark-supervisor-image"])["name"] == "registry.example/engine-with-ssh:1"
     last = inputs(got["spark-supervisor-image-check"])["stdin"].splitlines()[-1]
     assert "'registry.example/engine-with-ssh:1 (spark-llm:supervisor.image)'" in last
+
+
+def test_a_head_alone_gets_no_key_and_no_worker_step(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    raw["nodes"] = raw["nodes"][:1]
+    got = register(monkeypatch, raw)
+    assert "spark-supervisor-key" not in got and not [n for n in got if "-authorize-" in n]
+    volumes = {v["containerPath"] for v in inputs(got[SUPERVISOR])["volumes"]}
+    assert "/spark-llm-supervisor-key" not in volumes
+
+
+def test_a_new_key_replaces_the_container_which_mounts_its_dir(monkeypatch, registered):
+    raw = pinned(dual_spark_stack_file())
+    monkeypatch.setattr(graph_mocks, "SUPERVISOR_PUBLIC_KEY", SUPERVISOR_PUBLIC_KEY.replace("Fake", "Next"))
+    rotated = register(monkeypatch, raw)
+    assert label(rotated[SUPERVISOR], "spark-llm.supervises") != label(registered[SUPERVISOR], "spark-llm.supervises")
+    assert inputs(rotated["spark-supervisor-files"])["stdin"] == inputs(registered["spark-supervisor-files"])["stdin"]
