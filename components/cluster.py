@@ -166,7 +166,7 @@ class SparkCluster(pulumi.ComponentResource):
                     image_id=image.image_id,
                     container_ids=container_ids,
                     ready=ready,
-                    head_observation=(args.observations or {}).get(plan.head.name),
+                    observations=args.observations,
                 ),
                 child,
             )

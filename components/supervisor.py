@@ -35,6 +35,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand
+from components.drift_notes import noted_step_token
 from spark_llm.plan import supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.observation import NodeObservation
@@ -56,8 +57,9 @@ class SupervisorArgs:
     """Each member's engine container as this `up` leaves them (deferred: resolved once the group is declared)."""
     ready: pulumi.Input[pulumi.Resource]
     """The readiness gate (deferred likewise): the files and container come once the group served."""
-    head_observation: NodeObservation | None = None
-    """What the head runs now (its supervisor container's state and label); None: not looked at (unit tests)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node runs now (the head's supervisor container, each worker's key line); None: not looked at (unit
+    tests)."""
 
 
 class Supervisor(pulumi.ComponentResource):
@@ -123,20 +125,27 @@ class Supervisor(pulumi.ComponentResource):
             )
             public_key = key.stdout.apply(lambda out: out.strip())
             for worker in plan.workers:
+                # A line or script removed or edited on the worker since: a new token, `up` puts them back.
+                there = (args.observations or {}).get(worker.name)
+                live = there.facts.get(supervisor_key.PROBE_SECTION) if there is not None else None
+                token = noted_step_token(
+                    there, supervisor_key.STEP, live, on_drift=partial(supervisor_key.drift_warning, worker)
+                )
                 authorized.append(
                     NodeCommand(
                         f"{name}-authorize-{worker.name}",
                         connection=args.connections[worker.name],
                         script=pulumi.Output.from_input(public_key).apply(
-                            partial(supervisor_key.authorize_script, plan, worker)
+                            partial(supervisor_key.authorize_script, plan, worker, token=token)
                         ),
+                        triggers=[token],
                         # Its delete runs its script again: the key's line (that line only) and the script go.
                         delete_phase=supervisor_key.DELETE_PHASE,
                         # The old line and script go before the new ones are written (same script path).
                         opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                     )
                 )
-        seen = args.head_observation
+        seen = (args.observations or {}).get(plan.head.name)
         observed = seen.facts.get(supervisor.CONTAINER_SECTION) if seen is not None and seen.error is None else None
         run = seen.run if seen is not None else ""
 

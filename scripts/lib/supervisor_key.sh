@@ -6,6 +6,9 @@
 # `supervisor_key_make DIR COMMENT`: a new ed25519 key pair in DIR (0700), the old one gone; prints the public line.
 # `supervisor_key_allow LINE`: LINE in ~/.ssh/authorized_keys once; with $SPARK_LLM_PHASE=delete, that line removed
 # (and only that line: the file's other keys, the operator's and the fabric key, are left as they were).
+# `supervisor_key_live ALLOW OPTIONS`: the digest of what the worker's step leaves there, read-only (the step records
+# it, the probe reads it again: spark_llm.plan.drift): the authorized_keys lines that start with OPTIONS (the key's
+# `restrict,command="..."`) and the allow script at ALLOW.
 
 supervisor_key_make() {
   local dir=$1 comment=$2
@@ -54,4 +57,13 @@ supervisor_key_allow() {
   fi
   printf '%s\n' "$line" >>"$file"
   echo "the supervisor's key added to $file (it may run only docker inspect/start/stop/logs on the engine)"
+}
+
+supervisor_key_live() {
+  local allow=$1 options=$2
+  # ENVIRON, not `awk -v`: -v would read backslash escapes in the value.
+  {
+    OPTIONS="$options " awk 'index($0, ENVIRON["OPTIONS"]) == 1' "$HOME/.ssh/authorized_keys" 2>/dev/null || true
+    cat "$allow" 2>/dev/null || true
+  } | sha256sum | cut -d' ' -f1
 }

@@ -6,6 +6,8 @@ that needs four docker verbs on one container. Now `pulumi up` makes a key pair 
 is the public line), and on each worker writes scripts/supervisor_allow.sh and an authorized_keys line
 (`authorized_line`) that lets that key run only the script, which runs only `docker inspect|start|stop|logs` on the
 engine's container (`authorize_script`). `pulumi destroy` removes the line (that line only) and the key.
+A line or script removed or edited on a worker since is drift (spark_llm.plan.drift: the probe reads them back,
+`probe`): the next `pulumi up` puts them back, or the supervisor would wait for that worker forever.
 components/supervisor.py declares the steps; spark_llm.plan.supervisor mounts the key's dir into the container.
 """
 
@@ -14,8 +16,10 @@ from __future__ import annotations
 import shlex
 
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.node_files import file_script
 from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.observation import TOKENS_DIR
 from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 
 ALLOW_SCRIPT = SCRIPTS_DIR / "supervisor_allow.sh"
@@ -25,6 +29,9 @@ CONTAINER_KEY_DIR = "/spark-llm-supervisor-key"
 CONTAINER_KEY = f"{CONTAINER_KEY_DIR}/{KEY_NAME}"
 # The authorize step runs its own script again at delete with this phase ($SPARK_LLM_PHASE): it removes its line.
 DELETE_PHASE = "delete"
+# The worker's step's drift token (spark_llm.plan.drift), and the probe section that reads its live value back.
+STEP = "supervisor-key"
+PROBE_SECTION = "supervisor_key"
 
 
 def key_dir(head: NodePlan) -> str:
@@ -68,31 +75,60 @@ def forced_command(plan: DeploymentPlan, worker: NodePlan) -> str:
     return shlex.join([allow_path(worker), plan.container])
 
 
-def authorized_line(plan: DeploymentPlan, worker: NodePlan, public_key: str) -> str:
-    """The worker's authorized_keys line for the key: `restrict` (no pty, no forwarding of any kind, no ~/.ssh/rc)
-    and the forced command. `public_key`: the key step's stdout (`ssh-ed25519 AAAA... spark-llm-supervisor@STACK`)."""
-    words = public_key.split()
-    if len(words) < 2 or words[0] != "ssh-ed25519":
-        raise ValueError(f"the supervisor's key step printed no ed25519 public key: {public_key[:80]!r}")
+def key_options(plan: DeploymentPlan, worker: NodePlan) -> str:
+    """The options of the key's authorized_keys line: `restrict` (no pty, no forwarding of any kind, no ~/.ssh/rc)
+    and the forced command."""
     # sshd's option syntax (auth-options.c, opt_dequote): inside the double quotes `\"` is a quote, nothing else is
     # escaped. shlex.quote writes no double quote, but a path may hold one.
     command = forced_command(plan, worker).replace('"', '\\"')
-    return f'restrict,command="{command}" {" ".join(words)}'
+    return f'restrict,command="{command}"'
 
 
-def authorize_script(plan: DeploymentPlan, worker: NodePlan, public_key: str) -> str:
+def authorized_line(plan: DeploymentPlan, worker: NodePlan, public_key: str) -> str:
+    """The worker's authorized_keys line for the key (`key_options`, then the key).
+    `public_key`: the key step's stdout (`ssh-ed25519 AAAA... spark-llm-supervisor@STACK`)."""
+    words = public_key.split()
+    if len(words) < 2 or words[0] != "ssh-ed25519":
+        raise ValueError(f"the supervisor's key step printed no ed25519 public key: {public_key[:80]!r}")
+    return f"{key_options(plan, worker)} {' '.join(words)}"
+
+
+def _live_call(plan: DeploymentPlan, worker: NodePlan) -> str:
+    return shlex.join(["supervisor_key_live", allow_path(worker), key_options(plan, worker)])
+
+
+def probe(plan: DeploymentPlan, node: NodePlan) -> str:
+    """A worker's read-only probe section: `supervisor_key<TAB>DIGEST` of its key line(s) and allow script as they
+    are now (what the step recorded when it wrote them, unless someone changed them since)."""
+    if node.role == "head" or plan.supervisor is None:
+        return ""
+    return bash_lib("supervisor_key") + f"printf '{PROBE_SECTION}\\t%s\\n' \"$({_live_call(plan, node)})\"\n"
+
+
+def drift_warning(worker: NodePlan, why: str) -> str:
+    """What preview says when the key's line or the allow script changed on a worker since `pulumi up`."""
+    return (
+        f"drift: the supervisor's key on {worker.name} ({why}): its authorized_keys line or"
+        f" {allow_path(worker)} was removed or edited since `pulumi up`; `up` puts them back (until then the"
+        " supervisor cannot reach that worker)"
+    )
+
+
+def authorize_script(plan: DeploymentPlan, worker: NodePlan, public_key: str, token: str) -> str:
     """The worker's step: scripts/supervisor_allow.sh in place (0755), then the key's line in the login user's
-    authorized_keys, once. Run again at delete ($SPARK_LLM_PHASE=delete: `DELETE_PHASE`), it removes that line and
-    the script."""
+    authorized_keys, once, then its drift token (`token`) with the digest of both. Run again at delete
+    ($SPARK_LLM_PHASE=delete: `DELETE_PHASE`), it removes that line, the script and the token."""
     line = authorized_line(plan, worker, public_key)
     allow = shlex.quote(allow_path(worker))
+    recorded = shlex.quote(f"{worker.remote_dir}/{TOKENS_DIR}/{STEP}")
     return (
         bash_lib("supervisor_key")
         + 'if [ "${SPARK_LLM_PHASE:-create}" = delete ]; then\n'
         + f"  {shlex.join(['supervisor_key_allow', line])}\n"
-        + f"  rm -f {allow}\n"
+        + f"  rm -f {allow} {recorded}\n"
         + "  exit 0\n"
         + "fi\n"
         + file_script(allow_path(worker), ALLOW_SCRIPT.read_text(), "0755")
         + f"{shlex.join(['supervisor_key_allow', line])}\n"
+        + record_token_script(worker.remote_dir, STEP, token, f"$({_live_call(plan, worker)})")
     )

@@ -178,6 +178,18 @@ def test_the_supervisors_own_key_runs_only_docker_inspect_start_stop_logs_on_the
     assert [k for k in authorized if k.startswith(line) and k.endswith(" spark-llm-supervisor@sim")], authorized
 
 
+def test_its_line_taken_off_a_worker_is_drift_that_preview_names_and_up_puts_back(deployed, sim_cluster):
+    engines = {n: sim_cluster.started_at(n) for n in NODES}
+    sim_cluster.node_exec("worker-1", "sed", "-i", "/ spark-llm-supervisor@sim$/d", WORKER_AUTHORIZED_KEYS)
+    assert supervisor_ssh(sim_cluster, "docker inspect spark-llm-engine").returncode == 255  # ssh: not allowed in
+    preview = deployed("preview")
+    assert "drift: the supervisor's key on worker-1" in preview.stdout + preview.stderr
+    deployed.up()
+    assert supervisor_ssh(sim_cluster, "docker inspect spark-llm-engine").returncode == 0
+    assert {n: sim_cluster.started_at(n) for n in NODES} == engines  # the group was left alone
+    deployed("preview", "--expect-no-changes")
+
+
 def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_up_restarts_nothing(
     deployed, sim_cluster
 ):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import pulumi
+
 from tests.unit import graph_mocks
 from tests.unit.graph_mocks import (
     SUPERVISOR_PUBLIC_KEY,
@@ -141,3 +143,28 @@ def test_a_new_key_replaces_the_container_which_mounts_its_dir(monkeypatch, regi
     rotated = register(monkeypatch, raw)
     assert label(rotated[SUPERVISOR], "spark-llm.supervises") != label(registered[SUPERVISOR], "spark-llm.supervises")
     assert inputs(rotated["spark-supervisor-files"])["stdin"] == inputs(registered["spark-supervisor-files"])["stdin"]
+
+
+def test_a_key_line_removed_on_a_worker_is_drift_that_up_puts_back(monkeypatch):
+    """The line taken off a worker's authorized_keys (by hand, or a tool that rewrites the file) used to leave the
+    supervisor waiting for that worker forever; preview names it and `up` writes it again."""
+    from spark_llm.plan.observation import NodeObservation
+
+    def authorize_triggers(live: str, warnings: list[str]) -> list:
+        observations = {
+            "spark-1": NodeObservation(node="spark-1"),
+            "spark-2": NodeObservation(
+                node="spark-2", tokens={"supervisor-key": "tok-key abc"}, facts={"supervisor_key": live}
+            ),
+        }
+        monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+        got = register(monkeypatch, pinned(dual_spark_stack_file()), observations=observations)
+        return inputs(got["spark-supervisor-authorize-spark-2"])["triggers"]
+
+    kept: list[str] = []
+    assert "tok-key" in authorize_triggers("abc", kept)
+    assert not [w for w in kept if "supervisor's key" in w]
+    warned: list[str] = []
+    repair = [t for t in authorize_triggers("def", warned) if str(t).startswith("repair-")]
+    assert len(repair) == 1
+    assert [w for w in warned if w.startswith("drift: the supervisor's key on spark-2")], warned

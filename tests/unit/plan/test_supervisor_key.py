@@ -17,6 +17,7 @@ from spark_llm.plan import deployment, supervisor_key
 
 TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
 PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8ubTOjcX7oJjU6QEukYY0a7raHmteTa86O1fRoFJJN spark-llm-supervisor@prod"
+TOKEN = "repair-0123456789ab"
 OTHER_KEYS = "ssh-ed25519 AAAAoperator me@laptop\nssh-ed25519 AAAAfabric root@spark-1"  # no final newline
 
 
@@ -100,7 +101,7 @@ def test_the_workers_step_adds_its_line_once_beside_the_other_keys_and_installs_
     keys = tmp_path / ".ssh" / "authorized_keys"
     keys.write_text(OTHER_KEYS)
     keys.chmod(0o600)
-    script = supervisor_key.authorize_script(plan, worker, PUBLIC)
+    script = supervisor_key.authorize_script(plan, worker, PUBLIC, TOKEN)
     for _ in range(2):  # a second run (an `up` that re-runs it) adds nothing
         done = run_step(script, tmp_path)
         assert done.returncode == 0, done.stderr
@@ -114,7 +115,7 @@ def test_the_workers_step_adds_its_line_once_beside_the_other_keys_and_installs_
 
 def test_the_workers_step_makes_ssh_dir_and_file_private_when_there_are_none(raw_config, tmp_path):
     plan = plan_of(raw_config, tmp_path)
-    done = run_step(supervisor_key.authorize_script(plan, plan.workers[0], PUBLIC), tmp_path)
+    done = run_step(supervisor_key.authorize_script(plan, plan.workers[0], PUBLIC, TOKEN), tmp_path)
     assert done.returncode == 0, done.stderr
     keys = tmp_path / ".ssh" / "authorized_keys"
     assert stat.S_IMODE(keys.parent.stat().st_mode) == 0o700 and stat.S_IMODE(keys.stat().st_mode) == 0o600
@@ -130,13 +131,14 @@ def test_its_delete_removes_only_its_line_and_the_script(raw_config, tmp_path):
     others = f"{OTHER_KEYS}\n{PUBLIC.replace('prod', 'other')}\n{PUBLIC}\n"
     keys.write_text(others)
     keys.chmod(0o640)
-    script = supervisor_key.authorize_script(plan, worker, PUBLIC)
+    script = supervisor_key.authorize_script(plan, worker, PUBLIC, TOKEN)
     assert run_step(script, tmp_path).returncode == 0
     deleted = run_step(script, tmp_path, phase=supervisor_key.DELETE_PHASE)
     assert deleted.returncode == 0, deleted.stderr
     assert keys.read_text() == others
     assert stat.S_IMODE(keys.stat().st_mode) == 0o640  # the file's own mode kept
     assert not Path(supervisor_key.allow_path(worker)).exists()
+    assert not (tmp_path / "spark-llm" / "state" / supervisor_key.STEP).exists()  # its drift token goes too
     assert not list(keys.parent.glob(".spark-llm.*"))
     # A delete with nothing left to remove (a node set up again by hand) succeeds.
     again = run_step(script, tmp_path, phase=supervisor_key.DELETE_PHASE)
@@ -149,7 +151,44 @@ def test_its_delete_edits_the_file_a_link_points_to(raw_config, tmp_path):
     real = tmp_path / "keys"
     real.write_text(OTHER_KEYS + "\n")
     (tmp_path / ".ssh" / "authorized_keys").symlink_to(real)
-    script = supervisor_key.authorize_script(plan, plan.workers[0], PUBLIC)
+    script = supervisor_key.authorize_script(plan, plan.workers[0], PUBLIC, TOKEN)
     assert run_step(script, tmp_path).returncode == 0
     assert run_step(script, tmp_path, phase=supervisor_key.DELETE_PHASE).returncode == 0
     assert (tmp_path / ".ssh" / "authorized_keys").is_symlink() and real.read_text() == OTHER_KEYS + "\n"
+
+
+def probed(plan, node, home: Path) -> str:
+    """The live value the worker's probe section prints."""
+    out = run_step(supervisor_key.probe(plan, node), home)
+    assert out.returncode == 0, out.stderr
+    section, _, value = out.stdout.strip().partition("\t")
+    assert section == supervisor_key.PROBE_SECTION
+    return value
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "sed -i '/spark-llm-supervisor@prod/d' .ssh/authorized_keys",  # the line removed (ssh-copy-id, a new image)
+        "sed -i 's/restrict,//' .ssh/authorized_keys",  # the line's restriction taken off
+        "echo 'exec bash' >> spark-llm/supervisor-allow.sh",  # the allow script edited
+        "rm spark-llm/supervisor-allow.sh",
+    ],
+)
+def test_the_probe_reads_back_what_the_step_recorded_until_the_line_or_script_is_changed(raw_config, tmp_path, change):
+    plan = plan_of(raw_config, tmp_path)
+    worker = plan.workers[0]
+    assert run_step(supervisor_key.authorize_script(plan, worker, PUBLIC, TOKEN), tmp_path).returncode == 0
+    token, _, value = (tmp_path / "spark-llm" / "state" / supervisor_key.STEP).read_text().strip().partition(" ")
+    assert token == TOKEN and probed(plan, worker, tmp_path) == value
+    assert subprocess.run(["bash", "-c", change], cwd=tmp_path, timeout=30).returncode == 0
+    assert probed(plan, worker, tmp_path) != value
+
+
+def test_only_the_workers_of_a_supervised_stack_are_probed_for_the_key(raw_config):
+    plan = plan_of(raw_config)
+    assert supervisor_key.probe(plan, plan.head) == ""
+    assert supervisor_key.PROBE_SECTION in supervisor_key.probe(plan, plan.workers[0])
+    raw_config["supervisor"] = {"enabled": False}
+    off = deployment.build_plan(parse(raw_config), TEMPLATE)
+    assert supervisor_key.probe(off, off.workers[0]) == ""
