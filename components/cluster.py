@@ -177,12 +177,13 @@ class SparkCluster(pulumi.ComponentResource):
                 f"{name}-supervisor",
                 SupervisorArgs(
                     plan=plan,
-                    connection=connections[plan.head.name],
+                    connections=connections,
+                    state_id=identity.stdout,
                     provider=providers[plan.head.name],
                     image_id=image.image_id,
                     container_ids=container_ids,
                     ready=ready,
-                    head_observation=(args.observations or {}).get(plan.head.name),
+                    observations=args.observations,
                 ),
                 child,
             )

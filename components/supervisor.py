@@ -5,6 +5,12 @@
   replaced with the group (the spec names its containers); its delete removes them.
 - `{name}-state`: the state dir (the program's state.json), kept while the supervisor is configured; the program
   itself starts a new state for a new deployment.
+- `{name}-key` (with workers): the supervisor's own ssh key pair, made on the head (spark_llm.plan.supervisor_key:
+  the private key stays there, 0600; the step's stdout is the public line). A resource of this state (its id is a
+  trigger): a new state, or the supervisor turned off and on again, makes a new key; its delete removes the pair.
+- `{name}-authorize-{worker}`: on each worker, through the head, scripts/supervisor_allow.sh and the key's
+  authorized_keys line that lets it run only that script (docker inspect/start/stop/logs on the engine's
+  container); its delete removes that line only, and the script.
 - `{name}-image-check`: proves on the head that the image has python3 and an ssh client (re-run when the image
   changes). The engine group's steps wait for it (`image_check`, declared before the group): an image that cannot
   supervise fails `pulumi up` before anything is stopped.
@@ -22,13 +28,15 @@ an upgrade to this version restarts no group.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand
-from spark_llm.plan import supervisor
+from components.drift_notes import noted_step_token
+from spark_llm.plan import supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.observation import NodeObservation
 
@@ -37,8 +45,10 @@ from spark_llm.plan.observation import NodeObservation
 class SupervisorArgs:
     plan: DeploymentPlan
     """The deployment plan: the members, the budget (spark-llm:supervisor)."""
-    connection: command.remote.ConnectionArgs
-    """pulumi-command's connection to the head."""
+    connections: dict[str, command.remote.ConnectionArgs]
+    """pulumi-command's connection to each node, by node name (the head's, and each worker's through the head)."""
+    state_id: pulumi.Input[str]
+    """This state's id (components.state_identity): the supervisor's key is this state's."""
     provider: docker.Provider
     """The head's docker provider."""
     image_id: pulumi.Input[str]
@@ -47,8 +57,9 @@ class SupervisorArgs:
     """Each member's engine container as this `up` leaves them (deferred: resolved once the group is declared)."""
     ready: pulumi.Input[pulumi.Resource]
     """The readiness gate (deferred likewise): the files and container come once the group served."""
-    head_observation: NodeObservation | None = None
-    """What the head runs now (its supervisor container's state and label); None: not looked at (unit tests)."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node runs now (the head's supervisor container, each worker's key line); None: not looked at (unit
+    tests)."""
 
 
 class Supervisor(pulumi.ComponentResource):
@@ -60,6 +71,7 @@ class Supervisor(pulumi.ComponentResource):
     def __init__(self, name: str, args: SupervisorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:Supervisor", name, None, opts)
         plan = args.plan
+        head = args.connections[plan.head.name]
         image: pulumi.Input[str] = args.image_id
         custom = plan.supervisor.image if plan.supervisor else None
         if custom:
@@ -71,7 +83,7 @@ class Supervisor(pulumi.ComponentResource):
             ).image_id
         self.image_check = NodeCommand(
             f"{name}-image-check",
-            connection=args.connection,
+            connection=head,
             script=pulumi.Output.from_input(image).apply(lambda ref: supervisor.image_check_script(plan, ref)),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -81,7 +93,7 @@ class Supervisor(pulumi.ComponentResource):
         files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
         files = NodeCommand(
             f"{name}-files",
-            connection=args.connection,
+            connection=head,
             script=files_script,
             delete=supervisor.remove_files_command(plan),
             # The old files' delete runs before the new ones are written: same paths.
@@ -89,17 +101,58 @@ class Supervisor(pulumi.ComponentResource):
         )
         state = NodeCommand(
             f"{name}-state",
-            connection=args.connection,
+            connection=head,
             script=supervisor.state_dir_script(plan),
             delete=supervisor.remove_state_command(plan),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        seen = args.head_observation
+        # Its own ssh key for the workers, allowed there to run docker inspect/start/stop/logs on the engine only.
+        public_key: pulumi.Input[str] = ""
+        authorized: list[pulumi.Resource] = []
+        if plan.workers:
+            key = NodeCommand(
+                f"{name}-key",
+                connection=head,
+                script=supervisor_key.keygen_script(plan, pulumi.get_stack()),
+                delete=supervisor_key.remove_key_command(plan),
+                # A new key connection (the operator's) must not make a new key: the update prints the public one
+                # again, as the step's stdout is what the workers' lines are made of.
+                update=supervisor_key.public_key_command(plan),
+                # A new state makes a key of its own (two states of one stack never share one).
+                triggers=[args.state_id],
+                # The old pair's delete runs before the new one is made: same paths.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+            public_key = key.stdout.apply(lambda out: out.strip())
+            for worker in plan.workers:
+                # A line or script removed or edited on the worker since: a new token, `up` puts them back.
+                there = (args.observations or {}).get(worker.name)
+                live = there.facts.get(supervisor_key.PROBE_SECTION) if there is not None else None
+                token = noted_step_token(
+                    there, supervisor_key.STEP, live, on_drift=partial(supervisor_key.drift_warning, worker)
+                )
+                authorized.append(
+                    NodeCommand(
+                        f"{name}-authorize-{worker.name}",
+                        connection=args.connections[worker.name],
+                        script=pulumi.Output.from_input(public_key).apply(
+                            partial(supervisor_key.authorize_script, plan, worker, token=token)
+                        ),
+                        triggers=[token],
+                        # Its delete runs its script again: the key's line (that line only) and the script go.
+                        delete_phase=supervisor_key.DELETE_PHASE,
+                        # The old line and script go before the new ones are written (same script path).
+                        opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                    )
+                )
+        seen = (args.observations or {}).get(plan.head.name)
         observed = seen.facts.get(supervisor.CONTAINER_SECTION) if seen is not None and seen.error is None else None
         run = seen.run if seen is not None else ""
 
-        def label(script: str) -> str:
-            return supervisor.container_label(supervisor.files_digest(script), observed, run)
+        def label(files_and_key: list[str]) -> str:
+            return supervisor.container_label(
+                supervisor.files_digest("\0".join(filter(None, files_and_key))), observed, run
+            )
 
         container = docker.Container(
             name,
@@ -116,7 +169,12 @@ class Supervisor(pulumi.ComponentResource):
             ],
             # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
             # A container found gone or stopped gets a new label too (supervisor.container_label): `up` starts it.
-            labels=[docker.ContainerLabelArgs(label=supervisor.LABEL, value=files_script.apply(label))],
+            # A new key too: the container mounts the key's dir, which a new key's step makes anew.
+            labels=[
+                docker.ContainerLabelArgs(
+                    label=supervisor.LABEL, value=pulumi.Output.all(files_script, public_key).apply(label)
+                )
+            ],
             # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
             # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
             restart="unless-stopped",
@@ -125,7 +183,7 @@ class Supervisor(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[files, state, self.image_check, *after],
+                depends_on=[files, state, self.image_check, *authorized, *after],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),

@@ -5,7 +5,8 @@ Runs in the `spark-llm-supervisor` container on the head (components/supervisor.
 only. Usage: supervisor.py SPEC.json (written by `pulumi up`, 0600, mounted read-only; spark_llm.plan.supervisor).
 
 Every `poll_seconds` it reads every member's engine container: the head's through the head's Docker socket, each
-worker's with `docker inspect` over ssh (the head's fabric key, the workers' pinned host keys). The group's verdict
+worker's with `docker inspect` over ssh (its own key, which a worker lets run only docker inspect/start/stop/logs on
+the engine: scripts/supervisor_allow.sh; the workers' pinned host keys). The group's verdict
 is spark_llm.group.verdict's, the one `pulumi preview` and `spark-llm status` use (so a group this restarts is no
 drift for the next `pulumi up`: the same containers, started again in order), with the supervisor's policy: a
 member absent, unreachable or replaced is waited for. A broken group is restarted in spark_llm.group.order (each

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import container, node_files, supervisor
+from spark_llm.plan import container, node_files, supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.image import steps as image
 from spark_llm.plan.image.steps import ImagePlan
@@ -30,7 +30,7 @@ class DeploymentSteps:
     """The launch files each node gets (components.launch_scripts)."""
     probes: dict[str, str]
     """The extra probe sections each node's observation runs (spark_llm.remote.observe): the launch files' and the
-    weights' live digests, and on the head the supervisor's state."""
+    weights' live digests, on the head the supervisor's state, on a worker the supervisor's key line."""
     stops: dict[str, str]
     """The step that stops each node's engine before the group is replaced (components.engine_group)."""
 
@@ -46,6 +46,7 @@ def build_steps(plan: DeploymentPlan) -> DeploymentSteps:
             n.name: node_files.probe([f.path for f in files[n.name]])
             + weights_steps.probes[n.name]
             + supervisor.probe(plan, n)
+            + supervisor_key.probe(plan, n)
             for n in plan.nodes
         },
         stops={n.name: container.stop_script(plan, n) for n in plan.nodes},

@@ -1,7 +1,8 @@
 """Pure: the group's supervisor (scripts/supervisor.py in a container on the head), as data and bash.
 
 components/supervisor.py declares it when spark-llm:supervisor.enabled: a files step on the head (the program, its
-spec, the workers' pinned host keys), the container, and a step that stops it before `pulumi up` touches the group.
+spec, the workers' pinned host keys), its own ssh key (spark_llm.plan.supervisor_key: what it may run on a worker),
+the container, and a step that stops it before `pulumi up` touches the group.
 What it did (its state file on the head) is read back here for `spark-llm status` and `pulumi preview`.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import spark_llm.group
 from spark_llm.group.records import IN_PROGRESS, GaveUp, RestartRecord, SpecMember, SupervisorSpec, dumps, parse_state
+from spark_llm.plan import supervisor_key
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
@@ -27,7 +29,6 @@ GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
 # Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
 CONTAINER_DIR = "/spark-llm-supervisor"
 CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
-CONTAINER_KEY = "/spark-llm-supervisor-key/fabric-key"
 # The engine's API key file (its `--config`), read-only: the supervisor's completion sends the key the clients send.
 CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
@@ -51,17 +52,6 @@ def state_dir(head: NodePlan) -> str:
 
 def state_path(head: NodePlan) -> str:
     return f"{state_dir(head)}/{STATE_FILE}"
-
-
-def head_home(head: NodePlan) -> str:
-    """The head user's home (its remote dir is `HOME/spark-llm`: spark_llm.plan.nodes.remote_dir)."""
-    return head.remote_dir.rsplit("/", 1)[0]
-
-
-def fabric_key_on_head(plan: DeploymentPlan) -> str:
-    """spark-llm:network.fabricKeyPath as an absolute path on the head (docker mounts need one)."""
-    path = plan.fabric_key_path
-    return head_home(plan.head) + path[1:] if path.startswith("~") else path
 
 
 def known_hosts(plan: DeploymentPlan) -> str:
@@ -101,7 +91,8 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         "container": plan.container,
         "members": members,
         "docker_socket": DOCKER_SOCKET,
-        "key_path": CONTAINER_KEY,
+        # Its own key, which may only run docker inspect/start/stop/logs on the engine (not the head's fabric key).
+        "key_path": supervisor_key.CONTAINER_KEY,
         "known_hosts": f"{CONTAINER_DIR}/known_hosts",
         "ssh_options": list(FABRIC_SSH_OPTIONS),
         "api_host": plan.api_address.strip("[]"),
@@ -136,18 +127,9 @@ def program_files() -> dict[str, str]:
 
 def files_script(plan: DeploymentPlan, spec_text: str, program: dict[str, str]) -> str:
     """The step on the head that writes the program (`program_files`), its spec and the pinned host keys (0600, the
-    dir 0700), and checks the fabric key is a readable file (docker would make a directory at a missing mount
-    source)."""
+    dir 0700). The ssh key it reaches the workers with is its own key step's (spark_llm.plan.supervisor_key)."""
     directory = files_dir(plan.head)
     out = f"mkdir -p {shlex.quote(directory)}\nchmod 0700 {shlex.quote(directory)}\n"
-    if plan.workers:
-        key = fabric_key_on_head(plan)
-        message = (
-            f"the supervisor needs the head's fabric key {key} (spark-llm:network.fabricKeyPath) to reach the"
-            " workers, and it is not a readable file on the head; set the key path or put the key there"
-        )
-        quoted = shlex.quote(key)
-        out += f"[ -f {quoted} ] && [ -r {quoted} ] || {{ echo {shlex.quote(message)} >&2; exit 1; }}\n"
     files = {**program, "spec.json": spec_text, "known_hosts": known_hosts(plan)}
     for name, content in files.items():
         out += file_script(f"{directory}/{name}", content, "0600")
@@ -199,7 +181,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),
     ]
     if plan.workers:
-        out.append(Mount(fabric_key_on_head(plan), CONTAINER_KEY))
+        # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.
+        out.append(Mount(supervisor_key.key_dir(head), supervisor_key.CONTAINER_KEY_DIR))
     if plan.api_config_path:
         out.append(Mount(plan.api_config_path, CONTAINER_API_CONFIG))
     return tuple(out)

@@ -5,11 +5,14 @@ group serves again without anyone running a command, workers started before the 
 30 s, and the next `pulumi up` restarts nothing (the supervisor started the same containers again, in order). A
 member that crashes on every start is restarted at most maxRestarts times, then the group is left stopped and
 `spark-llm status` fails saying the supervisor gave up and why; once the cause is gone, `pulumi up` converges.
+The supervisor reaches the worker with a key of its own that runs docker inspect/start/stop/logs on the engine there
+and nothing else (issue 31, 11), and `pulumi destroy` takes that key off the worker.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import SIM_IMAGE_TAG, Pulumi, SimCluster, assert_group_serves, complete, run
+from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read, leaks
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -28,6 +32,12 @@ SUPERVISOR_STATE = "/root/spark-llm/supervisor-state/state.json"
 CRASH_FILE_IN_CONTAINER = "/root/.cache/standin-crash"
 CRASH_FILE_ON_NODE = "/root/spark-llm/cache/standin-crash"
 MAX_RESTARTS = 2
+# The supervisor's own key on the head, and what a worker lets it run (spark_llm.plan.supervisor_key).
+SUPERVISOR_KEY = "/root/spark-llm/supervisor-key/id_ed25519"
+WORKER_AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
+ALLOW_SCRIPT = "/root/spark-llm/supervisor-allow.sh"
+# Every command line seen on this machine while the module's `pulumi up` ran (secrets_scan.ArgvSampler).
+UP_COMMAND_LINES: set[str] = set()
 # What the done-criterion allows beyond the group's own start time, from the reboot to a served completion.
 SLACK_S = 30
 
@@ -45,7 +55,9 @@ def supervisor_config(pulumi: Pulumi) -> None:
 @pytest.fixture(scope="module")
 def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
     supervisor_config(pulumi)
-    pulumi.up()
+    with ArgvSampler() as sampler:
+        pulumi.up()
+    UP_COMMAND_LINES.update(sampler.seen)
     yield pulumi
 
 
@@ -106,6 +118,76 @@ def supervisor_restarts(sim: SimCluster) -> list[dict]:
 def restart_ended(sim: SimCluster, recorded: int) -> bool:
     restarts = supervisor_restarts(sim)
     return len(restarts) > recorded and "ended" in restarts[-1]
+
+
+def supervisor_ssh(sim: SimCluster, request: str | None) -> subprocess.CompletedProcess[str]:
+    """From inside the supervisor's container, ssh to the worker as scripts/supervisor.py does (its spec's key, pins
+    and options: Node.ssh), asking `request` (None: a login shell)."""
+    spec = json.loads(
+        sim.node_exec("head", "docker", "exec", SUPERVISOR, "cat", "/spark-llm-supervisor/spec.json").stdout
+    )
+    worker = next(m for m in spec["members"] if m["role"] == "worker")
+    ssh = ["ssh", "-i", spec["key_path"], "-o", f"UserKnownHostsFile={spec['known_hosts']}"]
+    ssh += [w for o in spec["ssh_options"] for w in ("-o", o)]
+    ssh += ["-p", str(worker["port"]), f"{worker['user']}@{worker['address']}"]
+    return sim.node_exec("head", "docker", "exec", SUPERVISOR, *ssh, *(["--", request] if request else []), check=False)
+
+
+def test_the_supervisors_own_key_runs_only_docker_inspect_start_stop_logs_on_the_engine_on_a_worker(
+    deployed, sim_cluster
+):
+    """It used to hold the head's fabric key, a root shell on every worker; its own key runs nothing else."""
+    for request in (
+        None,
+        "id",
+        "docker run --rm --entrypoint id spark-llm/standin-engine:sim",
+        "docker inspect spark-llm-supervisor",
+        "docker exec spark-llm-engine id",
+        "docker inspect spark-llm-engine; id",
+        "docker inspect $(id) spark-llm-engine",
+    ):
+        refused = supervisor_ssh(sim_cluster, request)
+        assert refused.returncode == 126, (request, refused.returncode, refused.stdout, refused.stderr)
+        assert "uid=" not in refused.stdout + refused.stderr, request
+        assert "the supervisor's key may only run docker inspect|start|stop|logs on spark-llm-engine" in refused.stderr
+    inspect = supervisor_ssh(sim_cluster, "docker inspect spark-llm-engine")
+    assert inspect.returncode == 0, inspect.stderr
+    assert json.loads(inspect.stdout)[0]["Name"] == "/spark-llm-engine"
+    logs = supervisor_ssh(sim_cluster, "docker logs --tail 5 spark-llm-engine 2>&1")
+    assert logs.returncode == 0 and logs.stdout.strip(), logs.stderr
+    # The head's fabric key (~/.ssh) is no longer in the container.
+    mounts = sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{json .Mounts}}", SUPERVISOR).stdout
+    assert "/.ssh" not in mounts and "/root/spark-llm/supervisor-key" in mounts, mounts
+    # Its private key: 0600 in a 0700 dir on the head, and nowhere else in the open.
+    modes = sim_cluster.node_exec("head", "stat", "-c", "%a", SUPERVISOR_KEY, SUPERVISOR_KEY.rsplit("/", 1)[0])
+    assert modes.stdout.split() == ["600", "700"]
+    private = sim_cluster.node_exec("head", "cat", SUPERVISOR_KEY).stdout
+    # Its base64 lines but the first: that one is the format's header (`openssh-key-v1`, no cipher, one ed25519 key),
+    # the same in every such key, the operator's own in the state's (encrypted) connection included.
+    needles = {
+        "supervisor key": [line for line in private.splitlines()[2:] if len(line) >= 20 and "PRIVATE" not in line]
+    }
+    assert needles["supervisor key"]
+    assert not leaks(deployed("stack", "export", "--show-secrets").stdout, needles)
+    assert not [line[:200] for line in UP_COMMAND_LINES if leaks(line, needles)]
+    for node in NODES:
+        readable = files_others_read(sim_cluster, node)
+        assert not [path for path, content in readable.items() if leaks(content.decode(errors="replace"), needles)]
+    line = f'restrict,command="{ALLOW_SCRIPT} spark-llm-engine" ssh-ed25519 '
+    authorized = sim_cluster.node_exec("worker-1", "cat", WORKER_AUTHORIZED_KEYS).stdout.splitlines()
+    assert [k for k in authorized if k.startswith(line) and k.endswith(" spark-llm-supervisor@sim")], authorized
+
+
+def test_its_line_taken_off_a_worker_is_drift_that_preview_names_and_up_puts_back(deployed, sim_cluster):
+    engines = {n: sim_cluster.started_at(n) for n in NODES}
+    sim_cluster.node_exec("worker-1", "sed", "-i", "/ spark-llm-supervisor@sim$/d", WORKER_AUTHORIZED_KEYS)
+    assert supervisor_ssh(sim_cluster, "docker inspect spark-llm-engine").returncode == 255  # ssh: not allowed in
+    preview = deployed("preview")
+    assert "drift: the supervisor's key on worker-1" in preview.stdout + preview.stderr
+    deployed.up()
+    assert supervisor_ssh(sim_cluster, "docker inspect spark-llm-engine").returncode == 0
+    assert {n: sim_cluster.started_at(n) for n in NODES} == engines  # the group was left alone
+    deployed("preview", "--expect-no-changes")
 
 
 def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_up_restarts_nothing(
@@ -252,3 +334,15 @@ def test_a_supervisor_killed_or_removed_is_named_by_status_and_preview_and_start
     code, status = spark_llm_status(deployed)
     assert code == 0 and status["state"] == "in sync", status
     deployed("preview", "--expect-no-changes")
+
+
+def test_destroy_takes_the_supervisors_key_off_the_worker_and_the_head(deployed, sim_cluster):
+    """`pulumi destroy` removes its authorized_keys line (that line only), the worker's allow script and the key."""
+    before = sim_cluster.node_exec("worker-1", "cat", WORKER_AUTHORIZED_KEYS).stdout.splitlines()
+    ours = [k for k in before if k.endswith(" spark-llm-supervisor@sim")]
+    assert len(ours) == 1, before
+    deployed("destroy", "--yes", "--skip-preview")
+    after = sim_cluster.node_exec("worker-1", "cat", WORKER_AUTHORIZED_KEYS).stdout.splitlines()
+    assert after == [k for k in before if k not in ours]
+    assert sim_cluster.node_exec("worker-1", "test", "-e", ALLOW_SCRIPT, check=False).returncode == 1
+    assert sim_cluster.node_exec("head", "test", "-e", SUPERVISOR_KEY.rsplit("/", 1)[0], check=False).returncode == 1

@@ -27,6 +27,10 @@ IMAGE_ID = "sha256:" + "c" * 64
 WEIGHTS_DIGEST = "ab" * 32
 # What the mocked Ray token step prints (components/launch_scripts.py makes a random one).
 RAY_TOKEN = "5a" * 32
+# What the mocked supervisor's key step prints (components/supervisor.py makes a key pair on the head).
+SUPERVISOR_PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake spark-llm-supervisor@dual-spark"
+)
 # What the mocked program reads as ~/.ssh/id_ed25519 (the stacks' sshKeyPath): not a usable key, only its shape.
 FAKE_PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc3BhcmstbGxtIHRlc3Qga2V5\n-----END OPENSSH PRIVATE KEY-----\n"
 
@@ -38,6 +42,8 @@ class Mocks(pulumi.runtime.Mocks):
             outs["imageId"] = IMAGE_ID
         elif args.name.endswith("-ray-token") and args.typ == "command:local:Command":
             outs["stdout"] = RAY_TOKEN
+        elif args.name == "spark-supervisor-key":
+            outs["stdout"] = SUPERVISOR_PUBLIC_KEY + "\n"
         elif args.name.startswith("spark-weights-"):
             outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
         return [f"{args.name}-id", outs]

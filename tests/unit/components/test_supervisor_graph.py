@@ -6,7 +6,18 @@ from __future__ import annotations
 import json
 import shlex
 
-from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned, register
+import pulumi
+
+from tests.unit import graph_mocks
+from tests.unit.graph_mocks import (
+    SUPERVISOR_PUBLIC_KEY,
+    dual_spark_stack_file,
+    inputs,
+    label,
+    pinned,
+    register,
+    without_secrets,
+)
 
 SUPERVISOR = "spark-supervisor"
 
@@ -24,9 +35,40 @@ def test_the_supervisor_is_a_container_on_the_head_that_comes_back_after_a_reboo
     assert got["restart"] == "unless-stopped" and got["networkMode"] == "host"
     volumes = {v["containerPath"]: v for v in got["volumes"]}
     assert volumes["/var/run/docker.sock"]["hostPath"] == "/var/run/docker.sock"
-    assert volumes["/spark-llm-supervisor-key/fabric-key"]["hostPath"] == "/home/aurora/.ssh/id_ed25519"
-    assert volumes["/spark-llm-supervisor-key/fabric-key"]["readOnly"] is True
+    # Its own key's dir, read-only; the head's fabric key (~/.ssh) is not mounted.
+    assert volumes["/spark-llm-supervisor-key"]["hostPath"] == "/home/aurora/spark-llm/supervisor-key"
+    assert volumes["/spark-llm-supervisor-key"]["readOnly"] is True
+    assert not any(".ssh" in v["hostPath"] for v in volumes.values())
     assert container.deleteBeforeReplace
+
+
+def test_its_own_key_is_made_on_the_head_per_state_and_removed_with_it(registered):
+    key = registered["spark-supervisor-key"]
+    assert key.type == "command:remote:Command"
+    got = inputs(key)
+    assert got["connection"]["value"]["host"] == "10.1.230.180"  # the head (the connection is a secret)
+    call = shlex.split(got["stdin"].splitlines()[-1])
+    assert call == ["supervisor_key_make", "/home/aurora/spark-llm/supervisor-key", "spark-llm-supervisor@dual-spark"]
+    assert "PRIVATE KEY" not in json.dumps(without_secrets(got))
+    assert got["delete"].endswith("rm -rf /home/aurora/spark-llm/supervisor-key")
+    assert got["update"].endswith("cat /home/aurora/spark-llm/supervisor-key/id_ed25519.pub")
+    # This state's id (components.state_identity) is a trigger: a new state makes a key of its own.
+    assert _depends_on(key, "spark-state")
+    assert key.deleteBeforeReplace
+
+
+def test_each_worker_allows_the_key_only_its_forced_command_and_removes_that_line_at_delete(registered):
+    step = registered["spark-supervisor-authorize-spark-2"]
+    got = inputs(step)
+    connection = got["connection"]["value"]
+    assert connection["host"] == "192.168.200.13" and connection["proxy"]["host"] == "10.1.230.180"
+    line = 'restrict,command="/home/aurora/spark-llm/supervisor-allow.sh spark-llm-engine" ' + SUPERVISOR_PUBLIC_KEY
+    assert shlex.join(["supervisor_key_allow", line]) in got["stdin"]
+    assert "SPARK_LLM_PHASE=delete " in got["delete"]
+    assert step.deleteBeforeReplace
+    assert _depends_on(step, "spark-supervisor-key")
+    assert "spark-supervisor-authorize-spark-1" not in registered  # the head's engine is read through its socket
+    assert _depends_on(registered[SUPERVISOR], "spark-supervisor-authorize-spark-2")
 
 
 def test_it_starts_after_the_readiness_gate_and_its_files(registered):
@@ -84,3 +126,45 @@ def test_a_supervisor_image_of_its_own_is_pulled_and_that_image_is_checked(monke
     assert inputs(got["spark-supervisor-image"])["name"] == "registry.example/engine-with-ssh:1"
     last = inputs(got["spark-supervisor-image-check"])["stdin"].splitlines()[-1]
     assert "'registry.example/engine-with-ssh:1 (spark-llm:supervisor.image)'" in last
+
+
+def test_a_head_alone_gets_no_key_and_no_worker_step(monkeypatch):
+    raw = pinned(dual_spark_stack_file())
+    raw["nodes"] = raw["nodes"][:1]
+    got = register(monkeypatch, raw)
+    assert "spark-supervisor-key" not in got and not [n for n in got if "-authorize-" in n]
+    volumes = {v["containerPath"] for v in inputs(got[SUPERVISOR])["volumes"]}
+    assert "/spark-llm-supervisor-key" not in volumes
+
+
+def test_a_new_key_replaces_the_container_which_mounts_its_dir(monkeypatch, registered):
+    raw = pinned(dual_spark_stack_file())
+    monkeypatch.setattr(graph_mocks, "SUPERVISOR_PUBLIC_KEY", SUPERVISOR_PUBLIC_KEY.replace("Fake", "Next"))
+    rotated = register(monkeypatch, raw)
+    assert label(rotated[SUPERVISOR], "spark-llm.supervises") != label(registered[SUPERVISOR], "spark-llm.supervises")
+    assert inputs(rotated["spark-supervisor-files"])["stdin"] == inputs(registered["spark-supervisor-files"])["stdin"]
+
+
+def test_a_key_line_removed_on_a_worker_is_drift_that_up_puts_back(monkeypatch):
+    """The line taken off a worker's authorized_keys (by hand, or a tool that rewrites the file) used to leave the
+    supervisor waiting for that worker forever; preview names it and `up` writes it again."""
+    from spark_llm.plan.observation import NodeObservation
+
+    def authorize_triggers(live: str, warnings: list[str]) -> list:
+        observations = {
+            "spark-1": NodeObservation(node="spark-1"),
+            "spark-2": NodeObservation(
+                node="spark-2", tokens={"supervisor-key": "tok-key abc"}, facts={"supervisor_key": live}
+            ),
+        }
+        monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+        got = register(monkeypatch, pinned(dual_spark_stack_file()), observations=observations)
+        return inputs(got["spark-supervisor-authorize-spark-2"])["triggers"]
+
+    kept: list[str] = []
+    assert "tok-key" in authorize_triggers("abc", kept)
+    assert not [w for w in kept if "supervisor's key" in w]
+    warned: list[str] = []
+    repair = [t for t in authorize_triggers("def", warned) if str(t).startswith("repair-")]
+    assert len(repair) == 1
+    assert [w for w in warned if w.startswith("drift: the supervisor's key on spark-2")], warned

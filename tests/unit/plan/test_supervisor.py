@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from spark_llm.config import parse
-from spark_llm.plan import deployment, supervisor
+from spark_llm.plan import deployment, supervisor, supervisor_key
 from spark_llm.plan.steps import build_steps
 
 TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
@@ -40,17 +40,23 @@ def test_a_new_group_is_a_new_deployment_for_the_supervisor(raw_config):
     assert one != supervisor.spec(plan, {"spark-1": "a", "spark-2": "c"})["deployment"]
 
 
-def test_the_fabric_key_is_mounted_from_the_head_users_home_and_checked_before_docker_mounts_it(raw_config):
+def test_it_mounts_its_own_keys_dir_read_only_and_never_the_fabric_key(raw_config):
     raw_config["network"] = {"fabricKeyPath": "~/.ssh/fabric"}
     plan = plan_of(raw_config)
-    assert supervisor.fabric_key_on_head(plan) == "/home/aurora/.ssh/fabric"
     mounts = {m.target: m for m in supervisor.mounts(plan)}
-    assert mounts[supervisor.CONTAINER_KEY].source == "/home/aurora/.ssh/fabric"
-    assert mounts[supervisor.CONTAINER_KEY].read_only
+    assert mounts[supervisor_key.CONTAINER_KEY_DIR].source == "/home/aurora/spark-llm/supervisor-key"
+    assert mounts[supervisor_key.CONTAINER_KEY_DIR].read_only
     assert not mounts[supervisor.DOCKER_SOCKET].read_only
+    assert not any("fabric" in m.source or ".ssh" in m.source for m in mounts.values())
+    assert supervisor.spec(plan, {})["key_path"] == "/spark-llm-supervisor-key/id_ed25519"
     script = supervisor.files_script(plan, "{}\n", {"supervisor.py": "print()\n"})
-    assert "[ -f /home/aurora/.ssh/fabric ] && [ -r /home/aurora/.ssh/fabric ]" in script
-    assert "spark-llm:network.fabricKeyPath" in script
+    assert "fabric" not in script and "fabricKeyPath" not in script
+
+
+def test_a_head_alone_mounts_no_key(raw_config):
+    raw_config["nodes"] = raw_config["nodes"][:1]
+    plan = plan_of(raw_config)
+    assert supervisor_key.CONTAINER_KEY_DIR not in {m.target for m in supervisor.mounts(plan)}
 
 
 def test_the_program_ships_with_the_groups_room_and_runs_on_a_bare_python(tmp_path):

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# What the supervisor's own ssh key may run on a worker, and nothing more (README, Security).
+#
+# sshd runs this for every session of that key, whatever the client asked: the worker's authorized_keys holds
+# `restrict,command="HOME/spark-llm/supervisor-allow.sh CONTAINER" ssh-ed25519 ... spark-llm-supervisor@STACK`, written by
+# `pulumi up` (spark_llm.plan.supervisor_key) and removed by `pulumi destroy`. What the client asked is in
+# $SSH_ORIGINAL_COMMAND (empty for a login shell).
+#
+# Usage: supervisor_allow.sh CONTAINER   (CONTAINER: the engine's container, spark-llm:engine.containerName)
+# Allowed, word for word (what scripts/supervisor.py asks; spark_llm.group.logs.logs_command for `logs`):
+#   docker inspect CONTAINER
+#   docker start CONTAINER
+#   docker stop [-t SECONDS] CONTAINER
+#   docker logs [--tail LINES] CONTAINER [2>&1]      (2>&1: the engine's stderr merged into stdout, as asked)
+# Anything else (a shell, another verb, another container, one word more) is refused: one line on stderr, exit 126.
+# The request is split on blanks and compared word by word; it is never evaluated, so a quote, `;`, `&&`, `$(...)`
+# or a glob in it is only a word that matches nothing.
+set -euo pipefail
+
+if [ $# -ne 1 ] || [ -z "$1" ]; then
+  echo "Usage: supervisor_allow.sh CONTAINER (sshd runs it for the supervisor's key; the request in \$SSH_ORIGINAL_COMMAND)" >&2
+  exit 2
+fi
+container=$1
+request=${SSH_ORIGINAL_COMMAND:-}
+
+refuse() {
+  # One line: a control character of the request (a newline) is shown as `?`.
+  local shown=${request//[![:print:]]/?}
+  echo "spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on $container; refused:" \
+    "${shown:-a login shell}" >&2
+  exit 126
+}
+
+# A newline or any other control character: `read` below would see only the first line. Refused outright.
+case $request in *[![:print:]]*) refuse ;; esac
+words=()
+read -r -a words <<<"$request"
+n=${#words[@]}
+digits='^[0-9]{1,5}$'
+
+# Each allowed form ends in `exec` (docker's own exit code and output); whatever falls through is refused.
+if [[ $n -ge 3 && ${words[0]} == docker ]]; then
+  case ${words[1]} in
+    inspect | start)
+      if [[ $n -eq 3 && ${words[2]} == "$container" ]]; then
+        exec docker "${words[1]}" "$container"
+      fi
+      ;;
+    stop)
+      if [[ $n -eq 3 && ${words[2]} == "$container" ]]; then
+        exec docker stop "$container"
+      fi
+      if [[ $n -eq 5 && ${words[2]} == -t && ${words[3]} =~ $digits && ${words[4]} == "$container" ]]; then
+        exec docker stop -t "${words[3]}" "$container"
+      fi
+      ;;
+    logs)
+      tail=()
+      rest=("${words[@]:2}")
+      if [[ ${rest[0]} == --tail && ${#rest[@]} -ge 2 && ${rest[1]} =~ $digits ]]; then
+        tail=(--tail "${rest[1]}")
+        rest=("${rest[@]:2}")
+      fi
+      if [[ ${#rest[@]} -eq 1 && ${rest[0]} == "$container" ]]; then
+        exec docker logs "${tail[@]}" "$container"
+      fi
+      if [[ ${#rest[@]} -eq 2 && ${rest[0]} == "$container" && ${rest[1]} == '2>&1' ]]; then
+        exec docker logs "${tail[@]}" "$container" 2>&1
+      fi
+      ;;
+  esac
+fi
+refuse

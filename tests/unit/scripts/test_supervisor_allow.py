@@ -1,0 +1,154 @@
+"""scripts/supervisor_allow.sh: what the supervisor's key may run on a worker (sshd's forced command for that key).
+
+Run as sshd runs it, with $SSH_ORIGINAL_COMMAND set and a stand-in `docker` on PATH that records its argv: an
+allowed request reaches docker as exactly its words, anything else never reaches it and exits 126 with one line.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spark_llm.group.logs import logs_command
+
+ALLOW = Path(__file__).resolve().parents[3] / "scripts" / "supervisor_allow.sh"
+ENGINE = "spark-llm-engine"
+# Records its argv, one word a line (a word with a newline in it would show as two), and says which stream is which.
+FAKE_DOCKER = """#!/bin/bash
+printf '%s\\n' "$@" > "$DOCKER_ARGV"
+echo "docker's stdout"
+echo "docker's stderr" >&2
+"""
+
+
+def allow(tmp_path: Path, request: str | None, container: str = ENGINE) -> tuple[subprocess.CompletedProcess, list]:
+    """The script run for `request` (None: a login shell, no SSH_ORIGINAL_COMMAND); docker's argv, or None when it
+    was not run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    argv = tmp_path / "argv"
+    argv.unlink(missing_ok=True)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DOCKER_ARGV": str(argv)}
+    if request is not None:
+        env["SSH_ORIGINAL_COMMAND"] = request
+    run = subprocess.run(["bash", str(ALLOW), container], env=env, capture_output=True, text=True, timeout=30)
+    return run, argv.read_text().splitlines() if argv.exists() else None
+
+
+# What scripts/supervisor.py sends a worker today (Node.read, Node.act, Node.logs), built as it builds them.
+SUPERVISOR_REQUESTS = [
+    (shlex.join(["docker", "inspect", ENGINE]), ["inspect", ENGINE]),
+    (shlex.join(["docker", "start", ENGINE]), ["start", ENGINE]),
+    (shlex.join(["docker", "stop", "-t", "10", ENGINE]), ["stop", "-t", "10", ENGINE]),
+    (logs_command(ENGINE, tail=5), ["logs", "--tail", "5", ENGINE]),
+]
+
+
+@pytest.mark.parametrize(("request_line", "argv"), SUPERVISOR_REQUESTS)
+def test_each_request_of_the_supervisor_reaches_docker_as_exactly_its_words(tmp_path, request_line, argv):
+    run, seen = allow(tmp_path, request_line)
+    assert run.returncode == 0, run.stderr
+    assert seen == argv
+
+
+@pytest.mark.parametrize(
+    ("request_line", "argv"),
+    [
+        (f"docker stop {ENGINE}", ["stop", ENGINE]),
+        (f"docker logs {ENGINE}", ["logs", ENGINE]),
+        (f"docker logs --tail 50 {ENGINE} 2>&1", ["logs", "--tail", "50", ENGINE]),
+        # Blanks between words are not words.
+        (f"  docker   inspect  {ENGINE} ", ["inspect", ENGINE]),
+    ],
+)
+def test_the_allowed_forms_without_their_options(tmp_path, request_line, argv):
+    run, seen = allow(tmp_path, request_line)
+    assert run.returncode == 0, run.stderr
+    assert seen == argv
+
+
+def test_logs_merges_the_engines_stderr_only_when_asked_to(tmp_path):
+    merged, _ = allow(tmp_path, logs_command(ENGINE, tail=5))
+    assert merged.stdout.split("\n")[:2] == ["docker's stdout", "docker's stderr"] and merged.stderr == ""
+    apart, _ = allow(tmp_path, f"docker logs --tail 5 {ENGINE}")
+    assert apart.stdout == "docker's stdout\n" and apart.stderr == "docker's stderr\n"
+
+
+REFUSED = [
+    None,  # `ssh worker`: a login shell
+    "",
+    "id",
+    "bash",
+    "sh -c id",
+    "docker",
+    "docker ps",
+    f"docker run --rm -v /:/host {ENGINE}",
+    "docker run --rm alpine id",
+    f"docker exec {ENGINE} id",
+    f"docker exec -it {ENGINE} sh",
+    f"docker rm -f {ENGINE}",
+    f"docker kill {ENGINE}",
+    f"docker cp {ENGINE}:/etc/shadow -",
+    "docker inspect spark-llm-supervisor",
+    "docker inspect",
+    f"docker inspect {ENGINE} spark-llm-supervisor",
+    f"docker inspect {ENGINE}x",
+    f"docker inspect -f {{{{.Config.Env}}}} {ENGINE}",
+    f"docker inspect '{ENGINE}'",
+    f'docker inspect "{ENGINE}"',
+    f"docker inspect {ENGINE}; id",
+    f"docker inspect {ENGINE} ; id",
+    f"docker inspect {ENGINE} && id",
+    f"docker inspect {ENGINE} || id",
+    f"docker inspect {ENGINE} | sh",
+    f"docker inspect $(id) {ENGINE}",
+    f"docker inspect {ENGINE} $(id)",
+    f"docker inspect `id` {ENGINE}",
+    "docker inspect spark-llm-*",
+    f"docker inspect {ENGINE}\nid",
+    f"docker inspect\t{ENGINE}",
+    f"docker start {ENGINE} > /tmp/x",
+    f"docker stop -t {ENGINE}",
+    f"docker stop -t ten {ENGINE}",
+    f"docker stop -t 10 {ENGINE} other",
+    f"docker stop --time 10 {ENGINE}",
+    f"docker stop -s KILL {ENGINE}",
+    f"docker logs --tail 5 {ENGINE} 2>&1 ; id",
+    f"docker logs --tail 5 {ENGINE} 2>/tmp/x",
+    f"docker logs --follow {ENGINE}",
+    f"docker logs --since 0 {ENGINE}",
+    f"docker logs --tail {ENGINE}",
+    "docker logs --tail 5 other 2>&1",
+    f"DOCKER_HOST=tcp://x docker inspect {ENGINE}",
+    f"/usr/bin/docker inspect {ENGINE}",
+    f"docker --host tcp://x inspect {ENGINE}",
+    f"sudo docker inspect {ENGINE}",
+]
+
+
+@pytest.mark.parametrize("request_line", REFUSED)
+def test_anything_else_is_refused_with_one_line_and_126_and_never_reaches_docker(tmp_path, request_line):
+    run, seen = allow(tmp_path, request_line)
+    assert run.returncode == 126
+    assert seen is None
+    assert run.stdout == ""
+    assert run.stderr.startswith("spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on")
+    assert run.stderr.count("\n") == 1, run.stderr
+
+
+def test_the_allowed_container_is_the_one_sshd_names(tmp_path):
+    """spark-llm:engine.containerName: the forced command passes the engine's name; the default's is then refused."""
+    run, seen = allow(tmp_path, "docker inspect my-engine", container="my-engine")
+    assert run.returncode == 0 and seen == ["inspect", "my-engine"]
+    run, seen = allow(tmp_path, f"docker inspect {ENGINE}", container="my-engine")
+    assert run.returncode == 126 and seen is None
+
+
+def test_without_the_container_it_prints_usage(tmp_path):
+    run = subprocess.run(["bash", str(ALLOW)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and run.stderr.startswith("Usage: supervisor_allow.sh CONTAINER")
