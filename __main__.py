@@ -14,7 +14,8 @@ from spark_llm.plan import deployment as plan
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 config = stack.load()
-deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text())
+# A rollback's `up` puts back the weights the last good start served (spark_llm.ops.rollback): None otherwise.
+deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text(), restore_weights=stack.restore_weights())
 keys = stack.load_keys(deployment)
 # One read-only look at every node per program run (preview too): what drift is judged from.
 observations = stack.observe_nodes(deployment, probe_extra(deployment))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -187,3 +189,16 @@ def group_request(plan: DeploymentPlan) -> GroupRequest:
     if request.refusal:
         refuse(request.refusal)
     return request
+
+
+RESTORE_ENV = "SPARK_LLM_RESTORE_WEIGHTS"
+
+
+def restore_weights() -> str | None:
+    """The weights digest a rollback's `pulumi up` puts back (spark_llm.ops.rollback sets it; None otherwise)."""
+    value = os.environ.get(RESTORE_ENV, "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        refuse(f"{RESTORE_ENV}={value!r} is not a weights manifest digest (64 hex digits); unset it")
+    return value

@@ -124,8 +124,9 @@ class ModelWeights(pulumi.ComponentResource):
                 triggers=[*identity, local_digest, tokens[head.name]],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=head_deps),
             )
-            # Known at program run: preview shows exactly whether the group restarts.
-            digest = pulumi.Output.from_input(local_digest)
+            # Known at program run: preview shows exactly whether the group restarts. A rollback's restore puts the
+            # kept version back on the head instead: its digest.
+            digest = pulumi.Output.from_input(steps.restore or local_digest)
         else:
             if steps.hf_env_script is not None:
                 head_deps.append(

@@ -175,6 +175,21 @@ class Copy:
         say(f"fanout: every worker has the head's {len(files)} files ({human(total)}), manifest {digest[:16]}")
         say(f"spark-llm-manifest {digest} {len(files)} {total}")  # the step's last line (spark_llm.plan.weights.steps)
 
+    def restore(self, digest: str) -> None:
+        """A rollback: every worker puts back the version `digest` it kept when a relaunch replaced it (manifest.py
+        restore: hard links, no byte over the fabric), then records it; fails, changing nothing on a worker that
+        did not keep it."""
+        with open(self.tool) as f:
+            tool = f.read()
+        line = ""
+        for w in self.workers:
+            command = f"python3 - restore {shlex.quote(self.path)} {digest} --node {shlex.quote(w.name)}"
+            line = self.fabric.run(w, command, tool, what=f"putting back the kept version {digest[:16]}").strip()
+            say(f"fanout: {w.name}: version {digest[:16]} put back (hard links, nothing copied)")
+            if w.record:
+                self.fabric.run(w, f"SPARK_LLM_VALUE={digest}\n{w.record}", what="recording the version")
+        say(line or f"spark-llm-manifest {digest} 0 0")  # the step's last line (spark_llm.plan.weights.steps)
+
     def check_space(self, need: dict[str, list[dict]], targets: dict[str, dict]) -> None:
         """Refuse before any byte moves when a worker's disk cannot hold what it lacks (a partial file counts as
         sent). A file sent whole over an old copy needs its size again until the rename: counted in full."""
@@ -218,6 +233,10 @@ class Copy:
             # From here until its verification the worker's weights are not the verified ones: its record says so
             # first, so a copy cut short (this program killed) leaves a worker that nothing starts an engine on
             # (the supervisor checks the record) and that preview, status and `up` see as drift (issue 31, 2).
+            # The version the copy replaces stays on the worker as hard links until the next start that serves.
+            with open(self.tool) as f:
+                keep = f"python3 - keep {shlex.quote(self.path)} --node {shlex.quote(w.name)}"
+                self.fabric.run(w, keep, f.read(), what="keeping its current version")
             if w.forget:
                 self.fabric.run(w, w.forget, what="marking its weights unverified")
             self.hashers[w.name] = Hasher(self.fabric, w, self.path, self.tool)
@@ -379,7 +398,10 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory() as work:
         try:
-            Copy(plan, work).run()
+            if plan.get("restore"):
+                Copy(plan, work).restore(plan["restore"])
+            else:
+                Copy(plan, work).run()
         except CopyError as exc:
             print(f"weights: {exc}", file=sys.stderr)
             return 1

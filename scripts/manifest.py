@@ -19,6 +19,13 @@ Usage:
   manifest.py purge DIR
       Delete the files DIR's stored manifest lists, the manifest, rsync's partial files and the download
       metadata, then the directories left empty. Nothing else in DIR is touched.
+  manifest.py keep DIR
+      Keep DIR's verified version (its stored manifest, when the files still match it) as hard links under
+      DIR/.spark-llm-versions/DIGEST: no byte copied, and a copy that then replaces a file (rsync writes a new one
+      and renames it over the old) leaves the kept one whole. What a rollback puts back.
+  manifest.py restore DIR DIGEST
+      Make DIR the kept version DIGEST again (hard links back, files it did not have removed, its manifest
+      stored); prints its digest line. Fails, changing nothing, when this node did not keep it.
 
 Outputs: the result on stdout; progress and a summary on stderr (a progress line every PROGRESS_SECONDS).
 The digest is the sha256 of the canonical JSON of the sorted [path, size, sha256] list.
@@ -46,6 +53,7 @@ import time
 
 FORMAT = "spark-llm-manifest/1"
 MANIFEST_NAME = ".spark-llm-manifest.json"
+VERSIONS_DIR = ".spark-llm-versions"
 SKIP_PREFIX = ".spark-llm"
 TOP_LEVEL_SKIP = {".cache"}
 CHUNK = 8 << 20
@@ -352,6 +360,75 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fresh_cache(root: str, cache_file: str, files: list[dict]) -> None:
+    """A hard link changes its inode's ctime, which keys the cache: record the new keys with the known sha256, so
+    the next scan does not hash the files again."""
+    cache = load_cache(cache_file, root)
+    for f in files:
+        cache[f["path"]] = [*stat_key(os.stat(os.path.join(root, f["path"]))), f["sha256"]]
+    write_json_atomic(cache_file, {"format": FORMAT, "dir": os.path.realpath(root), "entries": cache})
+
+
+def cmd_keep(args: argparse.Namespace) -> int:
+    root = args.dir.rstrip("/") or "/"
+    stored = os.path.join(root, MANIFEST_NAME)
+    if not os.path.isfile(stored):
+        log(f"{root}: no {MANIFEST_NAME}: no version to keep")
+        return 0
+    doc = read_manifest(stored)
+    dest = os.path.join(root, VERSIONS_DIR, doc["digest"])
+    if os.path.isfile(os.path.join(dest, MANIFEST_NAME)):
+        log(f"{root}: version {doc['digest'][:16]} already kept")
+        return 0
+    cache_file = args.cache or cache_path(root)
+    files, _ = scan(root, cache_file, args.jobs)
+    if digest_of(files) != doc["digest"]:
+        log(f"{root}: the files are not the verified version {doc['digest'][:16]} (a copy cut short?): none kept")
+        return 0
+    tmp = dest + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for f in doc["files"]:
+        os.makedirs(os.path.dirname(os.path.join(tmp, f["path"])), exist_ok=True)
+        os.link(os.path.join(root, f["path"]), os.path.join(tmp, f["path"]))
+    write_json_atomic(os.path.join(tmp, MANIFEST_NAME), doc)
+    os.replace(tmp, dest)
+    _fresh_cache(root, cache_file, doc["files"])
+    log(f"{root}: kept version {doc['digest'][:16]} ({len(doc['files'])} files as hard links, no byte copied)")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    root = args.dir.rstrip("/") or "/"
+    kept = os.path.join(root, VERSIONS_DIR, args.digest)
+    current = os.path.join(root, MANIFEST_NAME)
+    if os.path.isfile(current) and read_manifest(current)["digest"] == args.digest:
+        doc = read_manifest(current)  # the kept version is the one there (nothing changed it since)
+    elif os.path.isfile(os.path.join(kept, MANIFEST_NAME)):
+        doc = read_manifest(os.path.join(kept, MANIFEST_NAME))
+        for f in doc["files"]:
+            target, source = os.path.join(root, f["path"]), os.path.join(kept, f["path"])
+            if os.path.exists(target) and os.path.samefile(target, source):
+                continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            tmp = os.path.join(os.path.dirname(target), ".spark-llm-restore-" + os.path.basename(target))
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.link(source, tmp)
+            os.replace(tmp, target)
+        wanted = {f["path"] for f in doc["files"]}
+        for rel, _ in walk(root):
+            if rel not in wanted:
+                os.unlink(os.path.join(root, rel))
+        write_json_atomic(current, doc)
+        _fresh_cache(root, args.cache or cache_path(root), doc["files"])
+    else:
+        raise SystemExit(f"manifest: {root}: version {args.digest[:16]} is not kept on this node")
+    total = sum(f["size"] for f in doc["files"])
+    log(f"{root}: version {args.digest[:16]} restored ({len(doc['files'])} files, hard links: no byte copied)")
+    print(f"spark-llm-manifest {doc['digest']} {len(doc['files'])} {total}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="manifest.py", description="Manifest of a weights directory.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -378,6 +455,18 @@ def main(argv: list[str]) -> int:
     p = commands.add_parser("purge", help="delete what DIR's stored manifest lists")
     p.add_argument("dir")
     p.set_defaults(run=cmd_purge)
+    for name, run, help_text in (
+        ("keep", cmd_keep, "keep DIR's verified version as hard links"),
+        ("restore", cmd_restore, "make DIR a kept version again"),
+    ):
+        p = commands.add_parser(name, help=help_text)
+        p.add_argument("dir")
+        if name == "restore":
+            p.add_argument("digest")
+        p.add_argument("--cache", help="cache file (default: one per directory under ~/.cache/spark-llm/manifests)")
+        p.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="files hashed at once")
+        p.add_argument("--node", help="name in the progress lines")
+        p.set_defaults(run=run)
     args = parser.parse_args(argv)
     return args.run(args)
 

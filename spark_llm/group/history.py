@@ -34,6 +34,8 @@ class StartRecord(TypedDict, total=False):
     """Each node's phases in order (a list: Pulumi sorts an output's keys)."""
     canary: dict
     """The canary's answer (spark_llm.plan.canary.CanaryRecord.to_json)."""
+    weights: str
+    """The manifest digest of the weights this start served (what `spark-llm rollback` puts back)."""
     failed: str
 
 

@@ -29,6 +29,7 @@ import yaml
 
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.rollback_weights import RESTORE_ENV, weights_to_restore
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
     ROLLBACK_ENV,
@@ -152,6 +153,17 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
         config_file = Path(private) / f"Pulumi.{stack}.yaml"
         _write_private(config_file, document)
         back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
+        # The weights that revision served with, put back where a relaunch replaced them (issue 31, 1).
+        try:
+            weights = weights_to_restore(back.load_plan())
+        except RollbackRefusedError as err:
+            sys.stderr.write(f"spark-llm rollback: {err}\n")
+            result["refused"] = str(err)
+            return 2
+        if weights.restore:
+            os.environ[RESTORE_ENV] = weights.digest
+        say(weights.note)
+        result["weights"] = weights.digest or None
         code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
         if code != 0:
             sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
@@ -170,7 +182,8 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
         took = "(no failed start recorded on the head to time it from)"
     else:
         took = f"{(served - failed).total_seconds():.1f} s after the failed start ({failed.isoformat()})"
-    say(f"revision {good.group_revision} serves again: its first completion answered {took}.")
+    bytes_note = f" (weights {weights.digest[:16]})" if weights.digest else ""
+    say(f"revision {good.group_revision}{bytes_note} serves again: its first completion answered {took}.")
     result.update(
         revision=good.group_revision,
         update=update.when,

@@ -98,6 +98,9 @@ class DeploymentPlan:
     """spark-llm:network.roceDevices is set: the containers get the verbs devices and may lock memory."""
     engine_flags: tuple[str, ...] = ()
     """Every `--flag` the launch passes to the engine on any node, in order, once each (`engine_flags`)."""
+    restore_weights: str | None = None
+    """A rollback's `pulumi up`: the manifest digest of the weights the last good start served, which every node
+    kept (spark_llm.plan.weights.steps: the weights steps put it back instead of copying from the source)."""
     rendezvous: tuple[float, str] = (TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default")
     """How long the engine itself waits for its group to form, and why (spark_llm.plan.start.rendezvous)."""
 
@@ -299,7 +302,7 @@ def engine_flags(launches: dict[str, NodeLaunch]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w.split("=", 1)[0] for w in words if w.startswith("--")))
 
 
-def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
+def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = None) -> DeploymentPlan:
     hosts = ssh_hosts(cfg)
     launches = node_launches(cfg)
     ordered = [cfg.head, *cfg.workers]
@@ -354,5 +357,6 @@ def build_plan(cfg: StackConfig, template: str) -> DeploymentPlan:
         rdma=bool(cfg.network.roce_devices),
         engine_flags=engine_flags(launches),
         startup_grace=cfg.timeouts.startup_grace_seconds,
+        restore_weights=restore_weights,
         rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
     )

@@ -43,6 +43,9 @@ class ReadinessSpec(TypedDict):
     """How long the engine itself waits for its group (spark_llm.plan.start.rendezvous): the waiting phases' stall
     bounds stay below it."""
     rendezvous_source: str
+    weights_path: str
+    """spark-llm:model.path: at a start that serves, its manifest digest is recorded and the versions every node
+    kept for a rollback are dropped (scripts/manifest.py keep)."""
     history_path: str
     rollout: Rollout
 
@@ -71,6 +74,7 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "stall_seconds": plan.stall_seconds,
         "rendezvous_seconds": plan.rendezvous[0],
         "rendezvous_source": plan.rendezvous[1],
+        "weights_path": plan.model_path,
         "history_path": plan.history_path,
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }

@@ -162,7 +162,7 @@ def rollback_command(stack: str, config_file: str | None = None) -> str:
 def stop_note(command: str) -> str:
     """Pure: what a failed start says under spark-llm:rollout.onFailure `stop` (the default)."""
     return (
-        f"The revision that served before can serve again (no weights copied, its image is still on every node):\n"
+        f"The revision that served before can serve again, on its own weights (kept on every node) and image:\n"
         f"  {command}\n"
         "(or set spark-llm:rollout.onFailure to rollback, and a failed start does that by itself)."
     )

@@ -13,6 +13,7 @@ stall bounds learn; a failed start is a line there too.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,6 +138,27 @@ def waited_message(
     return "\n".join(lines)
 
 
+def served_weights(members: list[Member], path: str) -> str:
+    """At a start that serves: drop the versions every node kept for a rollback (scripts/manifest.py keep: this
+    start serves, so the version before it is no longer the one to go back to), then the head's manifest digest,
+    which the history records with the start ("" when it cannot be read)."""
+    quoted = shlex.quote(path)
+    for m in members:
+        try:
+            run_script(m.ssh, f"rm -rf {quoted}/.spark-llm-versions\n", timeout=60)
+        except RemoteError:
+            pass  # a node that cannot be reached now keeps its hard links: they cost no bytes
+    read = (
+        "python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[\"digest\"])'"
+        f" {quoted}/.spark-llm-manifest.json 2>/dev/null || true\n"
+    )
+    head = next(m for m in members if m.role == "head")
+    try:
+        return run_script(head.ssh, read, timeout=60).strip()
+    except RemoteError:
+        return ""
+
+
 class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
@@ -246,6 +268,8 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.plan.canary).
                 "canary": gate_canary(spec, head.ssh, [m.name for m in members], lambda line: say(redact(line, key))),
             }
+            if spec.get("weights_path"):
+                timeline["weights"] = served_weights(members, spec["weights_path"])
             if history_path:
                 append_history(head.ssh, history_path, timeline)
             return timeline

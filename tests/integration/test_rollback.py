@@ -147,3 +147,61 @@ def test_ctrl_c_during_an_up_rolls_nothing_back(deployed):
     # The CLI ended after the gate did (it reads the gate's output to the end): no rollback started at all.
     after = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()
     assert after == before
+
+
+SOURCE, SERVED = "/srv/models/it-rollback-source", "/srv/models/it-rollback"
+HEAD_WEIGHTS = {"model.path": SERVED, "model.source.kind": "head", "model.source.path": SOURCE}
+
+
+def weights_digest(sim, node: str) -> str:
+    return json.loads(sim.node_exec(node, "cat", f"{SERVED}/.spark-llm-manifest.json").stdout)["digest"]
+
+
+def test_a_relaunch_that_changed_the_weights_rolls_back_onto_the_weights_its_revision_served(deployed, sim_cluster):
+    """Issue 31, 1: a relaunch that changed the weights (a file changed, one added) and a flag the engine dies on.
+    The rollback used to serve the old flags on the new files and say it copied none; now it puts back the kept
+    version on every node (hard links) and says so, and the fixed `up` copies only what differs from it."""
+    sim_cluster.node_exec(
+        "head",
+        "bash",
+        "-c",
+        f"rm -rf {SOURCE} {SERVED} && mkdir -p {SOURCE} && cd {SOURCE}"
+        " && for i in 1 2 3; do head -c 2M /dev/urandom > model-0000$i.safetensors; done"
+        """ && echo '{"model_type": "standin"}' > config.json""",
+    )
+    try:
+        configure(deployed, **HEAD_WEIGHTS)
+        deployed.up()
+        good = deployed.outputs()["weights_manifest_digest"]
+        sim_cluster.node_exec(
+            "head",
+            "bash",
+            "-c",
+            f"cd {SOURCE} && head -c 2M /dev/urandom > model-00001.safetensors"
+            " && head -c 2M /dev/urandom > model-00009.safetensors",
+        )
+        configure(deployed, "0.97", **HEAD_WEIGHTS)
+        text, _ = failed_up(deployed)
+        assert "can serve again, on its own weights (kept on every node)" in text.replace("\n    ", " ")
+        assert all(weights_digest(sim_cluster, n) != good for n in ("head", "worker-1"))  # the new ones
+
+        back = spark_llm(deployed, "rollback", "--stack", "sim", "--config-file", str(deployed.config_file))
+        note = back.stdout
+        assert f"the version {good[:16]} they kept is put back (hard links: no byte copied)" in note, note
+        assert re.search(rf"revision [0-9a-f]+ \(weights {good[:16]}\) serves again", note), note
+        for node in ("head", "worker-1"):
+            assert weights_digest(sim_cluster, node) == good, node
+            gone = sim_cluster.node_exec(node, "test", "-e", f"{SERVED}/model-00009.safetensors", check=False)
+            assert gone.returncode != 0, node
+        assert deployed.outputs()["weights_manifest_digest"] == good
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+
+        # The fixed config: one `up`, which copies only what differs from the restored version.
+        configure(deployed, "0.9", **HEAD_WEIGHTS)
+        out = deployed.up().stdout
+        assert "copy: sending 2 of 5 files" in out, out[-3000:]
+        assert "fanout: worker-1 needs 2 of 5 files" in out, out[-3000:]
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    finally:
+        for node in ("head", "worker-1"):
+            sim_cluster.node_exec(node, "rm", "-rf", SOURCE, SERVED, check=False)

@@ -34,7 +34,7 @@ NODES = ("head", "worker-1")
 # What an upgrade must leave alone: the engines, the steps that stop them, and the image. The weights fan-out's step
 # runs again when its program changed (this upgrade: the rsync options now come from the plan), and must then find
 # every worker's copy the head's and move nothing.
-UNTOUCHED = ("spark-engine-head", "spark-engine-worker-1", "spark-engine-stop-", "spark-image-")
+UNTOUCHED = ("spark-engine-head ", "spark-engine-worker-1 ", "spark-engine-stop-", "spark-image-")
 
 
 def checkout(commit: str, directory: Path) -> Path:

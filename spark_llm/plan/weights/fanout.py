@@ -64,9 +64,14 @@ def render_fanout(
     fanout: dict[str, str],
     tokens: dict[str, str],
     step: str,
+    restore: str | None = None,
 ) -> str:
-    """On the head: make model.path on every worker identical to the head's; prints the head's digest line last."""
-    plan = json.dumps(fanout_plan(cfg, head, workers, tokens, step), indent=1, sort_keys=True)
+    """On the head: make model.path on every worker identical to the head's; prints the head's digest line last.
+    `restore`: a rollback's digest: every worker puts back the version it kept instead (scripts/fanout.py)."""
+    planned = fanout_plan(cfg, head, workers, tokens, step)
+    if restore:
+        planned["restore"] = restore
+    plan = json.dumps(planned, indent=1, sort_keys=True)
     log = shlex.quote(f"{head.remote_dir}/logs/weights-fanout.log")
     return (
         "set -euo pipefail\n"

@@ -106,6 +106,8 @@ last_bytes=0
 """
         out += bash_lib("weights_download")
         out += f"""\
+# The version this download replaces stays as hard links until the next start that serves (a rollback's).
+python3 "$tool" keep "$MODEL_PATH" --node {shlex.quote(head.name)}
 say "$WHAT: {source.repo}@{source.revision[:12]} to $MODEL_PATH with ${{HF[0]}} (resumes; log $DOWNLOAD_LOG)"
 "${{HF[@]}}" {shlex.quote(source.repo)} --revision {source.revision} --local-dir "$MODEL_PATH" \\
   > "$DOWNLOAD_LOG" 2>&1 &
@@ -166,6 +168,30 @@ def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str, t
         transport=transport,
     )
     return preamble(tool, transport) + body + _record_remote(head, token, "$target_digest") + _DIGEST_LINE
+
+
+def render_restore(cfg: StackConfig, head: NodePlan, tool: str, digest: str, token: str) -> str:
+    """A rollback's head step: the head's model.path becomes the version `digest` it kept when a relaunch replaced
+    it (manifest.py restore: hard links back, nothing copied), then the drift token records it. Runs where the
+    head's copy runs: on this machine for kind local (through the pinned ssh), else on the head."""
+    source = cfg.model.effective_source
+    restore = f"python3 - restore {shlex.quote(cfg.model.path)} {digest} --node {shlex.quote(head.name)}"
+    if source.kind == "local":
+        return (
+            preamble(tool, from_operator(head))
+            + f'restored=$("${{REMOTE[@]}}" {shlex.quote(restore)} < "$tool")\necho "$restored"\n'
+            + _record_remote(head, token, digest)
+        )
+    out = preamble(tool) + f'restored=$(bash -c {shlex.quote(restore)} < "$tool")\necho "$restored"\n'
+    value = digest
+    if source.kind == "head" and source.path != cfg.model.path:
+        assert source.path
+        # The source dir is watched for drift too (`live_value`): its digest now, as the head's copy records it.
+        out += f'read -r _ source_digest _ <<< "$(python3 "$tool" scan {shlex.quote(source.path)})"\n'
+        value = f"{digest}/$source_digest"
+    return (
+        out + f"SPARK_LLM_VALUE={value}\n" + record_token_script(head.remote_dir, DRIFT_STEP, token, "$SPARK_LLM_VALUE")
+    )
 
 
 def render_probe(cfg: StackConfig, node: NodePlan, tool: str) -> str:
@@ -293,6 +319,8 @@ class WeightsPlan:
     """The head's copy to every worker (weights_fanout.render_fanout), given each worker's drift token."""
     live: Callable[[NodePlan, dict[str, str]], str | None]
     """The value a node's weights step recorded, as the node has it now (live_value)."""
+    restore: str | None = None
+    """A rollback's digest (DeploymentPlan.restore_weights): the steps put that kept version back."""
 
 
 def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
@@ -310,6 +338,8 @@ def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
         head_script = partial(render_upload, cfg, head, tool, local_dir)
     else:
         head_script = partial(render_obtain, cfg, head, tool)
+    if plan.restore_weights:
+        head_script = partial(render_restore, cfg, head, tool, plan.restore_weights)
     return WeightsPlan(
         path=cfg.model.path,
         kind=source.kind,
@@ -334,6 +364,8 @@ def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
             tool,
             weights_fanout.fanout_sources(),
             step=DRIFT_STEP,
+            restore=plan.restore_weights,
         ),
         live=partial(live_value, cfg),
+        restore=plan.restore_weights,
     )

@@ -124,6 +124,11 @@ python3 "$tool" scan "$SRC" --json --node {source_name} > "$work/source.json"
   < "$tool" > "$work/target.json"
 plan=$(python3 "$tool" diff "$work/source.json" "$work/target.json" --send "$work/send" --extra "$work/extra")
 read -r source_digest total_files total_bytes send_files send_bytes extra_files <<< "$plan"
+if [ "$send_files" -gt 0 ] || [ "$extra_files" -gt 0 ]; then
+  # The version this copy replaces stays on the target as hard links until the next start that serves: what a
+  # rollback puts back (issue 31, 1).
+  "${{REMOTE[@]}}" {shlex.quote(f"python3 - keep {dst_q} --node {target_name}")} < "$tool"
+fi
 if [ "$send_files" -eq 0 ]; then
   say "$WHAT: all $total_files files already identical ($(human "$total_bytes")), nothing to send"
 else

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_llm.ops import rollback
+from spark_llm.ops import rollback, rollback_weights
 
 
 class FakeCli:
@@ -44,6 +44,8 @@ def run_rollback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest
     monkeypatch.setattr(rollback, "_up", lambda back, message, deadline: 0)
     monkeypatch.setattr(rollback, "_first_completion", lambda plan, deadline: datetime.now().astimezone())
     monkeypatch.setattr(rollback, "_last_failure_at", lambda plan: None)
+    kept = rollback_weights.RollbackWeights("d" * 64, False, "every node still has the weights: no weights copied")
+    monkeypatch.setattr(rollback, "weights_to_restore", lambda plan: kept)
 
     def run(asked: str, good: str) -> tuple[int, str]:
         monkeypatch.setattr(FakeCli, "asked", asked)

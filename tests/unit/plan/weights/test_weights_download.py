@@ -66,7 +66,7 @@ def test_download_rerun_lets_hf_resume_and_hashes_only_new_files(tmp_path, env):
     # A stand-in `hf` that fetches one more shard per call, as a resumed download does.
     fake_hf(
         tmp_path / "bin",
-        'dir=${@: -1}; mkdir -p "$dir"; n=$(find "$dir" -name "*.safetensors" | wc -l)\n'
+        'dir=${@: -1}; mkdir -p "$dir"; n=$(find "$dir" -maxdepth 1 -name "*.safetensors" | wc -l)\n'
         'head -c 100000 /dev/urandom > "$dir/model-$((n + 1)).safetensors"\n',
     )
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
