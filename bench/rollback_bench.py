@@ -9,7 +9,10 @@ Outputs: bench/results/rollback-<UTC timestamp>.json and a short table on stdout
 Each sample: a good revision serves; a relaunch with `--mem-fraction-static 0.97` runs out of memory at the KV cache
 (the stand-in, as SGLang does: taken at parse time, fatal at load) past the startup grace, so the readiness gate
 sees it and records the failure in the head's history (its time, on this machine's clock); the sample ends at the
-first completion this machine gets from the endpoint. The two ways alternate, so machine noise hits both alike.
+first completion this machine gets from the endpoint. A third way: the relaunch also changed the weights (one file
+changed, one added, in a source dir on the head: kind head), so the printed command puts back the version every
+node kept (issue 31, 1); the sample checks that every node serves the good revision's manifest digest again. The
+ways alternate, so machine noise hits them alike.
 Talks only to the sim's containers. Absolute numbers depend on the machine; compare within one file.
 """
 
@@ -33,7 +36,17 @@ WAIT_S = 300.0
 KNOBS = {"startupGraceSeconds": 1, "phase_seconds": "weights=2"}
 
 
-def write_config(config: Path, fraction: str | None, on_failure: str = "stop") -> None:
+SOURCE, SERVED = "/srv/models/bench-rollback-source", "/srv/models/bench-rollback"
+MAKE_SOURCE = (
+    f"rm -rf {SOURCE} {SERVED} && mkdir -p {SOURCE} && cd {SOURCE}"
+    " && for i in 1 2 3; do head -c 4M /dev/urandom > model-0000$i.safetensors; done"
+    """ && echo '{"model_type": "standin"}' > config.json"""
+)
+# One file changed, one added (`head -c` of urandom each).
+CHANGE_SOURCE = f"cd {SOURCE} && " + " && ".join(f"head -c 4M /dev/urandom > model-0000{i}.safetensors" for i in (1, 9))
+
+
+def write_config(config: Path, fraction: str | None, on_failure: str = "stop", head_weights: bool = False) -> None:
     document = yaml.safe_load(STACK_FILE.read_text())
     document.update({k: v for k, v in (yaml.safe_load(config.read_text()) or {}).items() if k != "config"})
     settings = document["config"]
@@ -43,6 +56,12 @@ def write_config(config: Path, fraction: str | None, on_failure: str = "stop") -
     if fraction is not None:
         engine["flags"] = ["--mem-fraction-static", fraction]
     settings["spark-llm:rollout"] = {"onFailure": on_failure}
+    if head_weights:
+        settings["spark-llm:model"] = {
+            **settings["spark-llm:model"],
+            "path": SERVED,
+            "source": {"kind": "head", "path": SOURCE},
+        }
     config.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
@@ -73,17 +92,22 @@ def main() -> int:
     prefix = json.loads((REPO / ".sim" / "state.json").read_text())["prefix"]
     head = f"{prefix}-head"
 
-    samples: dict[str, list[float]] = {"auto": [], "printed_command": []}
+    samples: dict[str, list[float]] = {"auto": [], "printed_command": [], "weights_changed": []}
     up_fails_s: list[float] = []
     with bench_stack() as (env, stack, config):
         up = ["pulumi", "up", "--yes", "--skip-preview", *stack]
         try:
             for _ in range(args.repeat):
                 for mode in samples:
-                    write_config(config, None)
+                    head_weights = mode == "weights_changed"
+                    if head_weights:
+                        sh(["docker", "exec", head, "bash", "-c", MAKE_SOURCE], dict(os.environ))
+                    write_config(config, None, head_weights=head_weights)
                     sh(up, env)
                     outputs = json.loads(sh(["pulumi", "stack", "output", "--json", *stack[:2]], env).stdout)
-                    write_config(config, "0.97", "rollback" if mode == "auto" else "stop")
+                    if head_weights:
+                        sh(["docker", "exec", head, "bash", "-c", CHANGE_SOURCE], dict(os.environ))
+                    write_config(config, "0.97", "rollback" if mode == "auto" else "stop", head_weights=head_weights)
                     seconds, failed = timed(up, env, check=False)
                     text = (failed.stdout + failed.stderr).replace("\n    ", " ")
                     if failed.returncode == 0 or "CUDA out of memory" not in text:
@@ -100,6 +124,15 @@ def main() -> int:
                         sh([sys.executable, "-m", "spark_llm.ops.cli", *command[1:]], env)
                     back = first_completion(outputs)
                     samples[mode].append(back - failed_at(head))
+                    if head_weights:  # on its own bytes: the good revision's manifest digest, on every node
+                        now = json.loads(sh(["pulumi", "stack", "output", "--json", *stack[:2]], env).stdout)
+                        manifest = f"{SERVED}/.spark-llm-manifest.json"
+                        for node in [head, *(f"{prefix}-worker-{i}" for i in range(1, args.workers + 1))]:
+                            read = sh(["docker", "exec", node, "cat", manifest], dict(os.environ)).stdout
+                            if json.loads(read)["digest"] != outputs["weights_manifest_digest"]:
+                                sys.exit(f"{node} does not serve the good revision's weights after the rollback")
+                        if now["weights_manifest_digest"] != outputs["weights_manifest_digest"]:
+                            sys.exit("the stack's weights digest is not the good revision's after the rollback")
                     if log is not None:  # the rollback's own closing lines, before the next sample's `up`
                         deadline = time.monotonic() + WAIT_S
                         while "the deployed revision is a rollback" not in log.read_text():
@@ -108,6 +141,9 @@ def main() -> int:
                             time.sleep(0.5)
         finally:
             sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack], env, check=False)
+            for i in range(args.workers + 1):
+                node = head if i == 0 else f"{prefix}-worker-{i}"
+                sh(["docker", "exec", node, "rm", "-rf", SOURCE, SERVED], dict(os.environ), check=False)
 
     result = {
         "workers": args.workers,
@@ -116,6 +152,7 @@ def main() -> int:
         "failure_to_first_completion": {
             "auto (rollout.onFailure rollback)": summary(samples["auto"]),
             "printed command (run at once)": summary(samples["printed_command"]),
+            "printed command, the relaunch changed the weights": summary(samples["weights_changed"]),
         },
         "failed_up_s": summary(up_fails_s),
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
