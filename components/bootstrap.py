@@ -104,7 +104,7 @@ def _remove_command(node: NodePlan, container: str) -> str:
     return node_commands.exec_on(pulumi.get_stack(), node.name, ["docker", "rm", "-f", container])
 
 
-def _under_mocks() -> bool:
+def under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
 
@@ -142,7 +142,7 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
     `extra(node)`: more read-only probe sections for that node (the weights' live digest). None under Pulumi's
     mocks (unit tests): a mocked program must never reach the stack's real addresses.
     """
-    if _under_mocks():
+    if under_mocks():
         return None
     observations = observe.observe(plan, extra)
     refused = sorted({o.host_key_refused for o in observations.values() if o.host_key_refused})
@@ -184,7 +184,7 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
 def group_request(plan: DeploymentPlan) -> GroupRequest:
     """What this run's `pulumi` command line asks of the engine group (spark_llm.plan.cli_flags); a `--target` that
     would restart part of it is refused here, before any resource is declared."""
-    cli = None if _under_mocks() else pulumi_process()
+    cli = None if under_mocks() else pulumi_process()
     request = cli_flags.group_request(cli.argv if cli else [], [n.name for n in plan.nodes])
     if request.refusal:
         refuse(request.refusal)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
+from components.bootstrap import under_mocks
 from components.connection import command_connection, docker_provider
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
@@ -85,6 +86,17 @@ def _group_generation(
     return generation
 
 
+def _state_behind_note(
+    plan: DeploymentPlan, observations: dict[str, NodeObservation] | None, state_id: object, recorded: object
+) -> None:
+    own = state_id if isinstance(state_id, str) and state_id else None
+    said = drift.state_behind_nodes(
+        observations, recorded, plan.group_revision, drift.engines_of_other_states(observations, own)
+    )
+    if said:
+        pulumi.log.warn(said)
+
+
 def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
     """What `pulumi preview`/`up` says of the supervisor's restarts and of its giving up (its state on the head)."""
     head = (observations or {}).get(plan.head.name)
@@ -140,6 +152,15 @@ class SparkCluster(pulumi.ComponentResource):
             lambda state_id: _group_generation(plan, args.observations, state_id, args.replaced),
             run_with_unknowns=True,
         )
+        if args.observations is not None and not under_mocks():
+            # What this state last recorded (its own outputs): said when the nodes are ahead of it.
+            own = pulumi.StackReference(
+                f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            pulumi.Output.all(identity.stdout, own.get_output("container_ids")).apply(
+                lambda got: _state_behind_note(plan, args.observations, got[0], got[1]), run_with_unknowns=True
+            )
         observed = args.observations
         _note_failed_start(plan, observed)
         scripts = LaunchScripts(

@@ -21,7 +21,7 @@ import shlex
 
 from spark_llm.group.members import UNREACHABLE, Member
 from spark_llm.group.verdict import RESTART, WHOLE, judge
-from spark_llm.plan.container import LABEL_GENERATION
+from spark_llm.plan.container import LABEL_GENERATION, LABEL_REVISION
 from spark_llm.plan.nodes import NodePlan
 from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
 
@@ -198,3 +198,29 @@ def first_run(observation: NodeObservation | None, step: str) -> bool:
     """True when the node was read and `step` never recorded a token there: a first deployment, not drift
     (worth an info line, not a warning)."""
     return observation is not None and observation.error is None and step not in observation.tokens
+
+
+def state_behind_nodes(
+    observations: dict[str, NodeObservation] | None,
+    recorded: object,
+    revision: str,
+    others: list[str] | tuple[str, ...] = (),
+) -> str | None:
+    """Pure: what preview says when the state is older than the nodes (issue 31, 10: after `pulumi stack import` of
+    an older export it said nothing, and the nodes already ran the newer revision). `recorded`: the state's
+    `container_ids` output (node -> ID). Said when every node runs this config's revision in a container the state
+    does not record, none of them another state's; None otherwise."""
+    if not observations or not isinstance(recorded, dict) or not recorded or others:
+        return None
+    for node, seen in observations.items():
+        engine = seen.engine
+        if seen.error is not None or not engine.running or engine.labels.get(LABEL_REVISION) != revision:
+            return None
+        if engine.container_id in recorded.values() or engine.container_id.startswith(str(recorded.get(node, "-"))):
+            return None
+    ids = ", ".join(f"{node} {str(cid)[:12]}" for node, cid in sorted(recorded.items()))
+    return (
+        f"every node already runs revision {revision} (this config's), in containers this state does not record"
+        f" ({ids}): the state is older than the nodes (a `pulumi stack import` of an older export, or a restored"
+        " backup). `pulumi up` brings it level, restarting the group in order once."
+    )

@@ -90,6 +90,22 @@ def test_second_up_changes_nothing_and_opens_one_ssh_connection_per_node(pulumi,
     pulumi("preview", "--expect-no-changes")
 
 
+def test_a_state_imported_from_before_the_last_up_is_named_older_than_the_nodes(pulumi, tmp_path):
+    """Issue 31, 10: after `pulumi stack import` of an older export, preview said nothing of the nodes running the
+    newer revision already. It says so, and one `up` brings the state level."""
+    old = tmp_path / "before.json"
+    old.write_text(pulumi("stack", "export").stdout)
+    pulumi.set("engine.env.IT_STATE", "newer")  # a newer revision, deployed: the nodes run it
+    pulumi.up()
+    pulumi("stack", "import", "--file", str(old))
+    preview = pulumi("preview", check=False)
+    said = (preview.stdout + preview.stderr).replace("\n    ", " ")
+    assert "(this config's), in containers this state does not record" in said, said[-3000:]
+    assert "the state is older than the nodes (a `pulumi stack import` of an older export" in said
+    pulumi.up()
+    pulumi("preview", "--expect-no-changes")
+
+
 def test_stack_addresses_stay_inside_the_sim_networks(pulumi, sim_cluster):
     """Nothing is sent anywhere but the sim's own containers: every address the stack uses is in their subnets."""
     subnets = []

@@ -95,7 +95,7 @@ def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_th
         "spark-2": NodeObservation(node="spark-2", error="spark-2 (...): exit 255: ... closed by remote host"),
     }
     warnings: list[str] = []
-    monkeypatch.setattr(stack, "_under_mocks", lambda: False)
+    monkeypatch.setattr(stack, "under_mocks", lambda: False)
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
     monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
     monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
@@ -167,7 +167,7 @@ def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, r
     p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
     docker_down = NodeObservation(node="spark-2", error="its Docker engine does not answer: ...", docker_down=True)
     seen = {"spark-1": NodeObservation(node="spark-1"), "spark-2": docker_down}
-    monkeypatch.setattr(stack, "_under_mocks", lambda: False)
+    monkeypatch.setattr(stack, "under_mocks", lambda: False)
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
     monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
     with pytest.raises(stack.Refusal) as raised:
@@ -232,3 +232,22 @@ def owned(state: str, container: str = "id") -> NodeObservation:
 )
 def test_engines_another_state_started_are_told_from_this_states(observation, state_id, other):
     assert engines_of_other_states({"w1": observation}, state_id) == (["w1"] if other else [])
+
+
+def test_a_state_older_than_the_nodes_is_named_only_when_every_node_runs_this_revision_elsewhere():
+    """Issue 31, 10: the nodes run this config's revision in containers the state does not record (an older state
+    imported); any other mismatch is another rule's (drift, another state's engines) or none."""
+    from spark_llm.plan.drift import state_behind_nodes
+
+    def at(cid: str, revision: str = "rev") -> EngineState:
+        return EngineState("running", 0, cid, "2026-12-01T10:00:00Z", {"spark-llm.group-revision": revision})
+
+    newer = {n: NodeObservation(node=n, engine=at(f"new-{n}")) for n in ("head", "w1")}
+    recorded = {"head": "old-head", "w1": "old-w1"}
+    said = state_behind_nodes(newer, recorded, "rev")
+    assert said is not None and said.startswith("every node already runs revision rev (this config's)")
+    assert "(head old-head, w1 old-w1)" in said and "`pulumi stack import`" in said
+    assert state_behind_nodes(newer, {"head": "new-head", "w1": "old-w1"}, "rev") is None  # the state records one
+    assert state_behind_nodes(newer, recorded, "other") is None  # the config asks for another revision: drift
+    assert state_behind_nodes(newer, recorded, "rev", others=["w1"]) is None  # another state's engines
+    assert state_behind_nodes(newer, None, "rev") is None  # a stack with no outputs yet
