@@ -394,13 +394,21 @@ def ctrl_c(pulumi: Pulumi, args: list[str], after_s: float) -> None:
     said = proc.communicate(timeout=300)[0]
     assert proc.returncode == 130, said[-3000:]
     assert "interrupted" in said and "Traceback" not in said, said[-3000:]
-    alive = []
-    for pid in seen:
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            # A zombie (state Z: ended, not yet reaped by its new parent) is not left running.
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                alive.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
-    assert not alive, f"left running after Ctrl-C: {alive}"
+
+    def alive() -> list[str]:
+        running = []
+        for pid in seen:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                # A zombie (state Z: ended, not yet reaped by its new parent) is not left running.
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    running.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+        return running
+
+    # Pulumi has ended; its plugins end as it shuts them down, within seconds (a language host took ~1 s once).
+    deadline = time.monotonic() + 10
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(), f"left running 10 s after Ctrl-C: {alive()}"
     assert not list(pulumi.backend_dir.glob(".pulumi/locks/**/*.json")), said[-3000:]
     assert not json.loads(pulumi("stack", "export").stdout)["deployment"].get("pending_operations")
 

@@ -34,7 +34,10 @@ BASE = {"timeouts.startupGraceSeconds": "1", "engine.env.STANDIN_PHASE_SECONDS":
 GRACE = {"timeouts.startupGraceSeconds": "10", "engine.env.STANDIN_PHASE_SECONDS": "weights=0"}
 ROLLBACK_WAIT = 240
 STATE_DIR = Path("~/.local/state/spark-llm").expanduser()
-ENDED = re.compile(r"the deployed revision is a rollback|^spark-llm rollback: (?!waiting|the update of|revision)", re.M)
+# The rollback's last line: its closing note, or why it stopped (not its progress: waiting, the update it takes, what
+# it does about the weights).
+PROGRESS = r"waiting|the update of|revision|every node still has|\S+ runs? other weights|the last good start recorded"
+ENDED = re.compile(rf"the deployed revision is a rollback|^spark-llm rollback: (?!{PROGRESS})", re.M)
 
 
 def configure(pulumi: Pulumi, fraction: str | None = None, **more: str) -> None:
@@ -92,7 +95,10 @@ def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_rev
     # The printed command, as the operator runs it: one `pulumi up` converges.
     back = spark_llm(deployed, *shlex.split(command)[1:])
     note = back.stdout
-    assert re.search(rf"revision {good} serves again: its first completion answered [\d.]+ s after the failed", note)
+    assert re.search(
+        rf"revision {good} \(weights [0-9a-f]+\) serves again: its first completion answered [\d.]+ s after the failed",
+        note,
+    )
     assert "the deployed revision is a rollback" in note
     outputs = deployed.outputs()
     assert outputs["group_revision"] == good
@@ -131,7 +137,9 @@ def test_with_rollback_opted_in_a_crash_within_the_startup_grace_brings_the_last
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     # Its last line: the closing note, or why it stopped.
     wait_for("the rollback to end", lambda: ENDED.search(log.read_text()), ROLLBACK_WAIT, interval_s=1)
-    assert re.search(rf"revision {good} serves again: its first completion answered [\d.]+ s", log.read_text())
+    assert re.search(
+        rf"revision {good} \(weights [0-9a-f]+\) serves again: its first completion answered [\d.]+ s", log.read_text()
+    )
     outputs = deployed.outputs()
     assert outputs["group_revision"] == good
     assert complete(outputs)["usage"]["completion_tokens"] == 4
