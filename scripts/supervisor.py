@@ -13,7 +13,8 @@ member absent, unreachable or replaced is waited for. A broken group is restarte
 worker must stay up `startup_grace` seconds), then it waits until rank 0 serves (spark_llm.group.serving: the
 readiness gate's one-token completion, with the API key read from the engine's own key file). At most
 `max_restarts` restarts in `window_seconds` (spark_llm.group.budget); past that it stops every member, records why
-and does nothing more until `pulumi up` deploys a new supervisor.
+and does nothing more until `pulumi up` deploys a new supervisor. It starts no group on weights not verified on
+every member (spark_llm.group.weights: a copy cut short): it waits, saying so, for `pulumi up`.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
 """
 
@@ -49,9 +50,11 @@ from spark_llm.group.records import (
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, serving_request
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
+from spark_llm.group.weights import RECORD_REQUEST, weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 LOG_LINES = 5
+NO_RECORD = 3  # scripts/supervisor_allow.sh's exit code for a worker that has no weights record
 
 
 # ---------- the members' engines: the head's through its Docker socket, the workers' over ssh ----------
@@ -86,6 +89,7 @@ class Node:
         self.name, self.role, self.container = member["name"], member["role"], spec["container"]
         self.expected_id = member["container_id"]
         self.socket = spec["docker_socket"]
+        self.weights_path = spec["weights_record"]  # the head's (mounted read-only); a worker's is asked for
         ssh = ["ssh", "-i", spec["key_path"], "-o", f"UserKnownHostsFile={spec['known_hosts']}"]
         ssh += [w for o in spec["ssh_options"] for w in ("-o", o)]
         self.ssh = ssh + ["-p", str(member["port"]), f"{member['user']}@{member['address']}"]
@@ -142,6 +146,26 @@ class Node:
             return "" if run.returncode == 0 else (run.stderr.strip() or f"exit {run.returncode}")[-300:]
         except (OSError, subprocess.TimeoutExpired) as err:
             return str(err)[:300]
+
+    def weights_record(self) -> tuple[str | None, str]:
+        """This node's weights record (spark_llm.group.weights): (its text, or None when it has none; '' or why it
+        could not be read). The head's from its mount, a worker's with the one request its key may make for it."""
+        try:
+            if self.role == "head":
+                with open(self.weights_path) as f:
+                    return f.read(), ""
+            run = self._remote(RECORD_REQUEST)
+        except FileNotFoundError:
+            return None, ""
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return None, str(err)[:200]
+        if run.returncode == NO_RECORD:
+            return None, ""
+        if run.returncode == 255:  # ssh's own failure
+            return None, ssh_failure(self.name, run.stderr)
+        if run.returncode != 0:
+            return None, (run.stderr.strip() or f"exit {run.returncode}")[-200:]
+        return run.stdout, ""
 
     def logs(self) -> list[str]:
         try:
@@ -209,6 +233,18 @@ class Supervisor:
         """The group's verdict with the supervisor's policy: what only `pulumi up` can mend is waited for."""
         seen = self.read_all()
         return judge(seen, SUPERVISE), seen
+
+    def weights_held(self) -> str | None:
+        """Why the group must not be started on its members' weights (None: it may), read before every start: a
+        copy cut short leaves a worker's record `unverified`, and only `pulumi up` copies and verifies the weights
+        (issue 31, 2). A record that cannot be read is waited for too: it may be a node still booting."""
+        records: list[tuple[str, str | None]] = []
+        for member in self.members:
+            text, error = member.weights_record()
+            if error:
+                return f"the weights record on {member.name} could not be read ({error}); the group starts once it is"
+            records.append((member.name, text))
+        return weights_problem(records)
 
     def stop_all(self) -> str:
         """In the group's stop order (as `pulumi up` stops them); '' or what failed."""
@@ -309,6 +345,12 @@ class Supervisor:
                 if self.state.get("waiting") != why:
                     self.say(f"waiting: {why}")
                     self.save(waiting=why)
+            elif held := self.weights_held():
+                # Nothing is started (nor stopped) on weights not verified on every member: it waits, as for what
+                # only `pulumi up` can mend, and spends no restart of its budget.
+                if self.state.get("waiting") != held:
+                    self.say(f"{why}; not restarting: {held}")
+                    self.save(waiting=held)
             else:
                 logs = {m.name: m.logs() for m, s in zip(self.members, seen, strict=True) if not s.running}
                 step, wait = next_step(self.state["restarts"], time.time(), budget)

@@ -12,6 +12,10 @@
 #   docker start CONTAINER
 #   docker stop [-t SECONDS] CONTAINER
 #   docker logs [--tail LINES] CONTAINER [2>&1]      (2>&1: the engine's stderr merged into stdout, as asked)
+#   spark-llm weights-record                         (spark_llm.group.weights.RECORD_REQUEST: this node's weights
+#                                                     record, `state/weights` beside this script, printed as it is;
+#                                                     exit 3 when there is none. The supervisor starts no group on
+#                                                     weights not verified on every member: issue 31, 2)
 # Anything else (a shell, another verb, another container, one word more) is refused: one line on stderr, exit 126.
 # The request is split on blanks and compared word by word; it is never evaluated, so a quote, `;`, `&&`, `$(...)`
 # or a glob in it is only a word that matches nothing.
@@ -27,7 +31,8 @@ request=${SSH_ORIGINAL_COMMAND:-}
 refuse() {
   # One line: a control character of the request (a newline) is shown as `?`.
   local shown=${request//[![:print:]]/?}
-  echo "spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on $container; refused:" \
+  echo "spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on $container or read the weights" \
+    "record; refused:" \
     "${shown:-a login shell}" >&2
   exit 126
 }
@@ -38,6 +43,18 @@ words=()
 read -r -a words <<<"$request"
 n=${#words[@]}
 digits='^[0-9]{1,5}$'
+
+# The node's weights record: read-only, and only that file. It lives in the drift records' dir (spark_llm.plan.drift:
+# `<remote_dir>/state`), and this script is installed at `<remote_dir>/supervisor-allow.sh` (sshd runs it by that
+# absolute path), so it is found from the script's own location, never from anything the request says.
+if [[ $n -eq 2 && ${words[0]} == spark-llm && ${words[1]} == weights-record ]]; then
+  record="$(dirname "$0")/state/weights"
+  if [ ! -f "$record" ]; then
+    echo "spark-llm: no weights record on this node (the weights step never completed here)" >&2
+    exit 3
+  fi
+  exec cat -- "$record"
+fi
 
 # Each allowed form ends in `exec` (docker's own exit code and output); whatever falls through is refused.
 if [[ $n -ge 3 && ${words[0]} == docker ]]; then

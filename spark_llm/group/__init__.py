@@ -10,6 +10,7 @@ the readiness gate and the supervisor import the same rules.
 - order: the order the group stops and starts in;
 - budget: the supervisor's restarts within a window;
 - logs: a member's engine log, read one way;
+- weights: may the group start on the weights its members recorded (none unverified, one digest);
 - serving: what "serving" means (the gate's one-token completion), each engine's health route, the API key file;
 - records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
 """

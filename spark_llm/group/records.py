@@ -56,6 +56,9 @@ class SupervisorSpec(TypedDict):
     poll_seconds: float
     budget: Budget
     state_path: str
+    weights_record: str
+    """Where the container sees the head's weights record (read-only; spark_llm.group.weights): before it starts
+    the group, the supervisor reads every member's and starts nothing on weights not verified there."""
 
 
 class GaveUp(TypedDict):

@@ -21,6 +21,7 @@ import shlex
 
 from spark_llm.group.members import UNREACHABLE, Member
 from spark_llm.group.verdict import RESTART, WHOLE, judge
+from spark_llm.group.weights import UNVERIFIED as UNVERIFIED
 from spark_llm.plan.container import LABEL_GENERATION, LABEL_REVISION
 from spark_llm.plan.nodes import NodePlan
 from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
@@ -28,9 +29,9 @@ from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
 REPAIR_PREFIX = "repair-"
 # The token when the program cannot look (unit tests with mocks, or observation switched off).
 UNOBSERVED = "unobserved"
-# The record a step leaves while it changes what it recorded (the weights fan-out, before its first byte to a
-# worker): until it records the verified value again, the node's state is no step's (issue 31, 2).
-UNVERIFIED = "unverified"
+# UNVERIFIED (spark_llm.group.weights): the record a step leaves while it changes what it recorded (the weights
+# fan-out, before its first byte to a worker): until it records the verified value again, the node's state is no
+# step's (issue 31, 2). Spelled in the group's room, as the supervisor reads it too; re-exported here for the steps.
 
 
 # The step that records which state started a node's engine container: `STATE_ID CONTAINER_ID` (the watch step

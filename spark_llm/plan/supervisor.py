@@ -21,7 +21,9 @@ from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.node_files import file_script, sha256_text
 from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.observation import TOKENS_DIR
 from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
+from spark_llm.plan.weights.steps import DRIFT_STEP as WEIGHTS_STEP
 
 CONTAINER_NAME = "spark-llm-supervisor"
 PROGRAM = SCRIPTS_DIR / "supervisor.py"
@@ -29,6 +31,10 @@ GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
 # Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
 CONTAINER_DIR = "/spark-llm-supervisor"
 CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
+# The head's drift records (`<remote_dir>/state`, read-only): its weights record, read before the group is started.
+# The directory, not the file: a step replaces a record by renaming a new file over it, which a file's bind mount
+# would never see (it keeps the old inode).
+CONTAINER_RECORDS_DIR = "/spark-llm-supervisor-records"
 # The engine's API key file (its `--config`), read-only: the supervisor's completion sends the key the clients send.
 CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
@@ -108,6 +114,7 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
             "backoff_seconds": cfg.backoff_seconds,
         },
         "state_path": f"{CONTAINER_STATE_DIR}/{STATE_FILE}",
+        "weights_record": f"{CONTAINER_RECORDS_DIR}/{WEIGHTS_STEP}",
     }
 
 
@@ -179,6 +186,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         Mount(DOCKER_SOCKET, DOCKER_SOCKET, read_only=False),
         Mount(files_dir(head), CONTAINER_DIR),
         Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),
+        # The head's weights record (spark_llm.group.weights): no group start on weights not verified there.
+        Mount(f"{head.remote_dir}/{TOKENS_DIR}", CONTAINER_RECORDS_DIR),
     ]
     if plan.workers:
         # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.

@@ -5,6 +5,8 @@ group serves again without anyone running a command, workers started before the 
 30 s, and the next `pulumi up` restarts nothing (the supervisor started the same containers again, in order). A
 member that crashes on every start is restarted at most maxRestarts times, then the group is left stopped and
 `spark-llm status` fails saying the supervisor gave up and why; once the cause is gone, `pulumi up` converges.
+A worker whose weights a cut copy left unverified is not started after its reboot: the supervisor waits, saying
+why, `spark-llm status` fails naming the weights, and `pulumi up` copies, verifies and restarts (issue 31, 2).
 The supervisor reaches the worker with a key of its own that runs docker inspect/start/stop/logs on the engine there
 and nothing else (issue 31, 11), and `pulumi destroy` takes that key off the worker.
 """
@@ -38,6 +40,9 @@ WORKER_AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
 ALLOW_SCRIPT = "/root/spark-llm/supervisor-allow.sh"
 # Every command line seen on this machine while the module's `pulumi up` ran (secrets_scan.ArgvSampler).
 UP_COMMAND_LINES: set[str] = set()
+# A node's weights record (spark_llm.group.weights), and what a fan-out cut short leaves in it on a worker.
+WEIGHTS_RECORD = "/root/spark-llm/state/weights"
+CUT_SHORT_RECORD = "unverified -"
 # What the done-criterion allows beyond the group's own start time, from the reboot to a served completion.
 SLACK_S = 30
 
@@ -219,6 +224,55 @@ def test_a_rebooted_worker_then_head_serve_again_in_order_without_a_command_and_
     assert "head's engine container is exited" in restarts[1]["reason"], restarts
 
 
+def supervisor_state(sim: SimCluster) -> str:
+    return sim.node_exec("head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR).stdout.strip()
+
+
+def supervisor_waiting(sim: SimCluster) -> str:
+    """What the supervisor's state on the head says it waits for ("" for nothing, or not read)."""
+    found = sim.node_exec("head", "cat", SUPERVISOR_STATE, check=False)
+    try:
+        return (json.loads(found.stdout).get("waiting") or "") if found.returncode == 0 else ""
+    except ValueError:  # read while being written
+        return ""
+
+
+def test_a_worker_rebooted_on_weights_a_cut_copy_left_unverified_is_not_started_until_up_verifies_them(
+    deployed, sim_cluster
+):
+    """A weights copy killed midway leaves the worker's record `unverified -`; a reboot then had the supervisor start
+    the group on those weights. Now it starts nothing and waits, saying why, until `pulumi up` copies and verifies."""
+    assert not sim_cluster.node_exec("worker-1", "cat", WEIGHTS_RECORD).stdout.startswith("unverified")
+    # As scripts/fanout.py leaves it when it is killed after its first byte reached the worker.
+    sim_cluster.node_exec("worker-1", "bash", "-c", f"echo {CUT_SHORT_RECORD!r} > {WEIGHTS_RECORD}")
+    before = {n: sim_cluster.started_at(n) for n in NODES}
+    run(["docker", "restart", "-t", "2", sim_cluster.container("worker-1")])
+    reason = (
+        "weights on worker-1 are not verified (a copy was cut short): pulumi up copies and verifies them, then"
+        " restarts the group"
+    )
+    wait_for("the supervisor to wait on worker-1's weights", lambda: supervisor_waiting(sim_cluster) == reason, 120, 1)
+    code, status = spark_llm_status(deployed)
+    assert code == 1, status
+    assert status["supervisor"]["waiting"] == reason, status
+    assert [w for w in status["weights"] if "worker-1" in w and "not verified" in w], status["weights"]
+    # Seconds of the supervisor's 1 s polls later (status's own run): no engine was started, no restart recorded.
+    assert {n: sim_cluster.started_at(n) for n in NODES} == before
+    worker = sim_cluster.node_exec("worker-1", "docker", "inspect", "-f", "{{.State.Status}}", "spark-llm-engine")
+    assert worker.stdout.strip() == "exited"
+    assert all(r["result"] == "served" for r in status["supervisor"]["restarts"]), status["supervisor"]
+    assert supervisor_waiting(sim_cluster) == reason
+    # The weights step runs again (its record says unverified: drift), then the group restarts in order.
+    deployed.up()
+    assert_group_serves(deployed, sim_cluster)
+    record = sim_cluster.node_exec("worker-1", "cat", WEIGHTS_RECORD).stdout
+    assert not record.startswith("unverified") and len(record.split()) == 2, record
+    assert supervisor_state(sim_cluster) == "running"
+    wait_for("the new supervisor to watch, waiting for nothing", lambda: not supervisor_waiting(sim_cluster), 60, 1)
+    code, status = spark_llm_status(deployed)
+    assert code == 0 and status["state"] == "in sync", status
+
+
 def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_status_says_why(deployed, sim_cluster):
     # A new group (`spark-llm restart`: new containers through Pulumi, the supervisor stopped first, then a new one)
     # starts a new budget: the restarts of the test above no longer count.
@@ -267,10 +321,6 @@ def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_s
     assert code == 0 and status["state"] == "in sync", status
     assert status["supervisor"]["gave_up"] is None and status["supervisor"]["restarts"] == [], status
     deployed("preview", "--expect-no-changes")  # the new group and its new supervisor: nothing left to do
-
-
-def supervisor_state(sim: SimCluster) -> str:
-    return sim.node_exec("head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR).stdout.strip()
 
 
 def test_a_failed_up_leaves_the_supervisor_stopped_and_the_next_good_up_starts_a_new_one(deployed, sim_cluster):

@@ -298,6 +298,7 @@ def supervisor_of(case: Case, tmp_path) -> object:
         "known_hosts": "/kh",
         "ssh_options": [],
         "state_path": str(tmp_path / "state.json"),
+        "weights_record": str(tmp_path / "weights"),
     }
     supervisor = program.Supervisor(spec)
     for node, m in zip(supervisor.members, case.members, strict=True):

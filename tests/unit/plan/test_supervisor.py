@@ -53,6 +53,15 @@ def test_it_mounts_its_own_keys_dir_read_only_and_never_the_fabric_key(raw_confi
     assert "fabric" not in script and "fabricKeyPath" not in script
 
 
+def test_it_sees_the_heads_weights_record_read_only_through_its_directory(raw_config):
+    """The directory, not the file: a step renames a new record over the old one, which a file mount would not see."""
+    plan = plan_of(raw_config)
+    mounts = {m.target: m for m in supervisor.mounts(plan)}
+    records = mounts[supervisor.CONTAINER_RECORDS_DIR]
+    assert records.source == "/home/aurora/spark-llm/state" and records.read_only
+    assert supervisor.spec(plan, {})["weights_record"] == "/spark-llm-supervisor-records/weights"
+
+
 def test_a_head_alone_mounts_no_key(raw_config):
     raw_config["nodes"] = raw_config["nodes"][:1]
     plan = plan_of(raw_config)

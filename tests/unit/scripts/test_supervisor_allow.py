@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.group.logs import logs_command
+from spark_llm.group.weights import RECORD_REQUEST
 
 ALLOW = Path(__file__).resolve().parents[3] / "scripts" / "supervisor_allow.sh"
 ENGINE = "spark-llm-engine"
@@ -24,9 +25,11 @@ echo "docker's stderr" >&2
 """
 
 
-def allow(tmp_path: Path, request: str | None, container: str = ENGINE) -> tuple[subprocess.CompletedProcess, list]:
+def allow(
+    tmp_path: Path, request: str | None, container: str = ENGINE, script: Path = ALLOW
+) -> tuple[subprocess.CompletedProcess, list]:
     """The script run for `request` (None: a login shell, no SSH_ORIGINAL_COMMAND); docker's argv, or None when it
-    was not run."""
+    was not run. `script`: where the script is (its weights record is found beside it)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "docker").write_text(FAKE_DOCKER)
@@ -36,7 +39,7 @@ def allow(tmp_path: Path, request: str | None, container: str = ENGINE) -> tuple
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DOCKER_ARGV": str(argv)}
     if request is not None:
         env["SSH_ORIGINAL_COMMAND"] = request
-    run = subprocess.run(["bash", str(ALLOW), container], env=env, capture_output=True, text=True, timeout=30)
+    run = subprocess.run(["bash", str(script), container], env=env, capture_output=True, text=True, timeout=30)
     return run, argv.read_text().splitlines() if argv.exists() else None
 
 
@@ -128,6 +131,25 @@ REFUSED = [
     f"/usr/bin/docker inspect {ENGINE}",
     f"docker --host tcp://x inspect {ENGINE}",
     f"sudo docker inspect {ENGINE}",
+    # The weights record's request, word for word or not at all: no path, no other record, no redirection.
+    "spark-llm",
+    "spark-llm weights-record x",
+    "spark-llm weights-record /etc/shadow",
+    "spark-llm weights-record ../state/supervisor-key",
+    "spark-llm weights-record > /tmp/x",
+    "spark-llm weights-record; id",
+    "spark-llm weights-record && id",
+    "spark-llm weights-record\nid",
+    "spark-llm weights-record $(id)",
+    "spark-llm weights",
+    "spark-llm weights-records",
+    "spark-llm image-record",
+    "'spark-llm' weights-record",
+    "spark-llm 'weights-record'",
+    "/usr/bin/spark-llm weights-record",
+    f"docker weights-record {ENGINE}",
+    "cat state/weights",
+    "cat ~/spark-llm/state/weights",
 ]
 
 
@@ -152,3 +174,56 @@ def test_the_allowed_container_is_the_one_sshd_names(tmp_path):
 def test_without_the_container_it_prints_usage(tmp_path):
     run = subprocess.run(["bash", str(ALLOW)], capture_output=True, text=True, timeout=30)
     assert run.returncode == 2 and run.stderr.startswith("Usage: supervisor_allow.sh CONTAINER")
+
+
+# ---------- the weights record: the node's `state/weights` beside the script, printed as it is (issue 31, 2) ----------
+
+
+def installed(tmp_path: Path, record: str | None) -> Path:
+    """The script where `pulumi up` puts it (`<remote_dir>/supervisor-allow.sh`), the node's weights record (None:
+    none) in `<remote_dir>/state/weights`, and another record beside it that must never be read."""
+    remote_dir = tmp_path / "spark-llm"
+    (remote_dir / "state").mkdir(parents=True)
+    script = remote_dir / "supervisor-allow.sh"
+    script.write_text(ALLOW.read_text())
+    script.chmod(0o755)
+    if record is not None:
+        (remote_dir / "state" / "weights").write_text(record)
+    (remote_dir / "state" / "image").write_text("t sha256:secret-of-another-step\n")
+    return script
+
+
+@pytest.mark.parametrize("record", ["unverified -\n", "repair-0123456789ab " + "a" * 64 + "\n"])
+def test_the_weights_record_request_prints_the_nodes_record_as_it_is_and_runs_no_docker(tmp_path, record):
+    script = installed(tmp_path, record)
+    run, seen = allow(tmp_path, RECORD_REQUEST, script=script)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == record and run.stderr == ""
+    assert seen is None
+
+
+def test_the_weights_record_request_allows_blanks_between_its_words(tmp_path):
+    script = installed(tmp_path, "t d\n")
+    run, _ = allow(tmp_path, f"  {RECORD_REQUEST.replace(' ', '   ')} ", script=script)
+    assert run.returncode == 0 and run.stdout == "t d\n"
+
+
+def test_a_node_without_a_weights_record_says_so_with_exit_3(tmp_path):
+    """3, not 126 nor ssh's 255: the supervisor tells "no record" (the weights step never completed) from a refusal."""
+    script = installed(tmp_path, None)
+    run, _ = allow(tmp_path, RECORD_REQUEST, script=script)
+    assert run.returncode == 3 and run.stdout == ""
+    assert run.stderr == "spark-llm: no weights record on this node (the weights step never completed here)\n"
+
+
+def test_the_record_is_found_beside_the_script_not_in_the_working_directory(tmp_path):
+    """sshd starts the forced command in the user's home: the record is the script's neighbour wherever it runs."""
+    script = installed(tmp_path, "t beside\n")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "state").mkdir(parents=True)
+    (elsewhere / "state" / "weights").write_text("t wrong\n")
+    env = {"PATH": "/usr/bin:/bin", "SSH_ORIGINAL_COMMAND": RECORD_REQUEST}
+    run = subprocess.run(
+        ["bash", str(script), ENGINE], env=env, cwd=elsewhere, capture_output=True, text=True, timeout=30
+    )
+    assert run.returncode == 0 and run.stdout == "t beside\n"
