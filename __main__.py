@@ -2,16 +2,16 @@
 
 import signal
 
-import pulumi
-
-from components import bootstrap as stack
-from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
-from spark_llm.plan import deployment as plan
-
-# When an update fails, Pulumi's language host stops the program with SIGINT; Python would answer with a
-# KeyboardInterrupt traceback of whatever thread it hit, under the real error. The engine holds the state, so the
-# program may simply end.
+# When an update fails or is cancelled (Ctrl-C), Pulumi's language host stops the program with SIGINT; Python would
+# answer with a KeyboardInterrupt traceback of whatever thread it hit, under the real error. The engine holds the
+# state, so the program may simply end. First, before the imports that take a second (the providers' SDKs).
 signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+import pulumi  # noqa: E402
+
+from components import bootstrap as stack  # noqa: E402
+from components.cluster import SparkCluster, SparkClusterArgs, probe_extra  # noqa: E402
+from spark_llm.plan import deployment as plan  # noqa: E402
 
 config = stack.load()
 # A rollback's `up` puts back the weights the last good start served (spark_llm.ops.rollback): None otherwise.

@@ -18,6 +18,9 @@ from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
 from spark_llm.plan.scripts import PROJECT_DIR
 
+TRACEBACK = "Traceback (most recent call last):"
+HELD_LINES = 200
+
 
 def _interrupt_note(pid: int, again: bool) -> str:
     if again:
@@ -96,12 +99,24 @@ class PulumiCli:
         assert proc.stdout is not None
         lines: list[str] = []
         interrupted = False
+        held: list[str] = []
         while True:
             try:
                 for line in proc.stdout:
                     lines.append(line)
+                    if interrupted and (held or TRACEBACK in line):
+                        # Cancelled, Pulumi stops the program with SIGINT; one caught before it set its handler
+                        # (__main__.py) prints a KeyboardInterrupt traceback of its own: held, and dropped when it
+                        # ends so, since it says nothing the user needs (any other is shown as it was).
+                        held.append(line)
+                        if line.rstrip().endswith("KeyboardInterrupt") or len(held) > HELD_LINES:
+                            if not line.rstrip().endswith("KeyboardInterrupt"):
+                                out.writelines(held)
+                            held = []
+                        continue
                     out.write(line)
                     out.flush()
+                out.writelines(held)
                 code = proc.wait()
                 break
             except KeyboardInterrupt:

@@ -31,6 +31,10 @@ deadline = time.monotonic() + 30  # never left behind, even when the test fails
 while not got and time.monotonic() < deadline:
     time.sleep(0.05)
 time.sleep(0.5)  # the operations in flight end
+# The program, stopped with SIGINT before it set its handler: Python's traceback, which Pulumi relays.
+print("    pulumi:pulumi:Stack spark-llm-sim  Traceback (most recent call last):", flush=True)
+print('    pulumi:pulumi:Stack spark-llm-sim    File "exec", line 232, in <module>', flush=True)
+print("    pulumi:pulumi:Stack spark-llm-sim  KeyboardInterrupt", flush=True)
 print(f"done after {{len(got)}} sigint", flush=True)
 sys.exit(255)
 """
@@ -78,6 +82,7 @@ def test_ctrl_c_is_passed_on_once_and_pulumi_is_waited_for(fake_pulumi: Path, tm
     assert "Ctrl-C passed on to `pulumi`" in said and "waiting for it to end cleanly" in said
     assert said.count("still waiting for `pulumi`") == presses - 1
     assert f"sid={os.getsid(0)}" not in said  # a session of its own: the terminal's Ctrl-C does not reach it
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said  # the program's, interrupted: dropped
 
 
 def test_without_ctrl_c_the_exit_code_and_output_come_back(fake_pulumi: Path, tmp_path: Path):
