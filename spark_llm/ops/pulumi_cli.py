@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,6 +21,23 @@ from spark_llm.plan.scripts import PROJECT_DIR
 
 TRACEBACK = "Traceback (most recent call last):"
 HELD_LINES = 200
+
+
+def _end(proc: subprocess.Popen, grace: float = 30) -> None:
+    """Stop a pulumi command as Ctrl-C does (it ends its plugins itself), then wait for it: SIGKILL only after
+    `grace` seconds. Further Ctrl-Cs meanwhile do not cut the wait short."""
+    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            return
+        except KeyboardInterrupt:
+            continue
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return
 
 
 def _interrupt_note(pid: int, again: bool) -> str:
@@ -62,18 +80,33 @@ class PulumiCli:
         return cmd
 
     def capture(self, *args: str, config: bool = False, timeout: float = 300) -> str:
+        """Its stdout; raises PulumiError when it fails. Ctrl-C meanwhile is passed on to it and waited out, as in
+        `stream`: killed outright, a pulumi command leaves its language host running (a fresh-clone run found one
+        after `spark-llm rollback` was interrupted while it read the stack's config)."""
         cmd = self.argv(*args, config=config)
         try:
-            result = subprocess.run(
-                cmd, cwd=self.cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         except FileNotFoundError:
             raise PulumiError("the pulumi CLI is not on PATH: run `. tools/env.sh` (after `make tools`)") from None
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            _end(proc)
             raise PulumiError(f"`{' '.join(cmd)}` gave no answer within {timeout:.0f} s") from None
-        if result.returncode != 0:
-            raise PulumiError(f"`{' '.join(cmd)}` exited {result.returncode}:\n{result.stderr.strip()[-2000:]}")
-        return result.stdout
+        except KeyboardInterrupt:
+            _end(proc)
+            raise
+        if proc.returncode != 0:
+            raise PulumiError(f"`{' '.join(cmd)}` exited {proc.returncode}:\n{stderr.strip()[-2000:]}")
+        return stdout
 
     def stream(self, *args: str, config: bool = False, out: TextIO | None = None) -> tuple[int, str]:
         """Run with its output copied to `out` (default: this process's stdout at the time of the call) as it comes;

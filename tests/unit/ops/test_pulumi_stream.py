@@ -36,6 +36,7 @@ print("    pulumi:pulumi:Stack spark-llm-sim  Traceback (most recent call last):
 print('    pulumi:pulumi:Stack spark-llm-sim    File "exec", line 232, in <module>', flush=True)
 print("    pulumi:pulumi:Stack spark-llm-sim  KeyboardInterrupt", flush=True)
 print(f"done after {{len(got)}} sigint", flush=True)
+open({ready!r} + ".done", "w").write(str(len(got)))
 sys.exit(255)
 """
 
@@ -92,3 +93,13 @@ def test_without_ctrl_c_the_exit_code_and_output_come_back(fake_pulumi: Path, tm
         code, output = PulumiCli(cwd=tmp_path).stream("preview", out=out)
     assert (code, output) == (3, "fine\n")
     assert out_file.read_text() == "fine\n"
+
+
+def test_a_short_pulumi_command_interrupted_is_stopped_as_ctrl_c_stops_it_and_waited_for(fake_pulumi: Path, tmp_path):
+    """`pulumi config`/`stack history` (PulumiCli.capture) interrupted: one SIGINT and a wait, not a SIGKILL that leaves
+    its language host running (a fresh-clone run found one after an interrupted `spark-llm rollback`)."""
+    thread = ctrl_c_when(fake_pulumi, 2)
+    with pytest.raises(KeyboardInterrupt):
+        PulumiCli(cwd=tmp_path).capture("config", "--json")
+    thread.join()
+    assert Path(str(fake_pulumi) + ".done").read_text() == "1"  # it ended on its own, after exactly one SIGINT
