@@ -79,23 +79,27 @@ class PulumiCli:
             cmd += ["--config-file", self.config_file]
         return cmd
 
-    def capture(self, *args: str, config: bool = False, timeout: float = 300) -> str:
-        """Its stdout; raises PulumiError when it fails. Ctrl-C meanwhile is passed on to it and waited out, as in
-        `stream`: killed outright, a pulumi command leaves its language host running (a fresh-clone run found one
-        after `spark-llm rollback` was interrupted while it read the stack's config)."""
-        cmd = self.argv(*args, config=config)
+    def _start(self, cmd: list[str], stderr: int) -> subprocess.Popen:
+        """The command in a session of its own: the terminal's Ctrl-C reaches it only as this process passes it on."""
         try:
-            proc = subprocess.Popen(
+            return subprocess.Popen(
                 cmd,
                 cwd=self.cwd,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=stderr,
                 text=True,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         except FileNotFoundError:
             raise PulumiError("the pulumi CLI is not on PATH: run `. tools/env.sh` (after `make tools`)") from None
+
+    def capture(self, *args: str, config: bool = False, timeout: float = 300) -> str:
+        """Its stdout; raises PulumiError when it fails. Ctrl-C meanwhile is passed on to it and waited out, as in
+        `stream`: killed outright, a pulumi command leaves its language host running (a fresh-clone run found one
+        after `spark-llm rollback` was interrupted while it read the stack's config)."""
+        cmd = self.argv(*args, config=config)
+        proc = self._start(cmd, stderr=subprocess.PIPE)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -119,16 +123,7 @@ class PulumiCli:
         that left early would kill it with SIGPIPE on its next line, holding the lock (issue 31, 3).
         """
         out = out or sys.stdout
-        cmd = self.argv(*args, config=config)
-        proc = subprocess.Popen(
-            cmd,
-            cwd=self.cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = self._start(self.argv(*args, config=config), stderr=subprocess.STDOUT)
         assert proc.stdout is not None
         lines: list[str] = []
         interrupted = False

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from spark_llm.group.history import succeeded
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import RollbackRefusedError
+from spark_llm.plan.weights.steps import MANIFEST_NAME, VERSIONS_DIR, stored_digest_command
 from spark_llm.remote.history import read_history
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 
 RESTORE_ENV = "SPARK_LLM_RESTORE_WEIGHTS"
 """Read by the program (components.bootstrap.restore_weights)."""
-VERSIONS = ".spark-llm-versions"
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,9 @@ class RollbackWeights:
 
 def _versions_script(path: str) -> str:
     """On a node: its current manifest digest, then each version it kept, a line each."""
-    quoted = shlex.quote(path)
-    return (
-        "python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[\"digest\"])'"
-        f" {quoted}/.spark-llm-manifest.json 2>/dev/null || echo none\n"
-        f'for d in {quoted}/{VERSIONS}/*/; do [ -f "$d.spark-llm-manifest.json" ] && basename "$d"; done; true\n'
+    versions = shlex.quote(f"{path}/{VERSIONS_DIR}")
+    return stored_digest_command(path, "echo none") + (
+        f'for d in {versions}/*/; do [ -f "$d{MANIFEST_NAME}" ] && basename "$d"; done; true\n'
     )
 
 

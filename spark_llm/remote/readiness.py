@@ -27,6 +27,7 @@ from spark_llm.plan.observation import EngineState
 from spark_llm.plan.readiness import ReadinessSpec
 from spark_llm.plan.start.phases import NodeStart
 from spark_llm.plan.start.timeline import phase_seconds
+from spark_llm.plan.weights.steps import VERSIONS_DIR, stored_digest_command
 from spark_llm.remote.canary import completion_command, gate_canary
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.runner import run_script
@@ -142,19 +143,15 @@ def served_weights(members: list[Member], path: str) -> str:
     """At a start that serves: drop the versions every node kept for a rollback (scripts/manifest.py keep: this
     start serves, so the version before it is no longer the one to go back to), then the head's manifest digest,
     which the history records with the start ("" when it cannot be read)."""
-    quoted = shlex.quote(path)
+    drop = f"rm -rf {shlex.quote(f'{path}/{VERSIONS_DIR}')}\n"
     for m in members:
         try:
-            run_script(m.ssh, f"rm -rf {quoted}/.spark-llm-versions\n", timeout=60)
+            run_script(m.ssh, drop, timeout=60)
         except RemoteError:
             pass  # a node that cannot be reached now keeps its hard links: they cost no bytes
-    read = (
-        "python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[\"digest\"])'"
-        f" {quoted}/.spark-llm-manifest.json 2>/dev/null || true\n"
-    )
     head = next(m for m in members if m.role == "head")
     try:
-        return run_script(head.ssh, read, timeout=60).strip()
+        return run_script(head.ssh, stored_digest_command(path), timeout=60).strip()
     except RemoteError:
         return ""
 

@@ -36,6 +36,8 @@ from spark_llm.plan.weights.sync import (
 )
 
 MANIFEST_NAME = ".spark-llm-manifest.json"
+# Where a node keeps the versions a copy replaced, for a rollback (scripts/manifest.py keep/restore).
+VERSIONS_DIR = ".spark-llm-versions"
 DIGEST_PREFIX = "spark-llm-manifest "
 # The drift token's step name on every node (spark_llm.plan.drift), and the probe sections (plan.observation) that
 # carry the live manifest digest of model.path (and, kind head elsewhere, of the head's source dir).
@@ -224,6 +226,12 @@ def live_value(cfg: StackConfig, node: NodePlan, facts: dict[str, str]) -> str |
     if node.role == "head" and source.kind == "head" and source.path != cfg.model.path:
         return f"{digest}/{facts.get(PROBE_SOURCE_SECTION, '')}"
     return digest
+
+
+def stored_digest_command(path: str, otherwise: str = "true") -> str:
+    """Read-only bash: the digest of the manifest stored beside the weights at `path`, or runs `otherwise`."""
+    program = "import json, sys; print(json.load(open(sys.argv[1]))['digest'])"
+    return f"python3 -c {shlex.quote(program)} {shlex.quote(f'{path}/{MANIFEST_NAME}')} 2>/dev/null || {otherwise}\n"
 
 
 def head_digest_command(cfg: StackConfig) -> str:
