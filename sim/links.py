@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from host import SimError, docker
+from host import SimError, docker, run
 from paths import SimPaths
 from state import ClusterState
 
@@ -15,6 +15,24 @@ def fabric_interface(container: str, address: str) -> str:
     if len(out) < 2:
         raise SimError(f"{container} has no interface with {address}")
     return out[1]
+
+
+# The speed the capped link reports where a real link's driver does (/sys/class/net/IF/speed, Mbit/s): a file bind
+# mounted over it in the node, so what reads it (`spark-llm preflight --bandwidth`) reads the cap. A veth says
+# 10000 on its own. The file is on the node's /run, a tmpfs: a restarted node forgets it with the tc cap.
+SPEED_FILE = "/run/spark-llm-sim-link-speed"
+
+
+def set_speed(container: str, dev: str, rate_mbit: int | None) -> None:
+    """Report `rate_mbit` as the interface's speed, or (None) the kernel's own figure again."""
+    speed = f"/sys/class/net/{dev}/speed"
+    # Every mount of an earlier `sim link` (one a call: a cap set twice is mounted twice); bounded all the same.
+    for _ in range(16):
+        if run(["docker", "exec", container, "umount", speed], check=False).returncode != 0:
+            break
+    if rate_mbit is not None:
+        docker("exec", container, "sh", "-c", f"echo {int(rate_mbit)} > {SPEED_FILE}")
+        docker("exec", container, "mount", "--bind", "-o", "ro", SPEED_FILE, speed)
 
 
 def link(paths: SimPaths, rate_mbit: int | None, nodes: Sequence[str] = ()) -> None:
@@ -40,4 +58,5 @@ def link(paths: SimPaths, rate_mbit: int | None, nodes: Sequence[str] = ()) -> N
                 "exec", node.container, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
                 "rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", "100ms",
             )  # fmt: skip
+        set_speed(node.container, dev, rate_mbit)
         print(f"{node.name} {dev}: " + (f"egress capped at {rate_mbit} Mbit/s" if rate_mbit else "uncapped"))

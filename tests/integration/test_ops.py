@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import yaml
 from tests.conftest import WORKER_KEY
 from tests.integration.conftest import (
     REPO,
+    SIM,
     SIM_DIR,
     SIM_IMAGE_TAG,
     STACK_FILE,
@@ -160,6 +162,62 @@ def test_preflight_check_flags_names_a_flag_the_images_engine_does_not_list(spar
 
 
 # ---------- status, logs, smoke ----------
+
+
+# The sim's fabric capped at this rate (`sim link`: tc tbf, and the speed the kernel reports for the interface).
+LINK_MBIT = 400
+
+
+def bandwidth_servers(sim_cluster: SimCluster) -> str:
+    """The bandwidth test's processes on the worker (its server, and the `timeout` that bounds it)."""
+    ps = sim_cluster.node_exec("worker-1", "ps", "-eo", "pid,args").stdout
+    return "\n".join(line for line in ps.splitlines() if "iperf3" in line)
+
+
+@pytest.fixture
+def capped_link(sim_cluster):
+    run([str(SIM), "link", str(LINK_MBIT)])
+    yield
+    run([str(SIM), "link", "off"])
+
+
+def test_preflight_bandwidth_measures_the_fabric_each_way_against_the_links_speed(spark_llm, sim_cluster, capped_link):
+    assert sim_cluster.node_exec("worker-1", "cat", "/sys/class/net/eth0/speed").stdout.strip() == str(LINK_MBIT)
+    report = spark_llm.json("preflight", "--bandwidth")
+    check = checks_by_key(report)["worker-1", "bandwidth"]
+    assert check["status"] == "pass", check
+    figures = re.findall(r"(head -> worker-1|worker-1 -> head) (\d+) Mbit/s", check["detail"])
+    assert len(figures) == 2, check
+    for leg, mbit in figures:
+        assert 0.75 * LINK_MBIT <= int(mbit) <= 1.25 * LINK_MBIT, (leg, mbit, check)
+    assert f"of a {LINK_MBIT} Mbit/s link" in check["detail"]
+    assert (
+        "iperf3 (TCP, 4 streams): on head the node's own /usr/bin/iperf3, on worker-1 the node's own"
+        in (check["detail"])
+    )
+    assert bandwidth_servers(sim_cluster) == ""
+
+
+def test_preflight_bandwidth_stops_the_workers_server_on_ctrl_c(spark_llm, sim_cluster):
+    proc = subprocess.Popen(
+        spark_llm.argv("preflight", "--bandwidth", "--bandwidth-seconds", "30"),
+        env=spark_llm.pulumi.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        wait_for("the bandwidth test's server on worker-1", lambda: "iperf3 -s" in bandwidth_servers(sim_cluster), 60)
+        proc.send_signal(signal.SIGINT)
+        said = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in said, said[-3000:]
+    # Stopped by the CLI on its way out, not by the server's own bound (2 x 31 + 30 s).
+    assert bandwidth_servers(sim_cluster) == ""
 
 
 def test_status_in_sync_after_up(spark_llm, deployed):

@@ -26,6 +26,7 @@ from dataclasses import asdict
 from rich.table import Table
 
 from spark_llm.ops import render
+from spark_llm.ops.preflight import bandwidth_run
 from spark_llm.ops.preflight.checks import (
     Check,
     Limits,
@@ -131,6 +132,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--check-flags", action="store_true", help="run the engine's --help in the image and check the config's flags"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per node (120)")
+    parser.add_argument(
+        "--bandwidth",
+        action="store_true",
+        help="measure the fabric head <-> each worker (ib_write_bw with RDMA devices, else iperf3) against its speed",
+    )
+    parser.add_argument("--bandwidth-seconds", type=int, default=3, help="seconds per direction (3)")
+    parser.add_argument("--bandwidth-port", type=int, default=5201, help="TCP port of the test server (5201)")
 
 
 def probe(plan: DeploymentPlan, node: NodePlan, args: argparse.Namespace) -> tuple[NodeRun, str | None]:
@@ -183,6 +191,9 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     )
     stack = StackRef(pulumi.stack, pulumi.config_file)
     checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags, stack=stack)
+    if args.bandwidth:
+        with render.progress("preflight: measuring the fabric", enabled=not args.json) as update:
+            checks += bandwidth_run.measure(plan, args.bandwidth_port, args.bandwidth_seconds, update)
     wall = time.monotonic() - start
     counts = summary(checks)
     ok = counts[FAIL] == 0

@@ -1,0 +1,135 @@
+# shellcheck shell=bash
+# `spark-llm preflight --bandwidth` on a node (spark_llm.ops.preflight.bandwidth): what the node has for a
+# bandwidth test, a bounded test server, its client, and the server's cleanup. Not run on its own: the plan reads
+# it as text (spark_llm.plan.scripts.bash_lib drops this header up to the first empty line).
+# How a tool is started, HOW: `node` (the node's own binary) or `image` (a container from the engine image, with
+# the host's network and, for RDMA, the verbs devices and unlimited locked memory, as NCCL gets them).
+# `bw_facts ADDRESS IMAGE` prints `link IF SPEED_MBIT`, `roce DEV STATE`..., then per tool `tool NAME HOW|missing
+# WHY`. `bw_serve TOOL HOW IMAGE ADDRESS PORT SECONDS BOUND [DEV]` starts a server that ends by itself after
+# BOUND s and prints `server HANDLE`; `bw_stop HOW HANDLE` ends it now. `bw_client TOOL HOW IMAGE ADDRESS PORT SECONDS [DEV]`
+# runs the client (iperf3: twice, `to` and `from` the server, JSON each).
+
+readonly BW_CONTAINER_PREFIX=spark-llm-bandwidth
+
+# The interface that holds ADDRESS and its speed as the kernel reports it (Mbit/s; -1 or absent: unknown).
+bw_link() {
+  local dev speed
+  dev=$(ip -o addr show to "$1" | awk '{print $2; exit}')
+  if [ -z "$dev" ]; then
+    echo "link - no interface holds $1"
+    return 0
+  fi
+  speed=$(cat "/sys/class/net/$dev/speed" 2>/dev/null) || speed=unknown
+  echo "link $dev ${speed:-unknown}"
+}
+
+# Each RDMA device and its port 1 state (`4: ACTIVE`), as /sys/class/infiniband shows it.
+bw_roce() {
+  local dir state
+  [ -d /sys/class/infiniband ] || return 0
+  for dir in /sys/class/infiniband/*; do
+    [ -e "$dir" ] || continue
+    state=$(cat "$dir/ports/1/state" 2>/dev/null) || state=unknown
+    echo "roce ${dir##*/} ${state##* }"
+  done
+}
+
+# TOOL IMAGE: how TOOL can be started here, or why not.
+bw_tool() {
+  local tool=$1 image=$2
+  if command -v "$tool" >/dev/null 2>&1; then
+    echo "tool $tool node $(command -v "$tool")"
+  elif ! docker image inspect "$image" >/dev/null 2>&1; then
+    echo "tool $tool missing: not on the node, and the engine image $image is not on it either"
+  elif docker run --rm --network none --entrypoint sh "$image" -c "command -v $tool" >/dev/null 2>&1; then
+    echo "tool $tool image $image"
+  else
+    echo "tool $tool missing: neither the node nor the engine image $image has it"
+  fi
+}
+
+bw_facts() {
+  bw_link "$1"
+  bw_roce
+  bw_tool iperf3 "$2"
+  bw_tool ib_write_bw "$2"
+}
+
+# The tool's argv after the binary: a server (no ADDRESS to reach) or a client of ADDRESS.
+bw_server_args() {
+  local tool=$1 address=$2 port=$3 seconds=$4 dev=${5:-}
+  case "$tool" in
+    iperf3) echo "-s -B $address -p $port" ;;
+    ib_write_bw) echo "-d $dev -p $port -F --report_gbits -D $seconds" ;;
+    *) echo "bw_server_args: unknown tool $tool" >&2; return 2 ;;
+  esac
+}
+
+bw_serve() {
+  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 bound=$7 dev=${8:-} name
+  local -a args
+  read -r -a args <<<"$(bw_server_args "$tool" "$address" "$port" "$seconds" "$dev")"
+  # Something else on the port would answer the client in the server's place.
+  if ss -Hltn "sport = :$port" | grep -q .; then
+    echo "port $port is in use on $(hostname) (choose another with --bandwidth-port): $(ss -Hltnp "sport = :$port" | head -n 1)"
+    return 1
+  fi
+  if [ "$how" = node ]; then
+    # A session of its own, no terminal, output to a file: it outlives this ssh session, bounded by `timeout`.
+    setsid timeout -k 2 "$bound" "$tool" "${args[@]}" >"/tmp/$BW_CONTAINER_PREFIX-$port.log" 2>&1 </dev/null &
+    echo "server $!"
+  else
+    name="$BW_CONTAINER_PREFIX-$port"
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    local -a rdma=()
+    [ "$tool" = ib_write_bw ] && rdma=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK)
+    docker run -d --rm --name "$name" --network host "${rdma[@]}" --entrypoint timeout "$image" \
+      -k 2 "$bound" "$tool" "${args[@]}" >/dev/null
+    echo "server $name"
+  fi
+  # iperf3 listens on TCP; ib_write_bw's out-of-band exchange does too: both on PORT. Bounded: 10 s.
+  local tries=0
+  until ss -Hltn "sport = :$port" | grep -q .; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 100 ]; then
+      echo "no $tool server listening on port $port after 10 s" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+bw_stop() {
+  local how=$1 handle=$2
+  if [ "$how" = node ]; then
+    # The server's `timeout`, and with it the server: only the process this run started.
+    kill "$handle" 2>/dev/null || true
+  else
+    docker rm -f "$handle" >/dev/null 2>&1 || true
+  fi
+}
+
+bw_client() {
+  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 dev=${7:-}
+  local -a run=()
+  if [ "$how" = image ]; then
+    run=(docker run --rm --network host)
+    [ "$tool" = ib_write_bw ] && run+=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK)
+    run+=(--entrypoint "$tool" "$image")
+  else
+    run=("$tool")
+  fi
+  case "$tool" in
+    iperf3)
+      # Four streams, the first second (TCP's slow start) left out of the figure; `to` then `from` the server.
+      echo "--- to"
+      timeout $((seconds + 20)) "${run[@]}" -c "$address" -p "$port" -t "$seconds" -O 1 -P 4 -J
+      echo "--- from"
+      timeout $((seconds + 20)) "${run[@]}" -c "$address" -p "$port" -t "$seconds" -O 1 -P 4 -J -R
+      ;;
+    ib_write_bw)
+      timeout $((seconds + 20)) "${run[@]}" -d "$dev" -p "$port" -F --report_gbits -D "$seconds" "$address"
+      ;;
+    *) echo "bw_client: unknown tool $tool" >&2; return 2 ;;
+  esac
+}

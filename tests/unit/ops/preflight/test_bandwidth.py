@@ -1,0 +1,127 @@
+"""`spark-llm preflight --bandwidth`: the tool for each pair (RDMA where both nodes have a device, TCP otherwise,
+missing named), the figures read from iperf3's and perftest's output, and the verdict against the link's speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from spark_llm.ops.preflight import bandwidth
+from spark_llm.ops.render import FAIL, PASS
+from tests.unit.ops.node_facts import build
+
+NODE_IPERF = (
+    "tool iperf3 node /usr/bin/iperf3\ntool ib_write_bw missing: neither the node nor the engine image x has it"
+)
+IMAGE_IB = "tool iperf3 node /usr/bin/iperf3\ntool ib_write_bw image nvcr.io/nvidia/vllm:25.11-py3"
+ROCE = "roce rocep1s0f0 ACTIVE\nroce roceP2p1s0f0 ACTIVE\n"
+
+
+def facts(link: str = "link enp1s0f0np0 200000", roce: str = "", tools: str = NODE_IPERF) -> bandwidth.NodeFacts:
+    return bandwidth.parse_facts(f"{link}\n{roce}{tools}\n")
+
+
+@pytest.fixture
+def plan(raw_config):
+    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "roceDevices": ["roceP2p1s0f0"]}
+    return build(raw_config)
+
+
+def test_facts_read_the_interface_its_speed_the_rdma_devices_and_how_each_tool_starts():
+    read = facts(roce=ROCE, tools=IMAGE_IB)
+    assert (read.interface, read.speed_mbit) == ("enp1s0f0np0", 200000)
+    assert read.roce == {"rocep1s0f0": "ACTIVE", "roceP2p1s0f0": "ACTIVE"}
+    assert read.tools["iperf3"] == bandwidth.Tool("iperf3", "node", "/usr/bin/iperf3")
+    assert read.tools["ib_write_bw"].how == "image"
+
+
+@pytest.mark.parametrize("speed", ["-1", "unknown", ""])
+def test_a_speed_the_kernel_does_not_know_is_unknown_not_zero(speed):
+    assert facts(link=f"link eth0 {speed}").speed_mbit is None
+
+
+def test_rdma_where_both_nodes_have_a_device_with_the_configured_twin_first(plan):
+    choice = bandwidth.choose(plan, plan.workers[0], facts(roce=ROCE, tools=IMAGE_IB), facts(roce=ROCE, tools=IMAGE_IB))
+    assert (choice.tool, choice.head_device, choice.worker_device) == ("ib_write_bw", "roceP2p1s0f0", "roceP2p1s0f0")
+    assert choice.head is not None and choice.head.started == "a container from the engine image " + (
+        "nvcr.io/nvidia/vllm:25.11-py3"
+    )
+
+
+def test_tcp_when_a_node_has_no_rdma_device(plan):
+    choice = bandwidth.choose(plan, plan.workers[0], facts(roce=ROCE), facts())
+    assert choice.tool == "iperf3" and choice.worker is not None
+    assert choice.worker.started == "the node's own /usr/bin/iperf3"
+
+
+def test_a_tool_neither_the_node_nor_the_image_has_is_named_with_what_to_install(plan):
+    choice = bandwidth.choose(plan, plan.workers[0], facts(roce=ROCE), facts(roce=ROCE))
+    assert choice.tool is None
+    assert "ib_write_bw (both nodes have RDMA devices)" in choice.missing
+    assert "spark-1: neither the node nor the engine image x has it" in choice.missing
+    assert "perftest" in choice.missing
+
+
+def test_the_facts_script_run_here_names_a_missing_tool_and_image(plan):
+    """The real bash of scripts/lib/bandwidth.sh on this machine (no iperf3 here, no such image)."""
+    script = bandwidth.facts_script(plan, plan.head).replace(plan.head.fabric_address, "127.0.0.1")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=True).stdout
+    read = bandwidth.parse_facts(out)
+    assert read.interface == "lo"
+    missing = read.tools["ib_write_bw"]
+    assert missing.how is None and missing.where.startswith("not on the node, and the engine image")
+
+
+def iperf3_report(mbit: float) -> str:
+    figure = {"bits_per_second": mbit * 1e6}
+    return json.dumps({"end": {"sum_sent": figure, "sum_received": figure}})
+
+
+def test_iperf3_figures_are_the_receivers_each_way_and_an_error_is_kept():
+    text = f"--- to\n{iperf3_report(382.5)}\n--- from\n" + json.dumps({"error": "unable to connect to server"})
+    assert bandwidth.iperf3_mbit(text) == {"to": pytest.approx(382.5), "from": "unable to connect to server"}
+
+
+PERFTEST = """\
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      1062345          0.00               92.83              0.177057
+---------------------------------------------------------------------------------------
+"""
+
+
+def test_ib_write_bw_average_in_mbit_and_its_last_line_when_it_failed():
+    assert bandwidth.ib_write_bw_mbit(PERFTEST) == pytest.approx(92830)
+    assert bandwidth.ib_write_bw_mbit("Couldn't connect to 192.168.200.13:5201\n") == (
+        "Couldn't connect to 192.168.200.13:5201"
+    )
+
+
+def tcp(plan):
+    return bandwidth.choose(plan, plan.workers[0], facts(), facts())
+
+
+def test_a_figure_near_the_link_passes_naming_the_tool_and_how_it_started(plan):
+    check = bandwidth.verdict(plan, plan.workers[0], tcp(plan), {"to": 382.0, "from": 383.0}, 400)
+    assert check.status == PASS
+    assert "spark-1 -> spark-2 382 Mbit/s, spark-2 -> spark-1 383 Mbit/s of a 400 Mbit/s link" in check.detail
+    assert "iperf3 (TCP, 4 streams): on spark-1 the node's own /usr/bin/iperf3" in check.detail
+
+
+def test_below_half_the_link_fails_with_the_likely_causes(plan):
+    check = bandwidth.verdict(plan, plan.workers[0], tcp(plan), {"to": 26000.0, "from": 150000.0}, 200000)
+    assert check.status == FAIL and check.detail.startswith("below half the link's speed")
+    assert "13%" in check.detail and "ethtool" in check.fix
+
+
+def test_a_direction_without_a_figure_fails_saying_what_the_tool_said(plan):
+    check = bandwidth.verdict(plan, plan.workers[0], tcp(plan), {"to": "unable to connect to server"}, 400)
+    assert check.status == FAIL and "spark-1 -> spark-2: unable to connect to server" in check.detail
+
+
+def test_the_worker_server_is_bounded_by_timeout(plan):
+    script = bandwidth.serve_script(tcp(plan), plan, plan.workers[0], 5201, 3)
+    assert script.rstrip().endswith(f"bw_serve 'iperf3' 'node' '{plan.image.ref}' '192.168.200.13' '5201' '3' '38' ''")
+    assert "timeout -k 2" in script
