@@ -13,12 +13,13 @@ from components.bootstrap import under_mocks
 from components.connection import command_connection, docker_provider
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
+from components.firewall import Firewall, FirewallArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
 from spark_llm.group.history import LAST_START_SECTION, last_failure, last_start_probe
-from spark_llm.plan import drift, supervisor
+from spark_llm.plan import drift, firewall, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
@@ -110,6 +111,15 @@ def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservati
             pulumi.log.warn(warning)
 
 
+def _firewall_note(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
+    """While spark-llm:network.firewall is off: each node whose group ports can be reached beyond the fabric."""
+    for node in plan.nodes:
+        observation = (observations or {}).get(node.name)
+        warning = firewall.exposure_warning(plan, node, observation.facts) if observation else None
+        if warning:
+            pulumi.log.warn(warning)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparkClusterArgs:
     plan: DeploymentPlan
@@ -163,6 +173,17 @@ class SparkCluster(pulumi.ComponentResource):
             )
         observed = args.observations
         _note_failed_start(plan, observed)
+        _firewall_note(plan, observed)
+        # The table that refuses the group's ports beyond the fabric, before any engine starts (the group waits).
+        walls = (
+            [
+                Firewall(
+                    f"{name}-firewall", FirewallArgs(plan=plan, scripts=steps.firewall, connections=connections), child
+                )
+            ]
+            if steps.firewall
+            else []
+        )
         scripts = LaunchScripts(
             f"{name}-scripts",
             LaunchScriptsArgs(plan=plan, files=steps.files, connections=connections, observations=observed),
@@ -230,7 +251,7 @@ class SparkCluster(pulumi.ComponentResource):
                 generation=generation,
                 state_id=identity.stdout,
                 # Prerequisites of every container.
-                after=[scripts, image, weights, *([overseer.image_check] if overseer else [])],
+                after=[scripts, image, weights, *walls, *([overseer.image_check] if overseer else [])],
                 restart_on=restart_on,
                 supervised=plan.supervisor is not None,
             ),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from spark_llm.config.base import (
     ConfigModel,
@@ -34,6 +35,25 @@ class Network(ConfigModel):
     mtu: Int = Field(
         9000, ge=576, le=9216, description="MTU the fabric is expected to carry", json_schema_extra={"example": 9000}
     )
+
+    firewall: Literal["off", "fabric-only"] = Field(
+        "off",
+        description=(
+            "fabric-only: an nftables table of spark-llm's own on each node refuses the group's ports (the rendezvous,"
+            " Ray's, the random ports of torch, NCCL and Ray) on every interface but the fabric interfaces"
+        ),
+        json_schema_extra={"example": "fabric-only"},
+    )
+
+    @model_validator(mode="after")
+    def _firewall_knows_the_fabric(self) -> Network:
+        if self.firewall == "fabric-only" and not self.fabric_interfaces:
+            raise KeyedError(
+                "network.firewall fabric-only admits the group's ports on the fabric interfaces only: name them",
+                ("fabricInterfaces",),
+                ["enp1s0f0np0"],
+            )
+        return self
 
     @field_validator("fabric_interfaces", "roce_devices")
     @classmethod

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_llm.plan import container, node_files, supervisor, supervisor_key
+from spark_llm.plan import container, firewall, node_files, supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.image import steps as image
 from spark_llm.plan.image.steps import ImagePlan
@@ -33,6 +33,8 @@ class DeploymentSteps:
     weights' live digests, on the head the supervisor's state, on a worker the supervisor's key line."""
     stops: dict[str, str]
     """The step that stops each node's engine before the group is replaced (components.engine_group)."""
+    firewall: dict[str, str]
+    """Each node's firewall step (components.firewall); empty while spark-llm:network.firewall is off."""
 
 
 def build_steps(plan: DeploymentPlan) -> DeploymentSteps:
@@ -47,7 +49,9 @@ def build_steps(plan: DeploymentPlan) -> DeploymentSteps:
             + weights_steps.probes[n.name]
             + supervisor.probe(plan, n)
             + supervisor_key.probe(plan, n)
+            + firewall.probe(plan)
             for n in plan.nodes
         },
         stops={n.name: container.stop_script(plan, n) for n in plan.nodes},
+        firewall=firewall.steps(plan),
     )

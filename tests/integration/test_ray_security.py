@@ -17,12 +17,20 @@ On the sim, after `pulumi up` serves:
 - the token is on no command line (this machine's, sampled through `up`, and each node's), in no container's
   configuration, in no `pulumi up` output, in `pulumi stack export` or the state files only encrypted, in no file
   others may read on a node; its files are 0600.
+
+Then the doors on the management network closed (spark-llm:network.firewall): while it is off, `pulumi preview` warns
+that the head's group ports can be reached beyond the fabric; with `fabric-only`, `pulumi up` installs one nftables
+table of spark-llm's own on each node (Docker's tables untouched, no engine restarted) and every port the group
+listens on at the head's management side (Ray's GCS, raylet, workers, the rendezvous among the random ports) refuses a
+connection from this machine, while the API still answers, ssh still reaches every node and Ray still answers a token
+holder on the fabric; `pulumi destroy` leaves no table behind.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import tarfile
 import uuid
@@ -173,3 +181,75 @@ def test_only_the_stacks_token_gets_into_the_ray_cluster_and_the_group_still_ser
     assert token not in export and "spark-scripts-ray-token" in export
     for path in (p for p in pulumi.config_file.parent.rglob("*") if p.is_file()):
         assert token.encode() not in path.read_bytes(), path
+
+
+def connect(address: str, port: int) -> str:
+    """What a TCP connection from this machine gets: `open`, `refused`, or another error's name."""
+    try:
+        with socket.create_connection((address, port), timeout=5):
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as error:
+        return type(error).__name__
+
+
+def beyond_the_fabric(sim: SimCluster, node: str, fabric: str) -> dict[int, str]:
+    """TCP ports the node listens on at an address other than loopback and its fabric address, by process."""
+    found = {}
+    for line in sim.node_exec(node, "ss", "-Hltnp").stdout.splitlines():
+        fields = line.split()
+        address, _, port = fields[3].rpartition(":")
+        process = re.search(r'\(\("([^"]+)"', fields[-1])
+        if address.strip("[]") not in ("127.0.0.1", "::1", fabric) and not address.startswith("127."):
+            found[int(port)] = process[1] if process else "?"
+    return found
+
+
+def test_with_the_firewall_the_group_ports_refuse_the_operator_side_while_the_group_serves(
+    pulumi, sim_cluster, probe_image, tmp_path
+):
+    use_profile(pulumi, "vllm-ray")
+    pulumi.up()  # the deployment of the test above (nothing to do), or its own when run alone
+    head_mgmt = sim_cluster.nodes()[0]["host"]
+    head_fabric = sim_cluster.fabric_address("head")
+    preview = pulumi("preview").stdout
+    assert "spark-llm:network.firewall is off: on head the group's ports listen beyond" in preview, preview
+    assert "0.0.0.0:6379 (Ray's GCS)" in preview and "on worker-1" not in preview
+
+    started = {node: sim_cluster.started_at(node) for node in NODES}
+    pulumi.set("network.firewall", "fabric-only")
+    try:
+        up = pulumi.up()
+        assert "spark-firewall-head" in up.stdout and "nftables table inet spark-llm on head" in up.stdout
+        # No engine restarted for it; the table is spark-llm's own, beside Docker's.
+        assert {node: sim_cluster.started_at(node) for node in NODES} == started
+        for node in NODES:
+            tables = sim_cluster.node_exec(node, "nft", "list", "tables").stdout
+            assert "table inet spark-llm" in tables and "table ip filter" in tables, (node, tables)
+
+        listeners = beyond_the_fabric(sim_cluster, "head", head_fabric)
+        assert {6379, 22, 30000} <= set(listeners) and "raylet" in listeners.values(), listeners
+        assert any(name.startswith("ray::") for name in listeners.values()), listeners
+        answers = {port: connect(head_mgmt, port) for port in listeners}
+        group = {port: answer for port, answer in answers.items() if port not in (22, 30000)}
+        assert set(group.values()) == {"refused"}, {p: (listeners[p], a) for p, a in group.items()}
+        # The API and ssh are not the group's: still open from here, and the group still serves.
+        assert answers[30000] == "open" and answers[22] == "open"
+        assert complete(pulumi.outputs())["usage"]["completion_tokens"] == 4
+        # The fabric is where Ray is meant to be reached: a token holder is still answered there.
+        token_file = tmp_path / "ray-token"
+        token_file.touch(mode=0o600)
+        token_file.write_text(sim_cluster.node_exec("head", "cat", TOKEN_FILE).stdout)
+        status = f"ray status --address={head_fabric}:6379"
+        assert ray_probe(sim_cluster, probe_image, "fabric", status, token_file).returncode == 0
+        # ...and from the management network Ray's GCS refuses a token holder too: the door, not the token.
+        assert ray_probe(
+            sim_cluster, probe_image, "mgmt", f"ray status --address={head_mgmt}:6379", token_file
+        ).returncode
+        assert "network.firewall is off" not in pulumi("preview").stdout
+    finally:
+        pulumi("destroy", "--yes", "--skip-preview", "--non-interactive")
+        pulumi.reset_config()
+    for node in NODES:
+        assert "spark-llm" not in sim_cluster.node_exec(node, "nft", "list", "tables").stdout, node

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
-from spark_llm.plan import deployment, node_files
+from spark_llm.plan import deployment, firewall, node_files
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.image import steps as image
 from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
@@ -64,13 +64,15 @@ def test_a_local_source_is_uploaded_from_its_resolved_directory(tmp_path):
     assert steps.head_script("tok") == weights.render_upload(cfg, p.head, TOOL, steps.local_dir, "tok")
 
 
-def test_each_node_probes_its_launch_files_and_its_weights():
+def test_each_node_probes_its_launch_files_its_weights_and_while_the_firewall_is_off_its_listeners():
     _, p = build(dual_spark_raw())
     steps = build_steps(p)
     for node in p.nodes:
         paths = [f.path for f in steps.files[node.name]]
         assert paths[:2] == [node.script_path, node.env_path]
-        assert steps.probes[node.name] == node_files.probe(paths) + steps.weights.probes[node.name]
+        listeners = firewall.probe(p)
+        assert "ss -Hltn" in listeners
+        assert steps.probes[node.name] == node_files.probe(paths) + steps.weights.probes[node.name] + listeners
 
 
 def test_the_fabric_key_and_the_api_key_are_plan_fields():
