@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -170,6 +171,17 @@ class SimCluster:
             ],
             timeout=1200,
         )
+
+
+def tcp_connect(address: str, port: int) -> str:
+    """What a TCP connection from this machine (the operator's side) gets: `open`, `refused`, or the error's name."""
+    try:
+        with socket.create_connection((address, port), timeout=5):
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as error:
+        return type(error).__name__
 
 
 def complete(outputs: dict, prompt: str = "hello", max_tokens: int = 4, api_key: str | None = None) -> dict:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import tarfile
 import uuid
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import SimCluster, complete, run
+from tests.integration.conftest import SimCluster, complete, run, tcp_connect
 from tests.integration.profiles import use_profile
 from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read
 
@@ -183,17 +182,6 @@ def test_only_the_stacks_token_gets_into_the_ray_cluster_and_the_group_still_ser
         assert token.encode() not in path.read_bytes(), path
 
 
-def connect(address: str, port: int) -> str:
-    """What a TCP connection from this machine gets: `open`, `refused`, or another error's name."""
-    try:
-        with socket.create_connection((address, port), timeout=5):
-            return "open"
-    except ConnectionRefusedError:
-        return "refused"
-    except OSError as error:
-        return type(error).__name__
-
-
 def beyond_the_fabric(sim: SimCluster, node: str, fabric: str) -> dict[int, str]:
     """TCP ports the node listens on at an address other than loopback and its fabric address, by process."""
     found = {}
@@ -231,7 +219,7 @@ def test_with_the_firewall_the_group_ports_refuse_the_operator_side_while_the_gr
         listeners = beyond_the_fabric(sim_cluster, "head", head_fabric)
         assert {6379, 22, 30000} <= set(listeners) and "raylet" in listeners.values(), listeners
         assert any(name.startswith("ray::") for name in listeners.values()), listeners
-        answers = {port: connect(head_mgmt, port) for port in listeners}
+        answers = {port: tcp_connect(head_mgmt, port) for port in listeners}
         group = {port: answer for port, answer in answers.items() if port not in (22, 30000)}
         assert set(group.values()) == {"refused"}, {p: (listeners[p], a) for p, a in group.items()}
         # The API and ssh are not the group's: still open from here, and the group still serves.

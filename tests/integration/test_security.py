@@ -7,7 +7,9 @@ process's arguments (on this machine, which sees every node's processes too, sam
 each node), in `pulumi stack export`, in the state and config files, in `spark-llm logs`/`status` output or in
 preview/up output, nor in any file others may read on a node (under the homes, /srv and /tmp) or in what deploying
 writes to spark-llm's cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address
-(the gate, status and a client here reach it) and not on the head's fabric address.
+(the gate, status and a client here reach it) and not on the head's fabric address. With spark-llm:network.firewall
+fabric-only, the torch rendezvous (engine.distPort), which listens on every address of the head, refuses a
+connection from this machine (the management network) while the group it formed serves.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, SIM_DIR, complete, run
+from tests.integration.conftest import REPO, SIM_DIR, complete, run, tcp_connect
 from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read, key_needles, leaks
 
 pytestmark = pytest.mark.integration
@@ -64,6 +66,7 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
     set_secret(pulumi, "apiKey", api_key)
     set_secret(pulumi, "hfToken", hf_token)
     pulumi.set("engine.host", head_host)
+    pulumi.set("network.firewall", "fabric-only")
     try:
         preview = pulumi("preview")
         with ArgvSampler() as sampler:
@@ -141,8 +144,16 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
             "worker-1", "curl", "-sS", "-m", "5", f"http://{head_fabric}:30000/health", check=False
         )
         assert probe.returncode == 7, probe  # curl: failed to connect
+        # The rendezvous listens on every address of the head (torch's TCPStore takes no bind address): the firewall
+        # is what refuses it here; the API, at its address, and ssh still answer.
+        listening = sim_cluster.node_exec("head", "ss", "-Hltn", "sport = :20000").stdout
+        assert "0.0.0.0:20000" in listening, listening
+        answers = {port: tcp_connect(head_host, port) for port in (20000, 30000, 22)}
+        assert answers == {20000: "refused", 30000: "open", 22: "open"}, answers
+        assert "table inet spark-llm" in sim_cluster.node_exec("head", "nft", "list", "tables").stdout
         print("security walk:", json.dumps(checked))
     finally:
         pulumi("config", "rm", "apiKey")
         pulumi("config", "rm", "hfToken")
         pulumi("config", "rm", "--path", "engine.host")
+        pulumi("config", "rm", "--path", "network.firewall")

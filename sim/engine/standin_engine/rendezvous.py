@@ -123,15 +123,20 @@ class HeadRendezvous:
     def form_group(self) -> None:
         host, port = self._config.rendezvous_address()
         nnodes, timeout = self._config.nnodes, self._config.dist_timeout
+        # As torch's TCPStore server: it listens on every address of rank 0's node (the host in --dist-init-addr is
+        # where the other ranks connect, not a bind address), so the management network reaches it unless a
+        # firewall (spark-llm:network.firewall) refuses it there.
+        family = _socket_family(host)
+        every = "::" if family == socket.AF_INET6 else "0.0.0.0"
         try:
-            listener = socket.create_server((host, port), family=_socket_family(host), backlog=64)
+            listener = socket.create_server((every, port), family=family, backlog=64)
         except OSError as error:
             raise RendezvousError(
-                f"The server socket has failed to listen on {host}:{port} ({error.strerror or error}): "
-                "rank 0 must be able to bind the address in --dist-init-addr"
+                f"The server socket has failed to listen on any local network address. port: {port}, "
+                f"useIpv6: {family == socket.AF_INET6} ({error.strerror or error})"
             ) from error
         self._log.scheduler(
-            f"Rendezvous: rank 0 listening on {host}:{port} for {nnodes - 1} more node ranks "
+            f"Rendezvous: rank 0 listening on {every}:{port} (for {host}) for {nnodes - 1} more node ranks "
             f"(group digest {self._config.group_digest}, timeout {timeout} s)"
         )
         threading.Thread(target=self._accept_members, args=(listener,), name="rendezvous-accept", daemon=True).start()
