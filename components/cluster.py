@@ -178,7 +178,9 @@ class SparkCluster(pulumi.ComponentResource):
         walls = (
             [
                 Firewall(
-                    f"{name}-firewall", FirewallArgs(plan=plan, scripts=steps.firewall, connections=connections), child
+                    f"{name}-firewall",
+                    FirewallArgs(plan=plan, rules=steps.firewall, connections=connections, observations=observed),
+                    child,
                 )
             ]
             if steps.firewall

@@ -60,3 +60,20 @@ fw_remove() {
     echo "spark-llm: nftables table inet $table removed from $(hostname)"
   fi
 }
+
+# What the table is now, for the probe and the step's drift token: a digest of `nft list table inet TABLE`,
+# `absent`, or `unknown` (no nft, or no root without a password: nothing can be said).
+fw_digest() {
+  local table=$1 listing
+  PATH="$PATH:/usr/sbin:/sbin"
+  command -v nft >/dev/null 2>&1 || { echo unknown; return 0; }
+  if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+    echo unknown
+  elif listing=$(fw_nft list table inet "$table" 2>/dev/null); then
+    printf '%s\n' "$listing" | sha256sum | cut -c1-16
+  elif fw_nft list tables >/dev/null 2>&1; then
+    echo absent
+  else
+    echo unknown
+  fi
+}

@@ -13,11 +13,14 @@ node's own connections (an established connection is never refused), the API whe
 from __future__ import annotations
 
 import ipaddress
+import shlex
 from dataclasses import dataclass
 
 from spark_llm.config.engine import RAY_PORT
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.observation import TOKENS_DIR
 from spark_llm.plan.scripts import bash_lib
 
 # The nftables table of spark-llm's own (family inet: IPv4 and IPv6), on every node.
@@ -28,6 +31,9 @@ FABRIC_ONLY = "fabric-only"
 RAY_CLIENT_PORT = 10001
 RAY_WORKER_PORTS = (10002, 19999)
 RAY_DASHBOARD_AGENT_PORT = 52365
+# The step's name in the drift tokens, and the probe's section for the table while the firewall is on.
+STEP = "firewall"
+TABLE_SECTION = "firewall_table"
 # The probe's sections while the firewall is off (spark_llm.remote.observe: `SECTION<TAB>VALUE` lines).
 LISTEN_SECTION = "firewall_listen"
 ADDRS_SECTION = "firewall_addrs"
@@ -105,33 +111,55 @@ def ruleset(plan: DeploymentPlan, node: NodePlan) -> str:
     )
 
 
-def step_script(plan: DeploymentPlan, node: NodePlan) -> str:
-    """The node's firewall step: installs the table at create, removes it when run as the delete
-    ($SPARK_LLM_PHASE=delete: `pulumi destroy`, or the firewall turned off)."""
+def step_script(node: NodePlan, rules: str, token: str) -> str:
+    """The node's firewall step: installs the table (`rules`, from `ruleset`) at create and records its drift token
+    with the table's digest as the node lists it; run as the delete ($SPARK_LLM_PHASE=delete: `pulumi destroy`, or
+    the firewall turned off) it removes the table and the token."""
+    recorded = f"{node.remote_dir}/{TOKENS_DIR}/{STEP}"
     return (
         bash_lib("firewall")
         + 'if [ "${SPARK_LLM_PHASE:-create}" = delete ]; then\n'
         + f"  fw_remove {TABLE}\n"
+        + f"  rm -f {shlex.quote(recorded)}\n"
         + "else\n"
         + f"  fw_install {TABLE} <<'SPARK_LLM_RULES'\n"
-        + ruleset(plan, node)
+        + rules
         + "SPARK_LLM_RULES\n"
+        + record_token_script(node.remote_dir, STEP, token, f"$(fw_digest {TABLE})")
         + "fi\n"
     )
 
 
 def steps(plan: DeploymentPlan) -> dict[str, str]:
-    """Each node's firewall step script; none when the firewall is off."""
-    return {n.name: step_script(plan, n) for n in plan.nodes} if enabled(plan) else {}
+    """Each node's table (`ruleset`); none when the firewall is off."""
+    return {n.name: ruleset(plan, n) for n in plan.nodes} if enabled(plan) else {}
+
+
+def live_value(facts: dict[str, str], token_value: str | None) -> str | None:
+    """The table as the probe saw it, for the step's drift token: its digest, None when it is gone; `unknown` (no
+    nft, or no root without a password) counts as what the step recorded: nothing can be said against it."""
+    seen = facts.get(TABLE_SECTION)
+    if seen is None or seen == "unknown":
+        return token_value
+    return None if seen == "absent" else seen
+
+
+def drift_warning(node: NodePlan, why: str) -> str:
+    return (
+        f"drift: the firewall (nftables table inet {TABLE}) on {node.name} changed since `pulumi up` ({why}): a"
+        " reboot or `nft flush ruleset` (as `systemctl restart nftables` runs) removes it; `pulumi up` installs it"
+        " again"
+    )
 
 
 # ---------- while it is off: what preview says ----------
 
 
 def probe(plan: DeploymentPlan) -> str:
-    """Read-only: where the node listens over TCP, its addresses by interface, its ephemeral range (firewall off)."""
+    """Read-only: the table's digest (firewall on); where the node listens over TCP, its addresses by interface, its
+    ephemeral range (firewall off)."""
     if enabled(plan):
-        return ""
+        return bash_lib("firewall") + f"printf '{TABLE_SECTION}\\t%s\\n' \"$(fw_digest {TABLE})\"\n"
     return (
         f"printf '{LISTEN_SECTION}\\t%s\\n' \"$(ss -Hltn 2>/dev/null | awk '{{print $4}}' | tr '\\n' ' ')\"\n"
         f"printf '{ADDRS_SECTION}\\t%s\\n' \"$(ip -o addr 2>/dev/null | awk '{{print $2\"=\"$4}}' | tr '\\n' ' ')\"\n"

@@ -34,7 +34,7 @@ class DeploymentSteps:
     stops: dict[str, str]
     """The step that stops each node's engine before the group is replaced (components.engine_group)."""
     firewall: dict[str, str]
-    """Each node's firewall step (components.firewall); empty while spark-llm:network.firewall is off."""
+    """Each node's nftables table (components.firewall); empty while spark-llm:network.firewall is off."""
 
 
 def build_steps(plan: DeploymentPlan) -> DeploymentSteps:

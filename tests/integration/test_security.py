@@ -9,13 +9,15 @@ preview/up output, nor in any file others may read on a node (under the homes, /
 writes to spark-llm's cache here. Private keys are 0600, known_hosts at most 0644. The API answers at its address
 (the gate, status and a client here reach it) and not on the head's fabric address. With spark-llm:network.firewall
 fabric-only, the torch rendezvous (engine.distPort), which listens on every address of the head, refuses a
-connection from this machine (the management network) while the group it formed serves.
+connection from this machine (the management network) while the group it formed serves; the table gone from a node
+(a reboot) is drift that preview names and `up` repairs without restarting the group.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import stat
 import subprocess
@@ -151,6 +153,16 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
         answers = {port: tcp_connect(head_host, port) for port in (20000, 30000, 22)}
         assert answers == {20000: "refused", 30000: "open", 22: "open"}, answers
         assert "table inet spark-llm" in sim_cluster.node_exec("head", "nft", "list", "tables").stdout
+        # The table does not outlive a reboot (nor `nft flush ruleset`): preview names it, up installs it again
+        # and restarts nothing.
+        sim_cluster.node_exec("worker-1", "nft", "delete", "table", "inet", "spark-llm")
+        started = sim_cluster.started_at("worker-1")
+        drift = pulumi("preview").stdout
+        assert "drift: the firewall (nftables table inet spark-llm) on worker-1 changed since `pulumi up`" in drift
+        assert "spark-firewall-worker-1 replace" in drift and not re.search(r"spark-engine-\S+ (replace|create)", drift)
+        pulumi.up()
+        assert "table inet spark-llm" in sim_cluster.node_exec("worker-1", "nft", "list", "tables").stdout
+        assert sim_cluster.started_at("worker-1") == started
         print("security walk:", json.dumps(checked))
     finally:
         pulumi("config", "rm", "apiKey")

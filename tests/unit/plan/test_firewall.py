@@ -72,14 +72,15 @@ def test_the_api_at_one_address_is_refused_at_the_others(raw):
     assert got[accept + 1] == f'tcp dport 30000 {REFUSE} comment "engine.port: not at engine.host"'
 
 
-def test_the_step_installs_the_table_and_removes_it_as_its_delete(raw):
+def test_the_step_installs_the_table_records_its_digest_and_removes_both_as_its_delete(raw):
     plan = build(raw)
-    script = firewall.step_script(plan, plan.head)
-    assert (
-        "fw_remove spark-llm\n" in script
-        and "fw_install spark-llm <<'SPARK_LLM_RULES'\ntable inet spark-llm {" in script
-    )
-    assert set(firewall.steps(plan)) == {"spark-1", "spark-2"}
+    rules = firewall.steps(plan)
+    assert set(rules) == {"spark-1", "spark-2"}
+    script = firewall.step_script(plan.head, rules["spark-1"], "tok")
+    assert "fw_install spark-llm <<'SPARK_LLM_RULES'\ntable inet spark-llm {" in script
+    recorded = "/home/aurora/spark-llm/state/firewall"
+    assert f'printf "%s %s\\n" tok "$(fw_digest spark-llm)" > {recorded}.tmp' in script
+    assert f"  fw_remove spark-llm\n  rm -f {recorded}\n" in script
     raw["network"]["firewall"] = "off"
     assert firewall.steps(build(raw)) == {}
 
@@ -129,3 +130,12 @@ def test_the_warning_names_the_fixed_ports_before_the_ranges(raw):
     assert warning is not None
     assert "0.0.0.0:6379 (Ray's GCS), 0.0.0.0:12902 (Ray's worker processes), 0.0.0.0:16398" in warning
     assert warning.count("0.0.0.0:") == 6 and "and 1 more." in warning
+
+
+@pytest.mark.parametrize(
+    ("seen", "live"),
+    [("3f2a9c0d11e4b5a6", "3f2a9c0d11e4b5a6"), ("absent", None), ("unknown", "recorded"), (None, "recorded")],
+)
+def test_the_tables_live_value_is_its_digest_gone_when_absent_and_unchallenged_when_unknown(seen, live):
+    facts = {} if seen is None else {firewall.TABLE_SECTION: seen}
+    assert firewall.live_value(facts, "recorded") == live
