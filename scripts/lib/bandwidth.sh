@@ -5,9 +5,10 @@
 # How a tool is started, HOW: `node` (the node's own binary) or `image` (a container from the engine image, with
 # the host's network and, for RDMA, the verbs devices and unlimited locked memory, as NCCL gets them).
 # `bw_facts ADDRESS IMAGE` prints `link IF SPEED_MBIT`, `roce DEV STATE`..., then per tool `tool NAME HOW|missing
-# WHY`. `bw_serve TOOL HOW IMAGE ADDRESS PORT SECONDS BOUND [DEV]` starts a server that ends by itself after
-# BOUND s and prints `server HANDLE`; `bw_stop HOW HANDLE` ends it now. `bw_client TOOL HOW IMAGE ADDRESS PORT SECONDS [DEV]`
-# runs the client (iperf3: twice, `to` and `from` the server, JSON each).
+# WHY`. `bw_serve TOOL HOW IMAGE ADDRESS PORT SECONDS BOUND [DEV [GID]]` starts a server that ends by itself after
+# BOUND s and prints `server HANDLE`; `bw_stop HOW HANDLE` ends it now. `bw_client TOOL HOW IMAGE ADDRESS PORT
+# SECONDS [DEV [GID]]` runs the client (iperf3: twice, `to` and `from` the server, JSON each). DEV and GID: the RDMA
+# device and GID index for ib_write_bw (`-d`, `-x`; no GID: perftest's own choice).
 
 readonly BW_CONTAINER_PREFIX=spark-llm-bandwidth
 
@@ -57,18 +58,18 @@ bw_facts() {
 
 # The tool's argv after the binary: a server (no ADDRESS to reach) or a client of ADDRESS.
 bw_server_args() {
-  local tool=$1 address=$2 port=$3 seconds=$4 dev=${5:-}
+  local tool=$1 address=$2 port=$3 seconds=$4 dev=${5:-} gid=${6:-}
   case "$tool" in
     iperf3) echo "-s -B $address -p $port" ;;
-    ib_write_bw) echo "-d $dev -p $port -F --report_gbits -D $seconds" ;;
+    ib_write_bw) echo "-d $dev -p $port -F --report_gbits -D $seconds${gid:+ -x $gid}" ;;
     *) echo "bw_server_args: unknown tool $tool" >&2; return 2 ;;
   esac
 }
 
 bw_serve() {
-  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 bound=$7 dev=${8:-} name
+  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 bound=$7 dev=${8:-} gid=${9:-} name
   local -a args
-  read -r -a args <<<"$(bw_server_args "$tool" "$address" "$port" "$seconds" "$dev")"
+  read -r -a args <<<"$(bw_server_args "$tool" "$address" "$port" "$seconds" "$dev" "$gid")"
   # Something else on the port would answer the client in the server's place.
   if ss -Hltn "sport = :$port" | grep -q .; then
     echo "port $port is in use on $(hostname) (choose another with --bandwidth-port): $(ss -Hltnp "sport = :$port" | head -n 1)"
@@ -82,7 +83,7 @@ bw_serve() {
     name="$BW_CONTAINER_PREFIX-$port"
     docker rm -f "$name" >/dev/null 2>&1 || true
     local -a rdma=()
-    [ "$tool" = ib_write_bw ] && rdma=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK)
+    if [ "$tool" = ib_write_bw ]; then rdma=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK); fi
     docker run -d --rm --name "$name" --network host "${rdma[@]}" --entrypoint timeout "$image" \
       -k 2 "$bound" "$tool" "${args[@]}" >/dev/null
     echo "server $name"
@@ -110,11 +111,12 @@ bw_stop() {
 }
 
 bw_client() {
-  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 dev=${7:-}
-  local -a run=()
+  local tool=$1 how=$2 image=$3 address=$4 port=$5 seconds=$6 dev=${7:-} gid=${8:-}
+  local -a run=() gid_args=()
+  if [ -n "$gid" ]; then gid_args=(-x "$gid"); fi
   if [ "$how" = image ]; then
     run=(docker run --rm --network host)
-    [ "$tool" = ib_write_bw ] && run+=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK)
+    if [ "$tool" = ib_write_bw ]; then run+=(--device /dev/infiniband --ulimit memlock=-1 --cap-add IPC_LOCK); fi
     run+=(--entrypoint "$tool" "$image")
   else
     run=("$tool")
@@ -128,7 +130,8 @@ bw_client() {
       timeout $((seconds + 20)) "${run[@]}" -c "$address" -p "$port" -t "$seconds" -O 1 -P 4 -J -R
       ;;
     ib_write_bw)
-      timeout $((seconds + 20)) "${run[@]}" -d "$dev" -p "$port" -F --report_gbits -D "$seconds" "$address"
+      timeout $((seconds + 20)) "${run[@]}" -d "$dev" -p "$port" -F --report_gbits -D "$seconds" "${gid_args[@]}" \
+        "$address"
       ;;
     *) echo "bw_client: unknown tool $tool" >&2; return 2 ;;
   esac

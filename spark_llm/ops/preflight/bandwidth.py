@@ -124,19 +124,25 @@ def choose(plan: DeploymentPlan, worker: NodePlan, head: NodeFacts, own: NodeFac
     return Choice(name, sides[plan.head.name], sides[worker.name], head_dev, worker_dev)
 
 
+def gid_index(plan: DeploymentPlan) -> str:
+    """The RoCE GID index NCCL is told to use (NCCL_IB_GID_INDEX in spark-llm:engine.env), for ib_write_bw's `-x`;
+    empty: perftest's own choice."""
+    return str(plan.config.engine.env.get("NCCL_IB_GID_INDEX", ""))
+
+
 def serve_script(choice: Choice, plan: DeploymentPlan, worker: NodePlan, port: int, seconds: int) -> str:
     """The worker's server, bounded: it ends by itself SERVER_SLACK_SECONDS after the test's longest run."""
     assert choice.tool is not None and choice.worker is not None and choice.worker.how is not None
     bound = 2 * (seconds + 1) + SERVER_SLACK_SECONDS
     words = [choice.tool, choice.worker.how, plan.image.ref, worker.fabric_address, str(port), str(seconds)]
-    words += [str(bound), choice.worker_device or ""]
+    words += [str(bound), choice.worker_device or "", gid_index(plan)]
     return bash_lib("bandwidth") + "bw_serve " + " ".join(quote(w) for w in words) + "\n"
 
 
 def client_script(choice: Choice, plan: DeploymentPlan, worker: NodePlan, port: int, seconds: int) -> str:
     assert choice.tool is not None and choice.head is not None and choice.head.how is not None
     words = [choice.tool, choice.head.how, plan.image.ref, worker.fabric_address, str(port), str(seconds)]
-    words += [choice.head_device or ""]
+    words += [choice.head_device or "", gid_index(plan)]
     return bash_lib("bandwidth") + "bw_client " + " ".join(quote(w) for w in words) + "\n"
 
 

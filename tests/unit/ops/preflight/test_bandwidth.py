@@ -10,6 +10,7 @@ import pytest
 
 from spark_llm.ops.preflight import bandwidth
 from spark_llm.ops.render import FAIL, PASS
+from spark_llm.plan.scripts import bash_lib
 from tests.unit.ops.node_facts import build
 
 NODE_IPERF = (
@@ -123,5 +124,33 @@ def test_a_direction_without_a_figure_fails_saying_what_the_tool_said(plan):
 
 def test_the_worker_server_is_bounded_by_timeout(plan):
     script = bandwidth.serve_script(tcp(plan), plan, plan.workers[0], 5201, 3)
-    assert script.rstrip().endswith(f"bw_serve 'iperf3' 'node' '{plan.image.ref}' '192.168.200.13' '5201' '3' '38' ''")
+    assert script.rstrip().endswith(
+        f"bw_serve 'iperf3' 'node' '{plan.image.ref}' '192.168.200.13' '5201' '3' '38' '' ''"
+    )
     assert "timeout -k 2" in script
+
+
+def test_rdma_uses_the_gid_index_nccl_is_told(raw_config):
+    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "roceDevices": ["roceP2p1s0f0"]}
+    raw_config["engine"] = {**raw_config.get("engine", {}), "env": {"NCCL_IB_GID_INDEX": "3"}}
+    plan = build(raw_config)
+    rdma = facts(roce=ROCE, tools=IMAGE_IB)
+    choice = bandwidth.choose(plan, plan.workers[0], rdma, rdma)
+    client = bandwidth.client_script(choice, plan, plan.workers[0], 18515, 3)
+    assert client.rstrip().endswith("'192.168.200.13' '18515' '3' 'roceP2p1s0f0' '3'")
+
+
+def test_the_rdma_server_and_client_lines_the_node_runs(tmp_path):
+    """The real bash of scripts/lib/bandwidth.sh, with a stand-in ib_write_bw on PATH that prints its arguments."""
+    fake = tmp_path / "ib_write_bw"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    lib = bash_lib("bandwidth")
+    script = lib + "bw_server_args ib_write_bw 10.0.0.2 18515 3 roceP2p1s0f0 3\n"
+    script += "bw_client ib_write_bw node img 10.0.0.2 18515 3 roceP2p1s0f0 3\n"
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=30, check=True)
+    assert out.stdout.splitlines() == [
+        "-d roceP2p1s0f0 -p 18515 -F --report_gbits -D 3 -x 3",
+        "-d roceP2p1s0f0 -p 18515 -F --report_gbits -D 3 -x 3 10.0.0.2",
+    ]
