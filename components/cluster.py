@@ -175,7 +175,7 @@ class SparkCluster(pulumi.ComponentResource):
         _note_failed_start(plan, observed)
         _firewall_note(plan, observed)
         # The table that refuses the group's ports beyond the fabric, before any engine starts (the group waits).
-        walls = (
+        firewalls = (
             [
                 Firewall(
                     f"{name}-firewall",
@@ -253,7 +253,7 @@ class SparkCluster(pulumi.ComponentResource):
                 generation=generation,
                 state_id=identity.stdout,
                 # Prerequisites of every container.
-                after=[scripts, image, weights, *walls, *([overseer.image_check] if overseer else [])],
+                after=[scripts, image, weights, *firewalls, *([overseer.image_check] if overseer else [])],
                 restart_on=restart_on,
                 supervised=plan.supervisor is not None,
             ),

@@ -70,9 +70,9 @@ def parse_facts(text: str) -> NodeFacts:
         elif kind == "roce" and len(fields) >= 2:
             roce[fields[0]] = fields[1]
         elif kind == "tool" and len(fields) >= 2:
-            how = fields[1].rstrip(":")
-            where = " ".join(fields[2:]) if how in ("node", "image") else rest.partition(" ")[2].partition(" ")[2]
-            tools[fields[0]] = Tool(fields[0], how if how in ("node", "image") else None, where)
+            # `tool NAME node PATH`, `tool NAME image REF`, or `tool NAME missing: WHY`.
+            how = fields[1] if fields[1] in ("node", "image") else None
+            tools[fields[0]] = Tool(fields[0], how, " ".join(fields[2:]))
     return NodeFacts(interface, speed, roce, tools)
 
 
