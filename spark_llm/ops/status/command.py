@@ -31,6 +31,7 @@ from spark_llm.ops.status.canary import canary_lines, check_canary
 from spark_llm.ops.status.read import Health, NodeStatus, collect
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.host_record import changes_warning, fingerprint_lines, host_changes
 from spark_llm.plan.start.timeline import failed_start_warning, timeline_lines
 
 STATE_STYLES = {
@@ -166,6 +167,9 @@ def own_state_id(outputs: dict) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per node (60)")
+    parser.add_argument(
+        "--hosts", action="store_true", help="also each node's host as the last start that served recorded it"
+    )
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
@@ -206,6 +210,9 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
             " the group in order (`pulumi preview` shows it)",
         )
     timeline = outputs.get("start_timeline") or {}
+    # What changed on the hosts since the last start that served (spark_llm.plan.host_record): a warning, not a state.
+    changes = host_changes(timeline.get("hosts") or {}, {s.node: s.host for s in statuses if s.host})
+    host_warning = changes_warning(changes, timeline.get("at", "?")) if changes else ""
     head = next(s for s in statuses if s.node == plan.head.name)
     running = [s.node for s in statuses if s.state == "running"]
     with render.progress("status: asking the canary", enabled=not args.json):
@@ -230,6 +237,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "nodes": [asdict(s) for s in statuses],
                 "head": asdict(health) if health else None,
                 "start_timeline": timeline,
+                "host_changes": [str(c) for c in changes],
                 "canary": canary.to_json(),
                 "weights": weights,
                 "supervisor": None
@@ -255,4 +263,9 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
             out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
         for line in timeline_lines(timeline):
             out.print(Text(line))
+        if host_warning:
+            out.print(Text(f"warning: {host_warning}", style="yellow"), soft_wrap=True)
+        if getattr(args, "hosts", False):
+            for line in fingerprint_lines(timeline) if timeline.get("hosts") else ["no host recorded yet"]:
+                out.print(Text(line), soft_wrap=True)
     return 0 if state == "in sync" else 1

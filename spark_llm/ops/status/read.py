@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_llm.group.history import last_start_probe
 from spark_llm.group.serving import health_path
@@ -17,6 +17,7 @@ from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
+from spark_llm.plan.host_record import host_probe, parse_host_lines
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
 from spark_llm.plan.supervisor import CONTAINER_NAME as SUPERVISOR_CONTAINER
 from spark_llm.plan.supervisor import SupervisorReport, state_path
@@ -46,6 +47,8 @@ class NodeStatus:
     owner: str = ""
     """The state that started this container, from the node's owner record (spark_llm.plan.drift.OWNER_STEP); empty
     when the record names another container or is missing."""
+    host: dict[str, str] = field(default_factory=dict)
+    """The node's host now (spark_llm.plan.host_record), compared with the last start that served."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         f"capture engine engine_state {quote(plan.container)}",
         "capture now date -u +%s.%N",
         f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
+        f"host_now() {{\n{host_probe(plan)}}}",
+        "capture host host_now",
     ]
     if node.role == "head":
         # The API key goes to curl through a file descriptor, never onto a command line.
@@ -108,8 +113,10 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
     engine = seen.engine
     if seen.error is not None:
         return NodeStatus(node.name, node.role, container, "unknown", error=seen.error)
+    host_section = sections.get("host")
+    host = parse_host_lines(host_section.body) if host_section else {}
     if engine.status == "absent":
-        return NodeStatus(node.name, node.role, container, "absent")
+        return NodeStatus(node.name, node.role, container, "absent", host=host)
     owner_section = sections.get("owner")
     owner_state, owner_container = owner_record(owner_section.first_line if owner_section and owner_section.ok else "")
     now_section = sections.get("now")
@@ -129,6 +136,7 @@ def node_status(node: NodePlan, container: str, run: NodeRun) -> NodeStatus:
         oom_killed=engine.oom_killed,
         uptime_s=uptime,
         owner=owner_state if owner_container == engine.container_id and engine.container_id else "",
+        host=host,
     )
 
 
