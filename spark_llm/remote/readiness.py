@@ -205,15 +205,18 @@ def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecor
             raise
         members = _members(spec)
         head = next(m for m in members if m.role == "head")
-        history = read_history(head.ssh, spec["history_path"])
+        # What changed on the hosts since the last start that served: the first suspect of a start that fails now
+        # (read before this failure joins the history; a node that cannot be read now only leaves it unsaid).
+        try:
+            history = read_history(head.ssh, spec["history_path"])
+            probe = spec.get("host_probe", "")
+            changed = changes_since_served(_ranks(members), probe, history) if probe else ""
+        except RemoteError:
+            changed = ""
         reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
         at = datetime.now(UTC).isoformat(timespec="milliseconds")
         failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
         append_history(head.ssh, spec["history_path"], failure)
-        # What changed on the hosts since the last start that served: the first suspect of a start that fails now.
-        changed = (
-            changes_since_served(_ranks(members), spec.get("host_probe", ""), history) if spec.get("host_probe") else ""
-        )
         if changed:
             raise GroupNotReadyError(f"{err}\n{changed}") from None
         raise

@@ -144,3 +144,12 @@ def test_status_shows_each_ranks_transport_under_its_phases():
         "    fabric: NET/Socket enp1s0f1np1 (NCCL fell back to sockets (NET/IB : No device found., then NET/Socket :"
         " Using [0]enp1s0f1np1:192.168.100.17<0>) instead of RoCE over rocep1s0f1,roceP2p1s0f1)",
     ]
+
+
+def test_with_ray_every_workers_nccl_lines_reach_the_heads_log_undeduplicated(raw_config):
+    # Ray's dedup drops words with digits before comparing: every rank's `NET/IB : Using` line would read the same.
+    raw_config["engine"] = {"kind": "vllm", "executor": "ray"}
+    assert "RAY_DEDUP_LOGS" not in container_spec(build(raw_config), build(raw_config).head).env
+    raw_config.setdefault("network", {})["roceDevices"] = list(TWINS)
+    roce = build(raw_config)
+    assert {container_spec(roce, n).env["RAY_DEDUP_LOGS"] for n in roce.nodes} == {"0"}
