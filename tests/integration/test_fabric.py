@@ -60,7 +60,8 @@ def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
     yield pulumi
     sim_cluster.node_exec("worker-1", "rm", "-f", FALLBACK_KNOB, check=False)
     sim("host-field", "worker-1", "kernel", "off")
-    # Destroyed (module_stack) before the devices go: the containers were made with them.
+    # The next module's nodes as `sim up` made them (removing a device does not touch a running container).
+    sim("roce", "off")
 
 
 def test_with_roce_every_ranks_transport_is_net_ib_in_a_stack_output(deployed: Pulumi, sim_cluster: SimCluster):
@@ -98,7 +99,12 @@ def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deploy
 
 def test_a_socket_fallback_fails_the_start_naming_the_node_and_the_cause(deployed: Pulumi, sim_cluster: SimCluster):
     sim_cluster.node_exec("worker-1", "touch", FALLBACK_KNOB)
-    out = spark_llm(deployed, "restart", "--yes")
+    # The worker's engine stopped (a crash, a reboot): `pulumi up` restarts the group in order, and its NCCL now
+    # finds no RDMA device.
+    sim_cluster.node_exec("worker-1", "docker", "stop", "-t", "1", "spark-llm-engine")
+    result = deployed.up(check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out[-3000:]
     assert (
         "worker-1 (worker): NCCL fell back to sockets (NET/IB : No device found., then NET/Socket : Using [0]eth0:"
         in out
