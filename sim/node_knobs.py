@@ -1,9 +1,9 @@
 """`sim roce` and `sim host-field`: what a node shows the product, turned by a test.
 
-- `roce on|off`: the node's /dev/infiniband (uverbs character devices, as the ConnectX-7's two RoCE twins make
-  on a Spark), which spark-llm:network.roceDevices mounts into the engine containers. The sim has no RDMA: the
-  stand-in engine treats a mounted /dev/infiniband as RoCE found (sim/engine/standin_engine/nccl.py).
-  /sys/class/infiniband stays absent: sysfs cannot be written from a node.
+- `roce on|off`: the node's /dev/infiniband (uverbs character devices, which spark-llm:network.roceDevices mounts
+  into the engine containers) and /sys/class/infiniband (each device ACTIVE on the fabric interface, with GIDs),
+  as a Spark's ConnectX-7 twins show them (sim/roce.sh). The sim has no RDMA: the stand-in engine treats a mounted
+  /dev/infiniband as RoCE found (sim/engine/standin_engine/nccl.py).
 - `host-field NODE kernel VALUE|off`: a bind mount over the node's /proc/sys/kernel/osrelease (what the product
   reads as the kernel version; `uname -r` keeps the real one), as after a kernel update and reboot.
 """
@@ -11,13 +11,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from host import SimError, docker
+from links import fabric_interface
 from paths import SimPaths
 from state import ClusterState
 
-# uverbs0/1 (major 231, minors 192+), as `ls -l /dev/infiniband` shows them on a host with two RDMA devices.
-VERBS = (("uverbs0", 192), ("uverbs1", 193))
+# The two RoCE devices ("twins") of a Spark's first ConnectX-7 port, the names spark-llm:network.roceDevices takes.
+DEVICES = ("rocep1s0f0", "roceP2p1s0f0")
+ROCE_SCRIPT = Path(__file__).resolve().parent / "roce.sh"
 HOST_FIELDS = {"kernel": "/proc/sys/kernel/osrelease"}
 
 
@@ -31,18 +34,16 @@ def _nodes(paths: SimPaths, names: Sequence[str]) -> list:
     return [n for n in state.nodes if not names or n.name in names]
 
 
-def roce(paths: SimPaths, on: bool, nodes: Sequence[str] = ()) -> None:
-    """Create (on) or remove (off) each node's /dev/infiniband."""
+def roce(paths: SimPaths, on: bool, nodes: Sequence[str] = (), devices: Sequence[str] = DEVICES) -> None:
+    """Give (on) or take (off) each node's RoCE devices: /dev/infiniband and /sys/class/infiniband (sim/roce.sh)."""
+    script = ROCE_SCRIPT.read_text()
     for node in _nodes(paths, nodes):
+        args = ["off"]
         if on:
-            make = "".join(
-                f"[ -e /dev/infiniband/{name} ] || mknod -m 666 /dev/infiniband/{name} c 231 {minor}; "
-                for name, minor in VERBS
-            )
-            docker("exec", node.container, "sh", "-c", f"mkdir -p /dev/infiniband && {make}")
-        else:
-            docker("exec", node.container, "rm", "-rf", "/dev/infiniband")
-        print(f"{node.name}: /dev/infiniband " + ("with " + ", ".join(n for n, _ in VERBS) if on else "removed"))
+            iface = fabric_interface(node.container, node.fabric_address)
+            args = ["on", iface, node.fabric_address, *devices]
+        docker("exec", "-i", node.container, "bash", "-s", "--", *args, stdin_text=script)
+        print(f"{node.name}: " + (f"RoCE devices {', '.join(devices)} on {iface}" if on else "no RoCE devices"))
 
 
 def host_field(paths: SimPaths, node_name: str, field: str, value: str) -> None:

@@ -36,7 +36,7 @@ host_record() {
   out=""
   for dev in /sys/class/infiniband/*; do
     [ -d "$dev" ] || continue
-    out="$out $(basename "$dev")"
+    out="${out:+$out }$(basename "$dev")"
     # The GIDs in use (non-zero), as NCCL_IB_GID_INDEX picks among them.
     gids=$(grep -vh '^0000:0000:0000:0000:0000:0000:0000:0000$' "$dev"/ports/1/gids/* 2>/dev/null | sort -u | tr '\n' ' ' || true)
     host_field "gids.$(basename "$dev")" "$gids"

@@ -82,6 +82,10 @@ def test_with_roce_every_ranks_transport_is_net_ib_in_a_stack_output(deployed: P
     assert hosts["worker-1"]["kernel"] == ORIGINAL_KERNEL[0]
     assert hosts["worker-1"]["nccl"] == "2.27.7"
     assert hosts["worker-1"]["mtu.eth0"] == "1500"
+    assert set(hosts["worker-1"]["roce_devices"].split()) == set(DEVICES)
+    worker_address = sim_cluster.fabric_address("worker-1")
+    mapped = "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}".format(*map(int, worker_address.split(".")))
+    assert mapped in hosts["worker-1"][f"gids.{DEVICES[0]}"].split()
     assert hosts["head"]["nvidia_driver"] == "absent"
     assert hosts["head"]["image"].startswith("sha256:")
 
@@ -110,9 +114,13 @@ def test_a_socket_fallback_fails_the_start_naming_the_node_and_the_cause(deploye
         in out
     ), out[-4000:]
     assert f"instead of RoCE over {','.join(DEVICES)}" in out
-    # The causes the node shows: the sim lists no RDMA device in sysfs, and its memlock is limited.
-    assert f"likely cause: NCCL_IB_HCA names {','.join(DEVICES)}, which worker-1's /sys/class/infiniband" in out
+    # The causes the node shows: its sysfs lists the configured devices, but the container's memlock is limited.
+    assert "likely cause: NCCL_IB_HCA names" not in out
     assert f"likely cause: the container's memlock limit is {SIM_MEMLOCK} bytes" in out
+    assert (
+        "likely cause: else: the RoCE GID index (NCCL_IB_GID_INDEX unset: NCCL picks one) or NCCL_SOCKET_IFNAME=eth0"
+        in out
+    )
     assert "head (head): NCCL fell back" not in out
     shown(out, "worker-1 (worker): NCCL fell back")
     assert "spark-llm:network.fabricProof warn" in out
