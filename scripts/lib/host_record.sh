@@ -42,6 +42,13 @@ host_record() {
     host_field "gids.$(basename "$dev")" "$gids"
   done
   host_field roce_devices "$out"
+  # What `--device /dev/infiniband` gives the engine's container (Docker refuses to create it without).
+  out=""
+  for dev in /dev/infiniband/*; do
+    [ -e "$dev" ] || continue
+    out="${out:+$out }${dev##*/}"
+  done
+  host_field verbs_devices "$out"
   host_field docker "$(docker version -f '{{.Server.Version}}' 2>/dev/null || true)"
   for out in nvidia-container-runtime nvidia-ctk; do
     if command -v "$out" >/dev/null 2>&1; then

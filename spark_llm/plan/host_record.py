@@ -27,7 +27,17 @@ LAST_SERVED_SECTION = "last_served_hosts"
 ABSENT = "absent"
 # The fields every record names, in the order people read them (absent ones say so); per-interface and per-device
 # fields (`mtu.IF`, `nic_driver.IF`, `nic_firmware.IF`, `gids.DEV`) follow.
-FIELDS = ("kernel", "nvidia_driver", "cuda", "nccl", "roce_devices", "docker", "nvidia_container_runtime", "image")
+FIELDS = (
+    "kernel",
+    "nvidia_driver",
+    "cuda",
+    "nccl",
+    "roce_devices",
+    "verbs_devices",
+    "docker",
+    "nvidia_container_runtime",
+    "image",
+)
 # Read from the engine's log, not from the host: the probe cannot say it now (compared only at the next start).
 FROM_ENGINE_LOG = ("nccl",)
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -111,6 +121,21 @@ def changes_warning(changes: list[HostChange], at: str) -> str:
         " break the fabric (RDMA registration fails after some kernel updates: eugr/spark-vllm-docker#392); if the"
         " group fails to start, this is the first suspect."
     )
+
+
+def missing_verbs_devices(plan: DeploymentPlan, hosts: dict[str, HostFields]) -> list[str]:
+    """With roceDevices, each node (of those read) that has no /dev/infiniband: Docker refuses to create its engine
+    container (`error gathering device information while adding custom device "/dev/infiniband"`), after the
+    group was stopped. Said before anything runs."""
+    if not plan.rdma:
+        return []
+    return [
+        f"{node} has no /dev/infiniband, which spark-llm:network.roceDevices mounts into its engine container: Docker"
+        " would refuse to create it (after the group was stopped). Load the node's RDMA drivers (`ls"
+        " /dev/infiniband` lists uverbs0, ...), or remove spark-llm:network.roceDevices to run NCCL over sockets."
+        for node, fields in hosts.items()
+        if fields.get("verbs_devices", ABSENT) == ABSENT
+    ]
 
 
 def fingerprint_lines(record: Mapping[str, Any]) -> list[str]:

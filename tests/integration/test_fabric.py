@@ -4,7 +4,7 @@ deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband made b
 User stories (issue 32, items 2 and 4): with RoCE, every rank's NCCL transport is a stack output; a kernel changed on
 a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank whose NCCL falls
 back to sockets fails the start naming the node and the likely cause, and with `fabricProof: warn` the group serves
-and `spark-llm status` shows `NET/Socket` for that rank.
+and `spark-llm status` shows `NET/Socket` for that rank; a node without RDMA devices is refused before anything stops.
 
 The tests run in file order: each goes on from the state the one before left.
 """
@@ -141,3 +141,18 @@ def test_with_the_warn_setting_it_serves_and_status_shows_net_socket_for_that_ra
     assert "    fabric: NET/Socket eth0 (NCCL fell back to sockets" in status, status[-3000:]
     assert f"    fabric: NET/IB {','.join(DEVICES)}" in status
     shown(status, "last start:")
+
+
+def test_a_node_without_rdma_devices_is_refused_before_anything_stops(deployed: Pulumi, sim_cluster: SimCluster):
+    # Docker cannot create a container with `--device /dev/infiniband` on a node without it, and `up` would find
+    # that out after the group was stopped.
+    before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    sim("roce", "off", "worker-1")
+    preview = deployed("preview")
+    assert "worker-1 has no /dev/infiniband, which spark-llm:network.roceDevices mounts" in preview.stdout
+    result = deployed.up(check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "Nothing was run on any node (no engine was stopped)." in out, out[-3000:]
+    assert {n: sim_cluster.started_at(n) for n in ("head", "worker-1")} == before
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    shown(out, "worker-1 has no /dev/infiniband")

@@ -15,6 +15,7 @@ from spark_llm.plan.host_record import (
     host_changes,
     host_probe,
     last_served,
+    missing_verbs_devices,
     parse_host_lines,
 )
 
@@ -29,6 +30,7 @@ def spark(gid: str) -> dict[str, str]:
         "cuda": "13.0",
         "nccl": "2.27.7",
         "roce_devices": "rocep1s0f0 rocep1s0f1 roceP2p1s0f0 roceP2p1s0f1",
+        "verbs_devices": "uverbs0 uverbs1 uverbs2 uverbs3",
         "docker": "28.3.3",
         "nvidia_container_runtime": "NVIDIA Container Runtime version 1.17.8",
         "image": "sha256:9c4e1b7d2a6f03e58b1d4c7a9e2f6b3d8a5c1e7f4b2d9a6c3e8f1b5d7a2c4e6f",
@@ -56,6 +58,15 @@ def test_the_probe_runs_under_strict_bash_on_a_host_without_a_gpu_and_names_what
     with open("/proc/sys/kernel/osrelease") as f:
         assert fields["kernel"] == f.read().strip()
     assert fields["nvidia_driver"] == ABSENT and fields["roce_devices"] == ABSENT and "nccl" not in fields
+    assert fields["verbs_devices"] == ABSENT
+
+
+def test_with_roce_devices_a_node_without_verbs_devices_is_named_before_anything_runs(raw_config):
+    hosts = {"spark-1": SPARK_2, "spark-2": {**SPARK_2, "verbs_devices": ABSENT}}
+    assert missing_verbs_devices(build(raw_config), hosts) == []  # no roceDevices: sockets were asked for
+    raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f0", "roceP2p1s0f0"]
+    (line,) = missing_verbs_devices(build(raw_config), hosts)
+    assert line.startswith("spark-2 has no /dev/infiniband, which spark-llm:network.roceDevices mounts")
 
 
 def test_the_nccl_version_comes_from_the_engines_own_line():
