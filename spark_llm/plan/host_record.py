@@ -40,6 +40,8 @@ FIELDS = (
 )
 # Read from the engine's log, not from the host: the probe cannot say it now (compared only at the next start).
 FROM_ENGINE_LOG = ("nccl",)
+# The engine container's: absent now only means no container (destroyed, or not started yet), not a changed host.
+OF_THE_CONTAINER = ("image",)
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _VLLM_NCCL = re.compile(r"vLLM is using nccl==(\S+)")
 
@@ -108,6 +110,8 @@ def host_changes(recorded: dict[str, HostFields], now: dict[str, HostFields]) ->
             if field in FROM_ENGINE_LOG:
                 continue
             old, new = before.get(field, ABSENT), fields.get(field, ABSENT)
+            if field in OF_THE_CONTAINER and new == ABSENT:
+                continue
             if old != new:
                 changes.append(HostChange(node, field, old, new))
     return changes

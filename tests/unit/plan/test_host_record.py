@@ -87,6 +87,12 @@ def test_what_changed_since_the_start_that_served_is_named_by_node_field_old_and
     warning = changes_warning(changes, "2026-12-04T21:10:03+00:00")
     assert warning.startswith("the hosts changed since the last start that served (2026-12-04T21:10:03+00:00): ")
     assert host_changes({"spark-2": SPARK_2}, {"spark-2": dict(SPARK_2)}) == []
+    # No engine container now (destroyed, or never started here): its image is not a change of the host.
+    assert host_changes({"spark-2": SPARK_2}, {"spark-2": {**SPARK_2, "image": ABSENT}}) == []
+    new_image = {**SPARK_2, "image": "sha256:0b1c"}
+    assert [str(c) for c in host_changes({"spark-2": SPARK_2}, {"spark-2": new_image})] == [
+        f"spark-2: image {SPARK_2['image']} -> sha256:0b1c"
+    ]
 
 
 def test_the_last_start_that_served_is_read_from_its_history_line():
