@@ -1,5 +1,6 @@
 """The fabric proof and the host as it last worked, on the sim (1 head + 1 worker), with the real pulumi CLI: one
-deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband made by `sim/sim roce on`.
+deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband and /sys/class/infiniband made by
+`sim/sim roce on`.
 
 User stories (issue 32, items 2 and 4): with RoCE, every rank's NCCL transport is a stack output; a kernel changed on
 a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank whose NCCL falls
