@@ -15,9 +15,9 @@ readiness gate's one-token completion, with the API key read from the engine's o
 `max_restarts` restarts in `window_seconds` (spark_llm.group.budget); past that it stops every member, records why
 and does nothing more until `pulumi up` deploys a new supervisor. It starts no group on weights not verified on
 every member (spark_llm.group.weights: a copy cut short): it waits, saying so, for `pulumi up`.
-A group whose containers all run and whose rank 0's /health answers 200 but which answers no completion for
-`wedge_seconds` (spark_llm.group.wedge: several probes, none counted while rank 0 starts) is wedged: restarted the
-same way, within the same budget, its record's cause `wedged`.
+A group whose containers all run but whose rank 0 answers no completion for `wedge_seconds` (spark_llm.group.wedge:
+several probes; during a start only while its /health says 200) is wedged: restarted the same way, within the same
+budget, its record's cause `wedged`.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
 """
 
@@ -194,6 +194,10 @@ class Supervisor:
         self.state = self._load()
         self.watch = WedgeWatch(spec["wedge_seconds"], asked(spec["model"]))
         self.probe_timeout = probe_seconds(spec["wedge_seconds"])
+        # Outside its own restart, the group is past its start once rank 0 answered (the readiness gate saw it before
+        # this program was started), once a restart of its own ended (its wait for serving is over), or once a
+        # start's bound passed since this program began (it found the group already running).
+        self.began, self.past_start = time.monotonic(), False
 
     def _load(self) -> SupervisorState:
         fresh: SupervisorState = {
@@ -289,6 +293,7 @@ class Supervisor:
             failure = failure or self._start(member)
         if not failure:
             failure = self._wait_serving()
+            self.past_start = True
         record["ended"] = time.time()
         if failure:
             record["result"] = f"failed: {failure}"
@@ -306,23 +311,29 @@ class Supervisor:
             verdict, _ = self.verdict()
             if verdict.state != WHOLE:
                 return verdict.why
-            if self.probe():
+            if self.probe(starting=True):
                 return ""
             if wedged := self.watch.verdict(time.time()):
                 return wedged
             time.sleep(1)
         return f"rank 0 did not answer a one-token completion within {self.spec['ready_seconds']} s"
 
-    def probe(self) -> bool:
-        """Ask rank 0 the one-token completion; feed the wedge watch; True when it answered."""
+    def probe(self, starting: bool = False) -> bool:
+        """Ask rank 0 the one-token completion; feed the wedge watch; True when it answered. `starting`: in the
+        supervisor's own restart, where only a rank 0 that says it is up (/health 200) counts toward a wedge."""
         at = time.time()
         code = self._completion(self.probe_timeout)
         if serves(code):
             self.watch.answered(at)
+            self.past_start = True
             return True
         live = self._liveness()
-        how = f"HTTP {code}" if code else f"no answer within {self.probe_timeout:g} s"
-        self.watch.not_answered(at, unanswered_while_live(live, code), how)
+        if starting:
+            counts = unanswered_while_live(live, code)
+        else:
+            counts = self.past_start or time.monotonic() - self.began >= self.spec["ready_seconds"]
+        answer = f"HTTP {code}" if code else f"no answer within {self.probe_timeout:g} s"
+        self.watch.not_answered(at, counts, f"{answer}, {LIVENESS_PATH} {live or 'no answer'}")
         return False
 
     def wedged(self) -> str | None:

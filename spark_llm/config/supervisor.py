@@ -51,8 +51,9 @@ class Supervisor(ConfigModel):
         ge=6,
         le=3600,
         description=(
-            "A group whose containers all run and whose head's /health answers 200 but whose rank 0 answers no"
-            " one-token completion for this long (3 probes at least) is wedged: restarted in order within the budget"
+            "A group whose containers all run but whose rank 0 answers no one-token completion for this long (3 probes"
+            " at least; during a start, only while its /health says 200) is wedged: restarted in order within the"
+            " budget"
         ),
         json_schema_extra={"example": 180},
     )

@@ -1,10 +1,12 @@
-"""Is the group wedged? Every container runs and rank 0's liveness route answers 200, but rank 0 answers no one-token
-completion (spark_llm.group.serving), for a bound: an NCCL collective that never returns, a hung scheduler (issue 32,
-5). The supervisor restarts such a group; `spark-llm status` names it.
+"""Is the group wedged? Every container runs, but rank 0 answers no one-token completion (spark_llm.group.serving)
+for a bound: an NCCL collective that never returns, a hung scheduler (issue 32, 5). The supervisor restarts such a
+group; `spark-llm status` names it.
 
 Not a wedge: one slow answer (a wedge is at least MIN_PROBES unanswered probes spanning the bound, none answered
-between), nor a group still starting (its liveness route not 200 yet: loading has its own bound,
-timeouts.readySeconds, and a probe then is not counted).
+between), nor a group still starting. The caller says which probes count: while a start is under way (loading has
+its own bound, timeouts.readySeconds) only those made while rank 0's liveness route says it is up (200); once the
+group served, every one (SGLang with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION generates on /health too, which then
+hangs with the rest).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def asked(model: str) -> str:
 
 
 def unanswered_while_live(liveness_code: int | None, answer_code: int | None) -> bool:
-    """Pure: one probe's reading: the liveness route says up (200) and the completion got no 200."""
+    """Pure: one probe's reading during a start: the liveness route says up (200), the completion got no 200."""
     return liveness_code == 200 and answer_code != 200
 
 
@@ -48,7 +50,7 @@ class WedgeWatch:
     """When the first unanswered probe (while live) since the last answer was sent; None: rank 0 answers."""
     probes: int = 0
     last: str = ""
-    """How the last unanswered probe ended (`timed out after 3 s`, `HTTP 503`)."""
+    """How the last unanswered probe ended (`no answer within 2 s, /health 200`)."""
     asked_at: float | None = None
 
     def due(self, now: float) -> bool:
@@ -61,11 +63,10 @@ class WedgeWatch:
     def answered(self, at: float) -> None:
         self.since, self.probes, self.last, self.asked_at = None, 0, "", at
 
-    def not_answered(self, at: float, live: bool, how: str) -> None:
-        """A probe sent at `at` got no answer (`how`); `live`: the liveness route said 200. Not live is a start,
-        or a crash the containers' verdict sees: it resets the count."""
+    def not_answered(self, at: float, counts: bool, how: str) -> None:
+        """A probe sent at `at` got no answer (`how`); `counts`: toward a wedge (not a start's: that resets)."""
         self.asked_at = at
-        if not live:
+        if not counts:
             self.since, self.probes, self.last = None, 0, ""
             return
         if self.since is None:
@@ -83,6 +84,6 @@ class WedgeWatch:
             return None
         return (
             f"wedged: rank 0 has answered no {self.what} since {iso(self.since)} ({self.probes} probes over"
-            f" {now - self.since:.0f} s, the last {self.last}; bound {self.bound:g} s), while every engine container"
-            f" runs and its {LIVENESS_PATH} answers 200"
+            f" {now - self.since:.0f} s, the last: {self.last}; bound {self.bound:g} s), while every engine container"
+            " runs"
         )

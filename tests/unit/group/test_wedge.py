@@ -24,11 +24,12 @@ def watch() -> WedgeWatch:
 def test_probes_unanswered_while_live_for_the_bound_are_a_wedge_that_says_since_when_and_what_was_asked():
     w = watch()
     for at in (1000.0, 1015.0, 1030.0):
-        w.not_answered(at, live=True, how="timed out after 10 s")
+        w.not_answered(at, counts=True, how="timed out after 10 s")
     reason = w.verdict(1030.0)
     assert reason is not None and reason.startswith("wedged: ")
     assert "since 1970-01-01T00:16:40Z" in reason  # the first unanswered probe, 1000 s after the epoch
-    assert "answered no one-token completion of m (POST /v1/completions)" in reason and "timed out after 10 s" in reason
+    assert "answered no one-token completion of m (POST /v1/completions)" in reason
+    assert "the last: timed out after 10 s" in reason
     assert f"bound {BOUND:g} s" in reason
 
 
@@ -43,36 +44,36 @@ def test_probes_unanswered_while_live_for_the_bound_are_a_wedge_that_says_since_
 def test_a_slow_answer_is_not_a_wedge(probes, now):
     w = watch()
     for at in probes:
-        w.not_answered(at, live=True, how="timed out after 10 s")
+        w.not_answered(at, counts=True, how="timed out after 10 s")
     assert w.verdict(now) is None
 
 
 def test_an_answer_between_starts_the_count_again():
     w = watch()
-    w.not_answered(1000.0, live=True, how="timed out")
-    w.not_answered(1015.0, live=True, how="timed out")
+    w.not_answered(1000.0, counts=True, how="timed out")
+    w.not_answered(1015.0, counts=True, how="timed out")
     w.answered(1020.0)
-    w.not_answered(1025.0, live=True, how="timed out")
-    w.not_answered(1040.0, live=True, how="timed out")
-    w.not_answered(1050.0, live=True, how="timed out")
+    w.not_answered(1025.0, counts=True, how="timed out")
+    w.not_answered(1040.0, counts=True, how="timed out")
+    w.not_answered(1050.0, counts=True, how="timed out")
     assert w.verdict(1050.0) is None  # 25 s since the first unanswered probe after the answer
     assert w.verdict(1056.0) is not None
 
 
-def test_a_group_still_starting_is_not_wedged():
-    """Its liveness route not 200 yet (loading): the probes are not counted, however long the start takes."""
+def test_probes_that_do_not_count_are_not_a_wedge_and_reset_the_count():
+    """A start under way (its liveness route not 200 yet: loading): however long it takes."""
     w = watch()
     for at in range(1000, 1300, 10):
-        w.not_answered(float(at), live=False, how="HTTP 503")
+        w.not_answered(float(at), counts=False, how="HTTP 503")
     assert w.verdict(1300.0) is None and w.probes == 0
-    w.not_answered(1300.0, live=True, how="timed out")  # loaded: now the bound starts
+    w.not_answered(1300.0, counts=True, how="timed out")  # loaded: now the bound starts
     assert w.since == 1300.0
 
 
 def test_a_restart_resets_the_watch():
     w = watch()
     for at in (1000.0, 1015.0, 1030.0):
-        w.not_answered(at, live=True, how="timed out")
+        w.not_answered(at, counts=True, how="timed out")
     w.reset()
     assert w.verdict(1100.0) is None and w.due(1100.0)
 
@@ -83,7 +84,7 @@ def test_probes_are_spaced_while_rank_0_answers_and_every_poll_while_it_does_not
     w.answered(1000.0)
     assert not w.due(1000.0 + BOUND / MIN_PROBES - 1)
     assert w.due(1000.0 + BOUND / MIN_PROBES)
-    w.not_answered(1010.0, live=True, how="timed out")
+    w.not_answered(1010.0, counts=True, how="timed out")
     assert w.due(1011.0)
 
 
@@ -156,18 +157,31 @@ def _probe_until(supervisor, deadline_s: float = 10) -> str | None:
     return None
 
 
-def test_the_supervisor_finds_a_live_head_that_answers_nothing_wedged_after_several_probes(supervisor):
-    Engine.live, Engine.answer = 200, 503
+@pytest.mark.parametrize("live", [200, 503], ids=["health-200", "health-generating-503"])
+def test_a_head_that_served_then_answers_nothing_is_wedged_after_several_probes(supervisor, live):
+    """Whatever its /health says once the group served: SGLang's /health may generate too, and fail with the rest."""
+    Engine.live, Engine.answer = 200, 200
+    assert supervisor.wedged() is None
+    Engine.live, Engine.answer = live, 503
     reason = _probe_until(supervisor)
     assert reason is not None and supervisor.watch.probes >= MIN_PROBES
-    assert "answered no one-token completion of m (POST /v1/completions)" in reason and "HTTP 503" in reason
+    assert "answered no one-token completion of m (POST /v1/completions)" in reason
+    assert f"the last: HTTP 503, /health {live}" in reason
     # While it counted, its state said what it waits for.
     assert supervisor.state["waiting"].startswith("rank 0 answers nothing since ")
 
 
-def test_the_supervisor_does_not_call_a_head_still_loading_wedged(supervisor):
+def test_the_supervisor_does_not_call_a_group_it_never_saw_serve_wedged_within_a_starts_bound(supervisor):
     Engine.live, Engine.answer = 503, 503
     assert _probe_until(supervisor, 3) is None
+
+
+def test_a_restart_into_a_head_still_loading_is_not_wedged_but_waits_its_starts_bound(supervisor):
+    Engine.live, Engine.answer = 503, 503
+    supervisor.spec["ready_seconds"] = 3
+    supervisor.restart("head's engine container is exited", {})
+    result = supervisor.state["restarts"][-1]["result"]
+    assert result == "failed: rank 0 did not answer a one-token completion within 3 s", result
 
 
 def test_a_restart_into_a_wedge_fails_as_wedged_and_is_recorded_with_its_cause(supervisor):
