@@ -158,8 +158,7 @@ def head_health(run: NodeRun, path: str = "/health") -> Health:
     if run.ssh_failed:
         return Health(None, (), "no ssh", path)
     sections = parse_sections(run.stdout)
-    health = sections.get("health", Section(-1, ""))
-    code = int(health.first_line) if health.first_line.isdigit() else None
+    code, health_error = _http_code(sections.get("health", Section(-1, "")))
     models: tuple[str, ...] = ()
     error = ""
     section = sections.get("models")
@@ -170,9 +169,8 @@ def head_health(run: NodeRun, path: str = "/health") -> Health:
             error = "/v1/models did not answer JSON"
     elif section is not None:
         error = section.first_line
-    if code in (None, 0):
-        code = None
-        error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
+    if code is None:
+        error = health_error
     last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
     container = sections.get("supervisor_container")
     supervisor = "" if container is None else (container.first_line.strip() if container.ok else "absent")

@@ -3,7 +3,6 @@ answer to a one-token completion; and a restart the supervisor makes of a wedged
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 
@@ -50,16 +49,13 @@ def test_status_says_wedged_with_what_was_asked_and_what_restarts_it(spark_plan)
     assert "the head's /health answers 200" in sentence and "`spark-llm restart`" in sentence
 
 
-def test_a_supervisors_restart_of_a_wedged_group_is_said_as_wedged(spark_plan, monkeypatch, capsys):
+def test_a_supervisors_restart_of_a_wedged_group_is_said_as_wedged(spark_plan, status_json):
     p = with_revision(spark_plan)
     nodes = statuses(p, running(STARTED[0]), running(STARTED[1]))
     record = {"at": "2026-12-05T04:00:00Z", "reason": "wedged: rank 0 has answered no ...", "cause": "wedged"}
     report = SupervisorReport.parse(json.dumps({"restarts": [{**record, "result": "in progress"}]}))
     health = status.Health(503, (), live=503, answer=503, supervisor="running")  # the group starts again
-    monkeypatch.setattr(status, "collect", lambda plan, timeout: (nodes, health, report))
-    monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {})
-    code = status.run(None, p, argparse.Namespace(json=True, timeout=5))
-    out = json.loads(capsys.readouterr().out)
+    code, out = status_json(p, nodes, health, report)
     assert code == 1 and out["state"] == "wedged", out
     assert out["summary"].startswith("the supervisor found the group wedged: rank 0 has answered no ...")
     assert out["supervisor"]["restarts"][0]["cause"] == "wedged"
