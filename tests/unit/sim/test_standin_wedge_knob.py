@@ -48,3 +48,15 @@ def test_a_wedge_file_makes_a_running_engine_answer_no_generation_while_health_s
 
     wedge.unlink()
     assert post_head(group, "/v1/completions", COMPLETION)["usage"]["completion_tokens"] == 1
+
+
+def test_a_wedged_vllm_head_answers_no_completion_while_health_and_ping_stay_200(
+    new_vllm_group, tmp_path: Path
+) -> None:
+    wedge = tmp_path / "standin-wedge"
+    group = new_vllm_group(1)
+    head = group.start(0, env={"STANDIN_WEDGE_WHILE_FILE": str(wedge)})
+    wait_until(lambda: head.health() == 200, "the head to be healthy")
+    wedge.touch()
+    assert _times_out(f"{head.url}/v1/completions", COMPLETION)
+    assert head.health() == 200 and _times_out(f"{head.url}/ping", None) is False
