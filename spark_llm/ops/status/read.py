@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from spark_llm.group.history import last_start_probe
-from spark_llm.group.serving import health_path
+from spark_llm.group.serving import COMPLETIONS_PATH, health_path, serving_request
 from spark_llm.group.times import docker_time
+from spark_llm.group.wedge import LIVENESS_PATH, unanswered_while_live
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -26,6 +27,8 @@ from spark_llm.remote.runner import run as run_on
 
 # curl's exit codes for "the engine does not answer", in words.
 CURL_ERRORS = {7: "nothing listens on the port", 28: "timed out after 5 s", 52: "empty reply", 56: "connection reset"}
+ANSWER_SECONDS = 10
+"""How long status waits for rank 0's one-token completion (spark_llm.group.wedge: a slower one is no answer)."""
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,21 @@ class Health:
     """The supervisor's container on the head: running, exited, ..., absent ("": the stack has no supervisor)."""
     last_start: str = ""
     """The head's latest history line about the configured revision (JSON; empty: none)."""
+    live: int | None = None
+    """The liveness route's (/health) HTTP code; None: not asked, or no answer."""
+    answer: int | None = None
+    """The one-token completion's HTTP code (spark_llm.group.serving); None: not asked, or no answer."""
+    answer_error: str = ""
+    """How the completion failed when it got no answer (`no answer within 10 s`)."""
 
     @property
     def healthy(self) -> bool:
         return self.http_code == 200
+
+    @property
+    def wedged(self) -> bool:
+        """Up by its liveness route, yet no answer to the completion (spark_llm.group.wedge)."""
+        return unanswered_while_live(self.live, self.answer)
 
 
 def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
@@ -87,8 +101,15 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         lines += [
             f"health() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {auth} {url}{health_path(plan.engine)}; }}",
             f"models() {{ curl -sS -m 5 -f {auth} {url}/v1/models; }}",
+            # Liveness and a one-token completion: both engines' /health stays 200 while a collective hangs.
+            f"live() {{ curl -sS -m 5 -o /dev/null -w '%{{http_code}}' {url}{LIVENESS_PATH}; }}",
+            f"answer() {{ curl -sS -m {ANSWER_SECONDS} -o /dev/null -w '%{{http_code}}' {auth}"
+            f" -H 'Content-Type: application/json' -d {quote(json.dumps(serving_request(plan.model_name)))}"
+            f" {url}{COMPLETIONS_PATH}; }}",
             "capture health health",
             "capture models models",
+            "capture live live",
+            "capture answer answer",
             # Did the configured revision fail to start last time (the readiness gate's history on the head)?
             f"last_start() {{\n{last_start_probe(plan.history_path, plan.group_revision)}}}",
             "capture last_start last_start",
@@ -145,8 +166,7 @@ def head_health(run: NodeRun, path: str = "/health") -> Health:
     if run.ssh_failed:
         return Health(None, (), "no ssh", path)
     sections = parse_sections(run.stdout)
-    health = sections.get("health", Section(-1, ""))
-    code = int(health.first_line) if health.first_line.isdigit() else None
+    code, health_error = _http_code(sections.get("health", Section(-1, "")))
     models: tuple[str, ...] = ()
     error = ""
     section = sections.get("models")
@@ -157,13 +177,36 @@ def head_health(run: NodeRun, path: str = "/health") -> Health:
             error = "/v1/models did not answer JSON"
     elif section is not None:
         error = section.first_line
-    if code in (None, 0):
-        code = None
-        error = CURL_ERRORS.get(health.rc) or health.first_line or "no answer"
+    if code is None:
+        error = health_error
     last = sections.get("last_start", Section(-1, "")).first_line.partition("\t")[2]
     container = sections.get("supervisor_container")
     supervisor = "" if container is None else (container.first_line.strip() if container.ok else "absent")
-    return Health(code, models, error, path=path, last_start=last, supervisor=supervisor)
+    live, _ = _http_code(sections.get("live"))
+    answer, answer_error = _http_code(sections.get("answer"))
+    if answer_error == CURL_ERRORS[28]:
+        answer_error = f"no answer within {ANSWER_SECONDS} s"
+    return Health(
+        code,
+        models,
+        error,
+        path=path,
+        last_start=last,
+        supervisor=supervisor,
+        live=live,
+        answer=answer,
+        answer_error=answer_error,
+    )
+
+
+def _http_code(section: Section | None) -> tuple[int | None, str]:
+    """Pure: a `curl -w '%{http_code}'` section -> (its code, or None with why: '' when it was not asked)."""
+    if section is None:
+        return None, ""
+    code = int(section.first_line) if section.first_line.isdigit() else 0
+    if code:
+        return code, ""
+    return None, CURL_ERRORS.get(section.rc) or section.first_line or "no answer"
 
 
 def supervisor_report(run: NodeRun) -> SupervisorReport | None:

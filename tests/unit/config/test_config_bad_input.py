@@ -333,7 +333,13 @@ NEW_USER = [
     ),
 ]
 
-BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER
+# A wedge bound below three probes' worth, or a word (issue 32, 5).
+WEDGE = [
+    ("wedge-seconds-too-small", _put("supervisor", "wedgeSeconds", 1), "spark-llm:supervisor.wedgeSeconds", "e.g. 180"),
+    ("wedge-seconds-a-word", _put("supervisor", "wedgeSeconds", "long"), "spark-llm:supervisor.wedgeSeconds", ""),
+]
+
+BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER + WEDGE
 
 
 def test_every_case_is_its_own():
