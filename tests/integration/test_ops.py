@@ -5,7 +5,10 @@ fabric, a host key that changed, a disk too small, a wrong interface name, a fla
 and on a healthy sim it passes with the GPU reported as simulated; after a worker's engine dies, status says
 drift and what `pulumi up` will do about it; when the engine answers the canary's fixed prompt differently from
 its start, status fails showing both answers; logs show both nodes' lines in time order; smoke reports numbers
-from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean.
+from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean;
+`preflight --bandwidth` measures the fabric each way within a quarter of the link's cap and speed (`sim link`), names
+the tool and how it started, leaves no test server behind (also after Ctrl-C), and with RDMA devices but no
+perftest names what is missing.
 """
 
 from __future__ import annotations
@@ -196,6 +199,20 @@ def test_preflight_bandwidth_measures_the_fabric_each_way_against_the_links_spee
         in (check["detail"])
     )
     assert bandwidth_servers(sim_cluster) == ""
+
+
+def test_preflight_bandwidth_with_rdma_devices_and_no_perftest_names_what_is_missing(spark_llm, sim_cluster):
+    run([str(SIM), "roce", "on"])  # RoCE devices on both nodes (no RDMA moves): ib_write_bw is the tool to use
+    try:
+        report = spark_llm.json("preflight", "--bandwidth", expect=1)
+    finally:
+        run([str(SIM), "roce", "off"])
+    check = checks_by_key(report)["worker-1", "bandwidth"]
+    assert check["status"] == "fail" and check["detail"].startswith(
+        "not measured: ib_write_bw (both nodes have RDMA devices): head: neither the node nor the engine image"
+    ), check
+    assert check["fix"] == "install Debian's perftest on the nodes, or use an engine image that has ib_write_bw"
+    assert failed(report) == {("worker-1", "bandwidth")}
 
 
 def test_preflight_bandwidth_stops_the_workers_server_on_ctrl_c(spark_llm, sim_cluster):

@@ -95,6 +95,7 @@ class Choice:
     head_device: str | None = None
     worker_device: str | None = None
     missing: str = ""
+    fix: str = ""
 
 
 def choose(plan: DeploymentPlan, worker: NodePlan, head: NodeFacts, own: NodeFacts) -> Choice:
@@ -118,8 +119,8 @@ def choose(plan: DeploymentPlan, worker: NodePlan, head: NodeFacts, own: NodeFac
         )
         return Choice(
             None,
-            missing=f"{name} ({why}): " + "; ".join(missing) + f". Install Debian's {package} on the nodes, or use"
-            f" an engine image that has {name}",
+            missing=f"{name} ({why}): " + "; ".join(missing),
+            fix=f"install Debian's {package} on the nodes, or use an engine image that has {name}",
         )
     return Choice(name, sides[plan.head.name], sides[worker.name], head_dev, worker_dev)
 

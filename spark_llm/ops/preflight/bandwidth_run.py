@@ -67,7 +67,7 @@ def measure(plan: DeploymentPlan, port: int, seconds: int, update: Callable[[str
             continue
         choice = bandwidth.choose(plan, worker, head, own)
         if choice.tool is None:
-            checks.append(Check(worker.name, "bandwidth", FAIL, "not measured: " + choice.missing))
+            checks.append(Check(worker.name, "bandwidth", FAIL, "not measured: " + choice.missing, choice.fix))
             continue
         if update is not None:
             update(f"preflight: {choice.tool} between {plan.head.name} and {worker.name} ({seconds} s each way)")
