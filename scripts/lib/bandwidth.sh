@@ -6,7 +6,8 @@
 # the host's network and, for RDMA, the verbs devices and unlimited locked memory, as NCCL gets them).
 # `bw_facts ADDRESS IMAGE` prints `link IF SPEED_MBIT`, `roce DEV STATE`..., then per tool `tool NAME HOW|missing
 # WHY`. `bw_serve TOOL HOW IMAGE ADDRESS PORT SECONDS BOUND [DEV [GID]]` starts a server that ends by itself after
-# BOUND s and prints `server HANDLE`; `bw_stop HOW HANDLE` ends it now. `bw_client TOOL HOW IMAGE ADDRESS PORT
+# BOUND s and prints `server HANDLE`; `bw_stop HOW PORT` ends the server of PORT now (found by its pid file or its
+# container's name, so that it can be stopped even when its start was interrupted before HANDLE was printed). `bw_client TOOL HOW IMAGE ADDRESS PORT
 # SECONDS [DEV [GID]]` runs the client (iperf3: twice, `to` and `from` the server, JSON each). DEV and GID: the RDMA
 # device and GID index for ib_write_bw (`-d`, `-x`; no GID: perftest's own choice).
 
@@ -78,6 +79,7 @@ bw_serve() {
   if [ "$how" = node ]; then
     # A session of its own, no terminal, output to a file: it outlives this ssh session, bounded by `timeout`.
     setsid timeout -k 2 "$bound" "$tool" "${args[@]}" >"/tmp/$BW_CONTAINER_PREFIX-$port.log" 2>&1 </dev/null &
+    echo "$!" >"/tmp/$BW_CONTAINER_PREFIX-$port.pid"
     echo "server $!"
   else
     name="$BW_CONTAINER_PREFIX-$port"
@@ -101,12 +103,19 @@ bw_serve() {
 }
 
 bw_stop() {
-  local how=$1 handle=$2
+  local how=$1 port=$2 pidfile="/tmp/$BW_CONTAINER_PREFIX-$2.pid" pid
   if [ "$how" = node ]; then
-    # The server's `timeout`, and with it the server: only the process this run started.
-    kill "$handle" 2>/dev/null || true
+    # The server's `timeout`, and with it the server: only the process bw_serve started.
+    if [ -f "$pidfile" ]; then
+      pid=$(cat "$pidfile")
+      # A file a killed run left may name a pid reused since: only our own `timeout ... -p PORT` is ended.
+      if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^timeout -k 2 .* -p $port "; then
+        kill "$pid" 2>/dev/null || true
+      fi
+      rm -f "$pidfile"
+    fi
   else
-    docker rm -f "$handle" >/dev/null 2>&1 || true
+    docker rm -f "$BW_CONTAINER_PREFIX-$port" >/dev/null 2>&1 || true
   fi
 }
 

@@ -147,8 +147,9 @@ def client_script(choice: Choice, plan: DeploymentPlan, worker: NodePlan, port: 
     return bash_lib("bandwidth") + "bw_client " + " ".join(quote(w) for w in words) + "\n"
 
 
-def stop_script(how: str, handle: str) -> str:
-    return bash_lib("bandwidth") + f"bw_stop {quote(how)} {quote(handle)}\n"
+def stop_script(how: str, port: int) -> str:
+    """Stops the server of `port` (bw_stop), whether or not its start got as far as printing its handle."""
+    return bash_lib("bandwidth") + f"bw_stop {quote(how)} {port}\n"
 
 
 def server_handle(text: str) -> str | None:

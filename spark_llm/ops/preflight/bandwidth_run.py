@@ -27,11 +27,12 @@ def _facts(plan: DeploymentPlan, node: NodePlan) -> NodeRun:
 
 
 def _pair(plan: DeploymentPlan, worker: NodePlan, choice: Choice, port: int, seconds: int) -> dict[str, float | str]:
-    """Server on the worker, client on the head; the server stopped whatever happens."""
+    """Server on the worker, client on the head; the server stopped whatever happens, also when Ctrl-C comes while
+    it starts (it is found by its port then, not by the handle its start had not printed yet)."""
     assert choice.worker is not None and choice.worker.how is not None
-    started = run(worker.ssh, bandwidth.serve_script(choice, plan, worker, port, seconds), timeout=STEP_TIMEOUT)
-    handle = bandwidth.server_handle(started.stdout)
     try:
+        started = run(worker.ssh, bandwidth.serve_script(choice, plan, worker, port, seconds), timeout=STEP_TIMEOUT)
+        handle = bandwidth.server_handle(started.stdout)
         if not started.ok or handle is None:
             said = (started.stdout + started.stderr).strip().splitlines()
             return {"to": f"the {choice.tool} server did not start: {said[-1] if said else f'exit {started.code}'}"}
@@ -46,8 +47,7 @@ def _pair(plan: DeploymentPlan, worker: NodePlan, choice: Choice, port: int, sec
             return {"to": bandwidth.ib_write_bw_mbit(client.stdout)}
         return bandwidth.iperf3_mbit(client.stdout)
     finally:
-        if handle is not None:
-            run(worker.ssh, bandwidth.stop_script(choice.worker.how, handle), timeout=STEP_TIMEOUT)
+        run(worker.ssh, bandwidth.stop_script(choice.worker.how, port), timeout=STEP_TIMEOUT)
 
 
 def measure(plan: DeploymentPlan, port: int, seconds: int, update: Callable[[str], None] | None = None) -> list[Check]:

@@ -4,6 +4,7 @@ missing named), the figures read from iperf3's and perftest's output, and the ve
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -154,3 +155,29 @@ def test_the_rdma_server_and_client_lines_the_node_runs(tmp_path):
         "-d roceP2p1s0f0 -p 18515 -F --report_gbits -D 3 -x 3",
         "-d roceP2p1s0f0 -p 18515 -F --report_gbits -D 3 -x 3 10.0.0.2",
     ]
+
+
+def test_the_stop_ends_the_server_of_its_port_and_no_process_a_stale_pid_file_names(tmp_path):
+    """The real bash of bw_stop on this machine: the server found by its port's pid file is ended; a pid file left by
+    a killed run, naming another process since, ends nothing."""
+    fake = tmp_path / "iperf3"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    port = 40000 + os.getpid() % 20000
+    script = bash_lib("bandwidth") + (
+        f"setsid timeout -k 2 30 iperf3 -s -p {port} >/dev/null 2>&1 </dev/null &\n"
+        f"server=$!; echo $server > /tmp/spark-llm-bandwidth-{port}.pid\n"
+        "sleep 30 & other=$!\n"
+        "sleep 0.3\n"
+        f"bw_stop node {port}\n"
+        "sleep 0.3\n"
+        'kill -0 $server 2>/dev/null && echo "server alive" || echo "server stopped"\n'
+        f"echo $other > /tmp/spark-llm-bandwidth-{port}.pid\n"
+        f"bw_stop node {port}\n"
+        'kill -0 $other 2>/dev/null && echo "other alive" || echo "other stopped"\n'
+        "kill $other\n"
+        f"test -e /tmp/spark-llm-bandwidth-{port}.pid && echo 'pid file left' || echo 'pid file gone'\n"
+    )
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=30, check=True)
+    assert out.stdout.splitlines() == ["server stopped", "other alive", "pid file gone"], out.stderr
