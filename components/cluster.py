@@ -14,6 +14,8 @@ from components.connection import command_connection, docker_provider
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
+from components.memory_admission import note_memory
+from components.memory_admission import probe as memory_probe
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
@@ -32,7 +34,8 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     probes = build_steps(plan).probes
     # On the head, also the latest start of the configured revision (a failed one is warned of: _note_failed_start).
     last_start = last_start_probe(plan.history_path, plan.group_revision)
-    return lambda node: probes[node.name] + (last_start if node.name == plan.head.name else "")
+    memory = memory_probe(plan)  # each node's memory: preview's admission warning (components.memory_admission)
+    return lambda node: probes[node.name] + memory + (last_start if node.name == plan.head.name else "")
 
 
 def _note_failed_start(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
@@ -163,6 +166,7 @@ class SparkCluster(pulumi.ComponentResource):
             )
         observed = args.observations
         _note_failed_start(plan, observed)
+        note_memory(plan, observed)
         scripts = LaunchScripts(
             f"{name}-scripts",
             LaunchScriptsArgs(plan=plan, files=steps.files, connections=connections, observations=observed),
