@@ -1,25 +1,17 @@
 """Pure: memory admission. Will a rank's engine fit on its node now, judged before anything stops?
 
-- verdict: what a rank needs (its weights share, the engine's memory setting) against what its node gives now
-  (meminfo, processes holding GPU memory), and the probe that reads the node;
+- the verdict (spark_llm.group.memory, standard library only: the supervisor uses it too): what a rank needs (its
+  weights share, the engine's memory setting) against what its node gives now (meminfo, GPU processes);
+- probe: the read-only bash that reads a node;
 - steps: the admission step's spec, and the opt-in page cache drop before each engine starts.
 """
 
-from spark_llm.plan.memory.steps import (
-    DROP_CACHES_SCRIPT,
-    AdmissionSpec,
-    admission_spec,
-    judge_spec,
-    parse_spec,
-    spec_text,
-)
-from spark_llm.plan.memory.verdict import (
+from spark_llm.group.memory import (
     ENGINE_RESERVE,
     FITS,
     GIB,
     GPU_SECTION,
     INFO_SECTION,
-    PROBE_FUNCTION,
     REFUSED,
     UNREAD,
     WARN,
@@ -32,8 +24,16 @@ from spark_llm.plan.memory.verdict import (
     engine_memory,
     judge,
     parse,
-    probe_command,
     rank_weights,
+)
+from spark_llm.plan.memory.probe import PROBE_FUNCTION, probe_command
+from spark_llm.plan.memory.steps import (
+    DROP_CACHES_SCRIPT,
+    AdmissionSpec,
+    admission_spec,
+    judge_spec,
+    parse_spec,
+    spec_text,
 )
 
 __all__ = [

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypedDict
 
+from spark_llm.group.memory import Admission, engine_memory, judge, parse
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.memory.verdict import Admission, engine_memory, judge, parse
 from spark_llm.plan.scripts import bash_lib
 from spark_llm.plan.stdin_spec import spec_json, spec_object
 

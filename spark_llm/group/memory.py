@@ -1,4 +1,4 @@
-"""Pure: memory admission. Will a rank's engine fit on its node now, judged before anything stops?
+"""Memory admission (pure, standard library only): will a rank's engine fit on its node now, before anything stops?
 
 A DGX Spark's 128 GB is unified: the GPU takes its memory from the OS (~121 GiB usable), and each engine's start
 gate judges "free" by one figure of /proc/meminfo (docs: ../shared/notes/real-sparks.md, "Memory"):
@@ -15,9 +15,8 @@ named with its container. The need: the rank's share of the weights (their sizes
 tensor x pipeline ranks) and the engine's setting. Verdict per node: fits, warn (within WARN_MARGIN), refused,
 or unread (a node that could not be read never fits).
 
-`PROBE_FUNCTION` (scripts/lib/memory.sh) is the read-only bash that prints the sections `parse` reads; the
-program's probe (spark_llm.remote.observe), the admission step (spark_llm.ops.admission) and `spark-llm preflight`
-run it.
+In the group's room (standard library only): the supervisor judges a node before each restart with it too.
+spark_llm.plan.memory has the probe that prints the sections `parse` reads (scripts/lib/memory.sh).
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from spark_llm.plan.scripts import bash_lib
+from typing import TypedDict
 
 GIB = 1024**3
 # The engine's own overhead beyond weights and KV cache (CUDA context, activations, graphs): measured 5.4-6.7 GiB
@@ -44,15 +42,6 @@ FITS, WARN, REFUSED, UNREAD = "fits", "warn", "refused", "unread"
 # The probe's sections: `mem-info` (meminfo fields in kB, or `!why`), `mem-weights` (bytes of the weight files
 # under model.path), `mem-gpu` (`=PID:MIB:CONTAINER ...`, or `!why` when nvidia-smi cannot be asked).
 INFO_SECTION, WEIGHTS_SECTION, GPU_SECTION = "mem-info", "mem-weights", "mem-gpu"
-PROBE_FUNCTION = bash_lib("memory")
-
-
-def probe_command(model_path: str) -> str:
-    """Read-only bash printing the memory sections of a node (the function, then one call)."""
-    quoted = "'" + model_path.replace("'", "'\"'\"'") + "'"
-    return PROBE_FUNCTION + f"memory_probe {quoted}\n"
-
-
 # ---------- what the engine's setting takes ----------
 
 
@@ -164,7 +153,7 @@ class NodeMemory:
 
 
 def parse(node: str, facts: Mapping[str, str]) -> NodeMemory:
-    """Pure: the probe's sections (PROBE_FUNCTION) of one node -> what it gives."""
+    """Pure: the probe's sections (scripts/lib/memory.sh) of one node -> what it gives."""
     info_text = facts.get(INFO_SECTION)
     if info_text is None:
         return NodeMemory(node, error="the memory probe printed nothing")
@@ -324,3 +313,52 @@ def _lower_setting(setting: EngineMemory, available: int, share: int, total: int
         if kv > GIB:
             return f"lower --kv-cache-memory-bytes to {kv // GIB}g"
     return ""
+
+
+# ---------- before the supervisor's restart ----------
+
+# What the supervisor asks a worker for its memory (scripts/supervisor_allow.sh allows it word for word and prints
+# the `mem-info` and `mem-gpu` sections, as the probe does).
+MEMORY_REQUEST = "spark-llm memory"
+
+
+class MemorySpec(TypedDict):
+    """How the supervisor judges a node's memory before a restart (spark_llm.plan.supervisor writes it)."""
+
+    engine: str
+    version: str
+    flags: list[str]
+    container: str
+    ranks: int
+
+
+def info_section(meminfo: str) -> str:
+    """/proc/meminfo's text -> the probe's `mem-info` value (what the head's supervisor reads from its mount)."""
+    fields = []
+    for line in meminfo.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("MemTotal", "MemFree", "MemAvailable", "Active(file)", "Inactive(file)") and rest.split():
+            fields.append(f"{name}={rest.split()[0]}")
+    return " ".join(fields) if fields else "!no MemTotal in /proc/meminfo"
+
+
+def restart_held(readings: Sequence[tuple[str, Mapping[str, str], bool]], spec: MemorySpec) -> str | None:
+    """Why the supervisor must not restart the group into its nodes' memory now (None: it may).
+
+    `readings`: each node's probe sections and whether this group's engine still runs there. Such a node is not
+    judged: the restart stops that engine first and its memory comes back (the supervisor cannot tell how much on
+    the head, where it has no nvidia-smi). The weights' size is not read (their share is within the engine's
+    setting, which `pulumi up` admitted); no page cache is dropped by a restart, so none is counted.
+    """
+    setting = engine_memory(spec["engine"], spec["version"], spec["flags"])
+    refusals = []
+    for node, sections, ours_runs in readings:
+        if ours_runs:
+            continue
+        got = judge(parse(node, sections), setting, ranks=spec["ranks"], own_container=spec["container"],
+                    drop_caches=False)  # fmt: skip
+        if got.blocks:
+            refusals.append(got.line())
+    if not refusals:
+        return None
+    return "; ".join(refusals) + " (no restart until it fits: fix it, or `pulumi up` after the fix)"
