@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.memory import judge_spec, parse_spec, probe_command
+from spark_llm.plan.memory import INFO_SECTION, judge_spec, parse_spec, probe_command
 from spark_llm.plan.observation import parse_probe
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
@@ -24,7 +24,7 @@ def main() -> int:
         out = run_script(SshHost.from_props(spec["connection"]), probe_command(spec["model_path"]), timeout=60)
         sections = parse_probe(spec["node"], out).facts
     except RemoteError as err:
-        sections = {"mem-info": "!" + str(err).splitlines()[0]}
+        sections = {INFO_SECTION: "!" + err.one_line()}
     admission = judge_spec(spec, sections)
     if admission.blocks:
         sys.stderr.write(
