@@ -34,6 +34,8 @@ pulumi.export("script_sha256", cluster.script_sha256)
 pulumi.export("container_ids", cluster.container_ids)
 # Seconds per start phase per node, as the readiness gate saw this revision start (`spark-llm status` shows it).
 pulumi.export("start_timeline", cluster.start_timeline)
+# Each rank's NCCL transport (`NET/IB <devices>` or `NET/Socket <if>`) at that start, with roceDevices.
+pulumi.export("fabric_transport", cluster.fabric_transport)
 pulumi.export("image_id", cluster.image_id)
 pulumi.export("weights_manifest_digest", cluster.weights_manifest_digest)
 # Which state started the engines on the nodes (components.state_identity): `spark-llm status` compares it with

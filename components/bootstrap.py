@@ -16,6 +16,7 @@ from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_fro
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.host_record import host_fields, missing_verbs_devices
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.remote import key_files, observe
 from spark_llm.remote.pulumi_process import pulumi_process
@@ -162,6 +163,11 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
         )
     for fault in faults:
         pulumi.log.warn(fault)
+    no_rdma = missing_verbs_devices(plan, {n: host_fields(o.facts) for n, o in observations.items() if o.reachable})
+    if no_rdma and not pulumi.runtime.is_dry_run():
+        refuse("\n".join(no_rdma) + "\nNothing was run on any node (no engine was stopped).")
+    for line in no_rdma:
+        pulumi.log.warn(line)
     foreign = drift.foreign_containers(observations)
     if foreign:
         lines = [

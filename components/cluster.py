@@ -23,6 +23,16 @@ from spark_llm.group.history import LAST_START_SECTION, last_failure, last_start
 from spark_llm.plan import drift, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.fabric_proof import fabric_outputs
+from spark_llm.plan.host_record import (
+    LAST_SERVED_SECTION,
+    changes_warning,
+    host_changes,
+    host_fields,
+    host_probe,
+    last_served,
+    last_served_probe,
+)
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.start.timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
@@ -34,8 +44,24 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     probes = build_steps(plan).probes
     # On the head, also the latest start of the configured revision (a failed one is warned of: _note_failed_start).
     last_start = last_start_probe(plan.history_path, plan.group_revision)
+    # Every node's host now, and on the head the hosts of the last start that served (_note_host_changes).
+    hosts = host_probe(plan)
     memory = memory_probe(plan)  # each node's memory: preview's admission warning (components.memory_admission)
-    return lambda node: probes[node.name] + memory + (last_start if node.name == plan.head.name else "")
+    on_head = last_start + last_served_probe(plan.history_path)
+    return lambda node: probes[node.name] + hosts + memory + (on_head if node.name == plan.head.name else "")
+
+
+def _note_host_changes(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
+    """`pulumi preview` and `up` name what changed on the hosts since the last start that served (node, field,
+    old -> new): the first suspect when a group that served yesterday fails today."""
+    head = (observations or {}).get(plan.head.name)
+    served = last_served(head.facts.get(LAST_SERVED_SECTION)) if head else None
+    if served is None:
+        return
+    now = {name: host_fields(o.facts) for name, o in (observations or {}).items() if o.reachable}
+    changes = host_changes(served.get("hosts", {}), now)
+    if changes:
+        pulumi.log.warn(changes_warning(changes, served.get("at", "?")))
 
 
 def _note_failed_start(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
@@ -133,6 +159,7 @@ class SparkCluster(pulumi.ComponentResource):
     script_sha256: pulumi.Output[str]
     container_ids: pulumi.Output[dict]
     start_timeline: pulumi.Output[dict]
+    fabric_transport: pulumi.Output[dict]
     image_id: pulumi.Output[str]
     weights_manifest_digest: pulumi.Output[str]
     state_id: pulumi.Output[str]
@@ -166,6 +193,7 @@ class SparkCluster(pulumi.ComponentResource):
             )
         observed = args.observations
         _note_failed_start(plan, observed)
+        _note_host_changes(plan, observed)
         note_memory(plan, observed)
         scripts = LaunchScripts(
             f"{name}-scripts",
@@ -247,6 +275,8 @@ class SparkCluster(pulumi.ComponentResource):
         self.script_sha256 = scripts.script_sha256
         self.container_ids = group.container_ids
         self.start_timeline = group.start_timeline
+        # Each rank's NCCL transport at the last start that served (with roceDevices; else empty).
+        self.fabric_transport = group.start_timeline.apply(lambda t: fabric_outputs(t.get("fabric") or {}))
         self.image_id = image.image_id
         self.weights_manifest_digest = weights.manifest_digest
         self.state_id = identity.stdout
@@ -257,6 +287,7 @@ class SparkCluster(pulumi.ComponentResource):
                 "script_sha256": self.script_sha256,
                 "container_ids": self.container_ids,
                 "start_timeline": self.start_timeline,
+                "fabric_transport": self.fabric_transport,
                 "image_id": self.image_id,
                 "weights_manifest_digest": self.weights_manifest_digest,
                 "state_id": self.state_id,

@@ -98,12 +98,15 @@ def _container(
         init=True,
         gpus="all" if spec.gpus else None,
         # RoCE needs the verbs devices, and RDMA pins large buffers: no memlock limit and the right to lock memory
-        # (only with RDMA: raising memlock needs CAP_SYS_RESOURCE, which a node without RDMA may not grant).
+        # (only with RDMA: raising memlock needs CAP_SYS_RESOURCE, which a node without RDMA may not grant; the sim's
+        # nodes cannot, so its RoCE stack sets spark-llm:network.memlockBytes to their 8 MiB).
         devices=[docker.ContainerDeviceArgs(host_path="/dev/infiniband", container_path="/dev/infiniband")]
         if rdma
         else None,
         capabilities=docker.ContainerCapabilitiesArgs(adds=["IPC_LOCK"]) if rdma else None,
-        ulimits=[docker.ContainerUlimitArgs(name="memlock", soft=-1, hard=-1)] if rdma else None,
+        ulimits=[docker.ContainerUlimitArgs(name="memlock", soft=spec.memlock_bytes, hard=spec.memlock_bytes)]
+        if rdma
+        else None,
         # Weights, script and env file read-only; the compile/JIT cache survives restarts (no warm-up after a crash).
         volumes=[
             docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)

@@ -15,6 +15,9 @@ readiness gate's one-token completion, with the API key read from the engine's o
 `max_restarts` restarts in `window_seconds` (spark_llm.group.budget); past that it stops every member, records why
 and does nothing more until `pulumi up` deploys a new supervisor. It starts no group on weights not verified on
 every member (spark_llm.group.weights: a copy cut short): it waits, saying so, for `pulumi up`.
+A group whose containers all run but whose rank 0 answers no completion for `wedge_seconds` (spark_llm.group.wedge:
+several probes; during a start only while its /health says 200) is wedged: restarted the same way, within the same
+budget, its record's cause `wedged`.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
 """
 
@@ -51,6 +54,7 @@ from spark_llm.group.records import (
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, serving_request
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
+from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
 from spark_llm.group.weights import RECORD_REQUEST, weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
@@ -208,6 +212,12 @@ class Supervisor:
         self.spec = spec
         self.members = [Node(spec, m) for m in spec["members"]]
         self.state = self._load()
+        self.watch = WedgeWatch(spec["wedge_seconds"], asked(spec["model"]))
+        self.probe_timeout = probe_seconds(spec["wedge_seconds"])
+        # Outside its own restart, the group is past its start once rank 0 answered (the readiness gate saw it before
+        # this program was started), once a restart of its own ended (its wait for serving is over), or once a
+        # start's bound passed since this program began (it found the group already running).
+        self.began, self.past_start = time.monotonic(), False
 
     def _load(self) -> SupervisorState:
         fresh: SupervisorState = {
@@ -291,10 +301,13 @@ class Supervisor:
                 return ""
             time.sleep(1)
 
-    def restart(self, reason: str, logs: dict[str, list[str]]) -> None:
+    def restart(self, reason: str, logs: dict[str, list[str]], cause: str = "") -> None:
         """The ordered restart, recorded in the state as it starts and when it ends."""
         started = time.time()
         record: RestartRecord = {"at": iso(started), "started": started, "reason": reason, "seconds_to_serving": None}
+        if cause:
+            record["cause"] = cause
+        self.watch.reset()
         # Recorded before anything is stopped: a restart cut short (the head rebooted again) still counts.
         record["result"], record["logs"] = IN_PROGRESS, logs
         self.state["restarts"].append(record)
@@ -305,6 +318,7 @@ class Supervisor:
             failure = failure or self._start(member)
         if not failure:
             failure = self._wait_serving()
+            self.past_start = True
         record["ended"] = time.time()
         if failure:
             record["result"] = f"failed: {failure}"
@@ -315,17 +329,63 @@ class Supervisor:
         self.save()
 
     def _wait_serving(self) -> str:
+        """'' once rank 0 serves, else why not: a member stopped, the start's bound passed, or a wedge (rank 0's
+        /health says it is up, yet it answers nothing for `wedge_seconds`: the start is over, the answers are not)."""
         deadline = time.monotonic() + self.spec["ready_seconds"]
         while time.monotonic() < deadline:
             verdict, _ = self.verdict()
             if verdict.state != WHOLE:
                 return verdict.why
-            if serves(self._completion()):
+            if self.probe(starting=True):
                 return ""
+            if wedged := self.watch.verdict(time.time()):
+                return wedged
             time.sleep(1)
         return f"rank 0 did not answer a one-token completion within {self.spec['ready_seconds']} s"
 
-    def _completion(self) -> int | None:
+    def probe(self, starting: bool = False) -> bool:
+        """Ask rank 0 the one-token completion; feed the wedge watch; True when it answered. `starting`: in the
+        supervisor's own restart, where only a rank 0 that says it is up (/health 200) counts toward a wedge."""
+        at = time.time()
+        code = self._completion(self.probe_timeout)
+        if serves(code):
+            self.watch.answered(at)
+            self.past_start = True
+            return True
+        live = self._liveness()
+        if starting:
+            counts = unanswered_while_live(live, code)
+        else:
+            counts = self.past_start or time.monotonic() - self.began >= self.spec["ready_seconds"]
+        answer = f"HTTP {code}" if code else f"no answer within {self.probe_timeout:g} s"
+        self.watch.not_answered(at, counts, f"{answer}, {LIVENESS_PATH} {live or 'no answer'}")
+        return False
+
+    def wedged(self) -> str | None:
+        """Why the whole group is wedged (None: it answers, or a probe is not due, or not yet for the bound)."""
+        if not self.watch.due(time.time()):
+            return None
+        if self.probe():
+            return None
+        wedged = self.watch.verdict(time.time())
+        if wedged is None and self.watch.since is not None:
+            since, bound = iso(self.watch.since), self.spec["wedge_seconds"]
+            waiting = f"rank 0 answers nothing since {since} ({self.watch.last}); wedged once that lasts {bound} s"
+            if self.state.get("waiting") != waiting:
+                self.say(waiting)
+                self.save(waiting=waiting)
+        return wedged
+
+    def _liveness(self) -> int | None:
+        """The HTTP code of rank 0's liveness route (`/health`: up while a collective hangs; 503 while loading)."""
+        try:
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=5)
+            conn.request("GET", LIVENESS_PATH)
+            return conn.getresponse().status
+        except OSError:
+            return None
+
+    def _completion(self, timeout: float = 10) -> int | None:
         """The HTTP code of the one-token completion that means "serving" (the readiness gate's own request)."""
         headers = {"Content-Type": "application/json"}
         key = self._api_key()
@@ -333,7 +393,7 @@ class Supervisor:
             headers["Authorization"] = f"Bearer {key}"
         body = json.dumps(serving_request(self.spec["model"]))
         try:
-            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=10)
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=timeout)
             conn.request("POST", COMPLETIONS_PATH, body=body, headers=headers)
             return conn.getresponse().status
         except OSError:
@@ -362,9 +422,11 @@ class Supervisor:
         self.save()
         while not self.state.get("gave_up"):
             verdict, seen = self.verdict()
-            why = verdict.why
-            if verdict.state == WHOLE:
-                if self.state.get("waiting"):
+            why, cause = verdict.why, ""
+            if verdict.state == WHOLE and (wedged := self.wedged()):
+                why, cause = wedged, WEDGED
+            if verdict.state == WHOLE and not cause:
+                if self.state.get("waiting") and self.watch.since is None:
                     self.save()
             elif verdict.state == WAIT:
                 if self.state.get("waiting") != why:
@@ -377,7 +439,12 @@ class Supervisor:
                     self.say(f"{why}; not restarting: {held}")
                     self.save(waiting=held)
             else:
-                logs = {m.name: m.logs() for m, s in zip(self.members, seen, strict=True) if not s.running}
+                # The members that stopped; for a wedge (all run), rank 0's last lines.
+                logs = {
+                    m.name: m.logs()
+                    for m, s in zip(self.members, seen, strict=True)
+                    if not s.running or (cause and m.role == "head")
+                }
                 step, wait = next_step(self.state["restarts"], time.time(), budget)
                 if step == "give_up":
                     self.give_up(why, budget)
@@ -387,7 +454,7 @@ class Supervisor:
                     self.save(waiting=f"{why}; restart in {wait:.0f} s")
                     time.sleep(wait)
                     continue  # read again: it may have come back, or be worse
-                self.restart(why, logs)
+                self.restart(why, logs, cause)
             time.sleep(self.spec["poll_seconds"])
         while True:  # nothing more until a new deployment replaces this container
             time.sleep(3600)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -33,6 +34,24 @@ class Network(ConfigModel):
     )
     mtu: Int = Field(
         9000, ge=576, le=9216, description="MTU the fabric is expected to carry", json_schema_extra={"example": 9000}
+    )
+
+    fabric_proof: Literal["fail", "warn"] = Field(
+        "fail",
+        description=(
+            "With roceDevices: a rank whose NCCL fell back to sockets (NET/Socket) fails the start (fail) or is"
+            " only named (warn)"
+        ),
+        json_schema_extra={"example": "fail"},
+    )
+    memlock_bytes: Int = Field(
+        -1,
+        ge=-1,
+        description=(
+            "With roceDevices: the containers' memlock limit in bytes (-1: unlimited, what RDMA needs; a host that"
+            " withholds CAP_SYS_RESOURCE, like the sim, cannot raise it)"
+        ),
+        json_schema_extra={"example": -1},
     )
 
     @field_validator("fabric_interfaces", "roce_devices")

@@ -46,6 +46,17 @@ class Supervisor(ConfigModel):
     poll_seconds: Int = Field(
         5, ge=1, le=300, description="How often the supervisor reads every member", json_schema_extra={"example": 5}
     )
+    wedge_seconds: Int = Field(
+        180,
+        ge=6,
+        le=3600,
+        description=(
+            "A group whose containers all run but whose rank 0 answers no one-token completion for this long (3 probes"
+            " at least; during a start, only while its /health says 200) is wedged: restarted in order within the"
+            " budget"
+        ),
+        json_schema_extra={"example": 180},
+    )
     image: str | None = Field(
         None,
         description="Image the supervisor runs in; it needs python3 and an ssh client (default: the engine image)",

@@ -23,6 +23,25 @@ class PhaseTime(TypedDict):
     seconds: float
 
 
+class FabricRecord(TypedDict, total=False):
+    """One rank's transport as a start recorded it (StartRecord `fabric`; spark_llm.plan.fabric_proof)."""
+
+    transport: str
+    """`IB`, `Socket`, or `unknown` (no NCCL network line in its log)."""
+    network: str
+    """What `Using network` said (`IB`, `IBext_v10`, `Socket`)."""
+    devices: list[str]
+    """The RDMA devices `NET/IB : Using` listed (empty on sockets)."""
+    line: str
+    """The `NET/... : Using` line itself, from `NET/`."""
+    problem: str
+    """Why this rank's transport is not what the stack asked ("" when it is)."""
+
+
+HostFields = dict[str, str]
+"""A node's host as a start recorded it: field -> value (spark_llm.plan.host_record)."""
+
+
 class StartRecord(TypedDict, total=False):
     """One line of the history: a start that served (its timeline) or one that failed (`failed` says why)."""
 
@@ -37,6 +56,10 @@ class StartRecord(TypedDict, total=False):
     weights: str
     """The manifest digest of the weights this start served (what `spark-llm rollback` puts back)."""
     failed: str
+    fabric: dict[str, FabricRecord]
+    """Each rank's NCCL transport, with roceDevices (spark_llm.plan.fabric_proof)."""
+    hosts: dict[str, HostFields]
+    """Each node's host at a start that served (spark_llm.plan.host_record)."""
 
 
 def history_path(remote_dir: str) -> str:

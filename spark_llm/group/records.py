@@ -56,6 +56,8 @@ class SupervisorSpec(TypedDict):
     ready_seconds: float
     startup_grace: float
     poll_seconds: float
+    wedge_seconds: float
+    """spark-llm:supervisor.wedgeSeconds: rank 0 live but answering nothing this long is a wedge (group.wedge)."""
     budget: Budget
     state_path: str
     weights_record: str
@@ -80,6 +82,8 @@ class RestartRecord(TypedDict, total=False):
     started: float
     ended: float
     reason: str
+    cause: str
+    """group.wedge.WEDGED for a wedged group (containers up, no answer); absent for a member that stopped."""
     result: str
     """IN_PROGRESS, `served`, `failed: ...` or `interrupted: ...`."""
     seconds_to_serving: float | None

@@ -44,6 +44,7 @@ class ContainerSpec:
     mounts: tuple[Mount, ...]
     gpus: bool
     rdma: bool
+    memlock_bytes: int
     labels: dict[str, str]
 
 
@@ -83,6 +84,7 @@ def container_spec(plan: DeploymentPlan, node: NodePlan) -> ContainerSpec:
         mounts=tuple(mounts),
         gpus=plan.gpus,
         rdma=plan.rdma,
+        memlock_bytes=plan.memlock_bytes,
         labels={LABEL_NODE: node.name, LABEL_ROLE: node.role, LABEL_REVISION: plan.group_revision},
     )
 

@@ -98,6 +98,12 @@ class DeploymentPlan:
     """spark-llm:engine.gpus: the containers get the node's GPUs."""
     rdma: bool = False
     """spark-llm:network.roceDevices is set: the containers get the verbs devices and may lock memory."""
+    roce_devices: tuple[str, ...] = ()
+    """spark-llm:network.roceDevices: what each rank's NCCL must say it uses (spark_llm.plan.fabric_proof)."""
+    memlock_bytes: int = -1
+    """spark-llm:network.memlockBytes: the containers' memlock limit with RDMA (-1: unlimited)."""
+    fabric_proof: str = "fail"
+    """spark-llm:network.fabricProof: a rank on NCCL's sockets fails the start (fail) or is named (warn)."""
     engine_flags: tuple[str, ...] = ()
     """Every `--flag` the launch passes to the engine on any node, in order, once each (`engine_flags`)."""
     restore_weights: str | None = None
@@ -358,6 +364,9 @@ def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = No
         drop_caches=cfg.memory.drop_caches,
         gpus=cfg.engine.gpus,
         rdma=bool(cfg.network.roce_devices),
+        roce_devices=tuple(cfg.network.roce_devices),
+        memlock_bytes=cfg.network.memlock_bytes,
+        fabric_proof=cfg.network.fabric_proof,
         engine_flags=engine_flags(launches),
         startup_grace=cfg.timeouts.startup_grace_seconds,
         restore_weights=restore_weights,

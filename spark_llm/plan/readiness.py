@@ -3,9 +3,10 @@ which components.engine_group hands the gate step), one reader (`parse_spec`).""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.host_record import host_probe
 from spark_llm.plan.stdin_spec import spec_json, spec_object
 
 
@@ -23,6 +24,13 @@ class Rollout(TypedDict):
     on_failure: str
     """spark-llm:rollout.onFailure: print the rollback command (stop) or run it (rollback)."""
     stack: str
+
+
+class FabricSpec(TypedDict):
+    roce_devices: list[str]
+    """spark-llm:network.roceDevices: what each rank's NCCL must say it uses (spark_llm.plan.fabric_proof)."""
+    on_fallback: str
+    """spark-llm:network.fabricProof: `fail` the start or `warn`."""
 
 
 class ReadinessSpec(TypedDict):
@@ -48,11 +56,16 @@ class ReadinessSpec(TypedDict):
     kept for a rollback are dropped (scripts/manifest.py keep)."""
     history_path: str
     rollout: Rollout
+    host_probe: NotRequired[str]
+    """Read-only bash printing a node's host fields (spark_llm.plan.host_record.host_probe): recorded at a start
+    that served, compared with the last record at a failed one."""
+    fabric: NotRequired[FabricSpec]
+    """Only with roceDevices and more than one node (without them NCCL's sockets are what was asked for)."""
 
 
 def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
     """What the gate reads (`stack`: this stack's name, for the rollback command)."""
-    return {
+    spec: ReadinessSpec = {
         "members": [
             {
                 "name": n.name,
@@ -78,6 +91,10 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "history_path": plan.history_path,
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }
+    spec["host_probe"] = host_probe(plan)
+    if plan.roce_devices and len(plan.nodes) > 1:
+        spec["fabric"] = {"roce_devices": list(plan.roce_devices), "on_fallback": plan.fabric_proof}
+    return spec
 
 
 def spec_text(spec: ReadinessSpec) -> str:

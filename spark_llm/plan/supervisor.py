@@ -109,6 +109,7 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         "ready_seconds": plan.ready_timeout,
         "startup_grace": plan.startup_grace,
         "poll_seconds": cfg.poll_seconds,
+        "wedge_seconds": cfg.wedge_seconds,
         "budget": {
             "max_restarts": cfg.max_restarts,
             "window_seconds": cfg.window_seconds,

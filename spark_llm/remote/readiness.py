@@ -29,7 +29,9 @@ from spark_llm.plan.start.phases import NodeStart
 from spark_llm.plan.start.timeline import phase_seconds
 from spark_llm.plan.weights.steps import VERSIONS_DIR, stored_digest_command
 from spark_llm.remote.canary import completion_command, gate_canary
+from spark_llm.remote.fabric_proof import Rank, prove_fabric
 from spark_llm.remote.history import append_history, read_history
+from spark_llm.remote.host_record import changes_since_served, record_hosts
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, Stall, first_stopped, poll, progress, stalled, waited_for
@@ -179,18 +181,44 @@ def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) ->
     )
 
 
+def _ranks(members: list[Member]) -> list[Rank]:
+    return [Rank(m.name, m.role, m.ssh, m.fabric_address) for m in members]
+
+
+def fallback_failure(problems: str) -> str:
+    """A start that serves on the wrong transport: what is wrong first (the failure record keeps the first line)."""
+    return (
+        f"{problems}\n"
+        "The group serves, over a fraction of the fabric's speed. Fix the cause, then `spark-llm restart` (or `pulumi"
+        " up` after a config change): the group restarts in order. To serve on sockets anyway: `pulumi config set"
+        " --path spark-llm:network.fabricProof warn`."
+    )
+
+
 def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:
     """`watch_start`; a start that fails is a line of the head's history too (what `pulumi preview` and
     `spark-llm status` say of the revision afterwards: spark_llm.group.history.failure_record)."""
     try:
         return watch_start(spec, say=say)
     except GroupNotReadyError as err:
-        if spec.get("history_path"):
-            head = next(m for m in _members(spec) if m.role == "head")
-            reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
-            at = datetime.now(UTC).isoformat(timespec="milliseconds")
-            failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
-            append_history(head.ssh, spec["history_path"], failure)
+        if not spec.get("history_path"):
+            raise
+        members = _members(spec)
+        head = next(m for m in members if m.role == "head")
+        # What changed on the hosts since the last start that served: the first suspect of a start that fails now
+        # (read before this failure joins the history; a node that cannot be read now only leaves it unsaid).
+        try:
+            history = read_history(head.ssh, spec["history_path"])
+            probe = spec.get("host_probe", "")
+            changed = changes_since_served(_ranks(members), probe, history) if probe else ""
+        except RemoteError:
+            changed = ""
+        reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
+        append_history(head.ssh, spec["history_path"], failure)
+        if changed:
+            raise GroupNotReadyError(f"{err}\n{changed}") from None
         raise
 
 
@@ -218,6 +246,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
     start = time.monotonic()
     rendezvous = spec.get("rendezvous_seconds") or None
     by_name = {m.name: m for m in members}
+    ranks = _ranks(members)
     while True:
         poll(logs)
         now = time.time()
@@ -250,6 +279,22 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if probe.endswith("HTTP200"):
             waited = round(time.monotonic() - start, 1)
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
+            fabric = spec.get("fabric")
+            proof = (
+                prove_fabric(
+                    ranks,
+                    container,
+                    tuple(fabric["roce_devices"]),
+                    lambda line: say(redact(line, key)),
+                )
+                if fabric
+                else None
+            )
+            if proof is not None and proof.problems:
+                if fabric and fabric["on_fallback"] == "fail":
+                    raise GroupNotReadyError(fallback_failure(proof.problems))
+                for line in proof.problems.splitlines():
+                    say(f"warning (spark-llm:network.fabricProof warn): {line}")
             timeline: StartRecord = {
                 "revision": spec.get("revision", ""),
                 "profile": profile,
@@ -265,6 +310,10 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.plan.canary).
                 "canary": gate_canary(spec, head.ssh, [m.name for m in members], lambda line: say(redact(line, key))),
             }
+            if proof is not None:
+                timeline["fabric"] = proof.records
+            if spec.get("host_probe"):
+                timeline["hosts"] = record_hosts(ranks, spec["host_probe"], container, proof.logs if proof else None)
             if spec.get("weights_path"):
                 timeline["weights"] = served_weights(members, spec["weights_path"])
             if history_path:

@@ -34,6 +34,11 @@ SUPERVISOR_STATE = "/root/spark-llm/supervisor-state/state.json"
 CRASH_FILE_IN_CONTAINER = "/root/.cache/standin-crash"
 CRASH_FILE_ON_NODE = "/root/spark-llm/cache/standin-crash"
 MAX_RESTARTS = 2
+# The head's engine answers no generation while this file exists, its container up and /health 200 (knobs.py:
+# STANDIN_WEDGE_WHILE_FILE); rank 0 answering nothing this long is a wedge (spark-llm:supervisor.wedgeSeconds).
+WEDGE_FILE_IN_CONTAINER = "/root/.cache/standin-wedge"
+WEDGE_FILE_ON_NODE = "/root/spark-llm/cache/standin-wedge"
+WEDGE_S = 6
 # The supervisor's own key on the head, and what a worker lets it run (spark_llm.plan.supervisor_key).
 SUPERVISOR_KEY = "/root/spark-llm/supervisor-key/id_ed25519"
 WORKER_AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
@@ -56,6 +61,8 @@ def supervisor_config(pulumi: Pulumi) -> None:
     pulumi.set("supervisor.backoffSeconds", "2")
     pulumi.set("supervisor.pollSeconds", "1")
     pulumi.set("engine.env.STANDIN_CRASH_WHILE_FILE", CRASH_FILE_IN_CONTAINER)
+    pulumi.set("supervisor.wedgeSeconds", str(WEDGE_S))
+    pulumi.set("engine.env.STANDIN_WEDGE_WHILE_FILE", WEDGE_FILE_IN_CONTAINER)
 
 
 @pytest.fixture(scope="module")
@@ -322,6 +329,80 @@ def test_a_member_crashing_on_every_start_is_left_stopped_after_the_budget_and_s
     assert code == 0 and status["state"] == "in sync", status
     assert status["supervisor"]["gave_up"] is None and status["supervisor"]["restarts"] == [], status
     deployed("preview", "--expect-no-changes")  # the new group and its new supervisor: nothing left to do
+
+
+def supervisor_record(sim: SimCluster) -> dict:
+    """The supervisor's state file on the head ({} when not read, or read while being written)."""
+    found = sim.node_exec("head", "cat", SUPERVISOR_STATE, check=False)
+    try:
+        return json.loads(found.stdout) if found.returncode == 0 else {}
+    except ValueError:
+        return {}
+
+
+def test_a_wedged_head_is_restarted_within_its_bound_and_status_says_wedged(deployed, sim_cluster):
+    """An engine that keeps running and stops answering (a hung collective): the supervisor judged containers only
+    and waited forever. Now it restarts the group once rank 0 answered nothing for wedgeSeconds, and status says so.
+    (The test above ended with a new group: a new budget. While the file stays, the restarted group is wedged too:
+    it is removed once status has spoken, before a second restart could fail.)"""
+    outputs = deployed.outputs()
+    before = {n: sim_cluster.started_at(n) for n in NODES}
+    start = time.monotonic()
+    sim_cluster.node_exec("head", "touch", WEDGE_FILE_ON_NODE)
+    try:
+
+        def restarting_wedged() -> bool:
+            restarts = supervisor_record(sim_cluster).get("restarts") or []
+            return bool(restarts) and restarts[-1].get("cause") == "wedged"
+
+        wait_for("the supervisor to restart the wedged group", restarting_wedged, WEDGE_S + 60, 0.5)
+        detected = time.monotonic() - start
+        # While the file stays, every start is wedged too: status says so from the record or on its own.
+        code, status = spark_llm_status(deployed)
+        assert code == 1 and status["state"] == "wedged", status
+    finally:
+        sim_cluster.node_exec("head", "rm", "-f", WEDGE_FILE_ON_NODE)
+    wait_for("the group to serve again", lambda: serving_again(sim_cluster, outputs, before), 120, 1)
+
+    def served() -> bool:
+        return (supervisor_record(sim_cluster).get("restarts") or [{}])[-1].get("result") == "served"
+
+    wait_for("the supervisor to record its restart as served", served, 60, 1)
+    serving = time.monotonic() - start
+    print(f"supervisor-timing wedge -> restart {detected:.1f} s, -> serving {serving:.1f} s (bound {WEDGE_S} s)")
+    restarts = supervisor_record(sim_cluster)["restarts"]
+    assert restarts[-1]["result"] == "served" and all(r.get("cause") == "wedged" for r in restarts), restarts
+    reason = restarts[0]["reason"]
+    assert "answered no one-token completion of" in reason and "(POST /v1/completions) since " in reason, reason
+    assert "/health 200" in reason, reason  # the stand-in's wedge: up by its liveness route, answering nothing
+    # Found within the bound and its probes (3 of 2 s at most, 1 s polls), not waited on forever.
+    assert detected <= WEDGE_S + 3 * 2 + 3 * 1 + 10, detected
+    assert_group_serves(deployed, sim_cluster)
+
+
+def test_a_group_wedged_on_every_start_is_left_stopped_after_the_budget(deployed, sim_cluster):
+    """Containers up, /health 200, no answer, and the same after each restart: the budget ends it, as for crashes.
+    The test above spent one restart (or two) of this group's budget (maxRestarts 2): the next wedge spends the rest.
+    The next test's `pulumi up` starts the group again (the cause gone)."""
+    sim_cluster.node_exec("head", "touch", WEDGE_FILE_ON_NODE)
+    try:
+        wait_for("the supervisor to give up", lambda: bool(supervisor_record(sim_cluster).get("gave_up")), 180, 1)
+        code, status = spark_llm_status(deployed)
+        assert code != 0 and status["state"] == "supervisor gave up", status
+        reason = status["supervisor"]["gave_up"]["reason"]
+        assert reason.startswith("wedged: rank 0 has answered no one-token completion") and "since " in reason, reason
+        assert f"after {MAX_RESTARTS} restarts" in reason, reason
+        restarts = status["supervisor"]["restarts"]
+        assert [r.get("cause") for r in restarts] == ["wedged"] * MAX_RESTARTS, restarts
+        # A restart into the wedge fails as wedged (this test's, or the test above's first if status was slow).
+        assert any(r["result"].startswith("failed: wedged: ") for r in restarts), restarts
+        states = {
+            n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.State.Status}}", "spark-llm-engine").stdout
+            for n in NODES
+        }
+        assert all(s.strip() == "exited" for s in states.values()), states
+    finally:
+        sim_cluster.node_exec("head", "rm", "-f", WEDGE_FILE_ON_NODE)
 
 
 def test_a_failed_up_leaves_the_supervisor_stopped_and_the_next_good_up_starts_a_new_one(deployed, sim_cluster):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -16,6 +17,8 @@ SLOW_START_SECONDS = "STANDIN_SLOW_START_SECONDS"
 PHASE_SECONDS = "STANDIN_PHASE_SECONDS"
 HANG_IN_PHASE = "STANDIN_HANG_IN_PHASE"
 ANSWER_SALT_FILE = "STANDIN_ANSWER_SALT_FILE"
+WEDGE_WHILE_FILE = "STANDIN_WEDGE_WHILE_FILE"
+WEDGE_POLL_SECONDS = 0.2
 DEFAULT_ANSWER_SALT_FILE = "/tmp/standin-answer-salt"
 
 ALL_RANKS = "all"
@@ -108,6 +111,24 @@ def answer_salt(environ: Mapping[str, str]) -> str:
             return f.read().strip()
     except OSError:
         return ""
+
+
+def wedge_file(environ: Mapping[str, str]) -> str | None:
+    """The wedge knob's file when it exists now (None: the engine answers).
+
+    While STANDIN_WEDGE_WHILE_FILE exists, a running engine answers no generation (a completion, a chat, SGLang's
+    /health_generate) while its process, its container and its /health stay up: a wedged engine (an NCCL collective
+    that never returns, a hung scheduler). A file, read at every request, so a test wedges a running engine and
+    clears it without a restart; left in place, every start is wedged too.
+    """
+    path = environ.get(WEDGE_WHILE_FILE)
+    return path if path and os.path.exists(path) else None
+
+
+def hold_while_wedged(environ: Mapping[str, str]) -> None:
+    """Block the calling request while the wedge knob's file exists (forever, if it stays: as a real wedge)."""
+    while wedge_file(environ) is not None:
+        time.sleep(WEDGE_POLL_SECONDS)
 
 
 def _rank_set(environ: Mapping[str, str], name: str, nnodes: int) -> frozenset[int] | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from standin_engine.knobs import FailureKnobs
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
+from standin_engine.nccl import nccl_lines
 from standin_engine.rendezvous import ProcessGroup, process_group
 
 
@@ -17,4 +20,10 @@ def init_torch_distributed(config: LaunchConfig, knobs: FailureKnobs, log: Engin
         )
     group = process_group(config, log)
     group.form_group()
+    # NCCL's first communicator over the group: its transport lines (with NCCL_DEBUG=INFO), as a real rank's.
+    lines, why = nccl_lines(config, os.environ)
+    if why:
+        log.scheduler(f"Stand-in: NCCL finds no RDMA device: {why}")
+    for line in lines:
+        log.raw(line)
     return group

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from standin_engine import STANDIN_FINGERPRINT
 from standin_engine.generation import Generation, count_tokens, generate
-from standin_engine.knobs import answer_salt
+from standin_engine.knobs import answer_salt, hold_while_wedged
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 from standin_engine.openai_requests import (
@@ -35,6 +35,8 @@ from standin_engine.openai_requests import (
 )
 
 HEALTH_PATHS = {"sglang": ("/health", "/health_generate"), "vllm": ("/health", "/ping")}
+# The routes that generate: the wedge knob (knobs.hold_while_wedged) holds them; /health and /ping stay up.
+GENERATING_PATHS = ("/health_generate", "/v1/completions", "/v1/chat/completions")
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
@@ -103,6 +105,8 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         state = self.server.state
         try:
+            if path in GENERATING_PATHS and state.ready:
+                hold_while_wedged(os.environ)
             # vLLM's /ping (SageMaker's health route) answers POST too.
             if path in HEALTH_PATHS[state.config.engine] and (self.command == "GET" or path == "/ping"):
                 self._health()

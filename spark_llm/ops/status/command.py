@@ -8,7 +8,9 @@ after the head; spark_llm.plan.drift makes the program restart the group for the
 "drift" it also says what `pulumi up` does. When the group is in sync, the canary (spark_llm.ops.status.canary): a fixed
 completion at temperature 0 against the one the readiness gate recorded for the revision; a different answer is
 "answers changed", with both answers shown.
-Exit 1 on drift, an unhealthy head or a changed answer.
+Every container up and the head's /health 200 but no answer to a one-token completion is "wedged" (spark_llm.group.
+wedge), as is a restart the supervisor makes of a wedged group (its record's cause).
+Exit 1 on drift, an unhealthy or wedged head or a changed answer.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from spark_llm.group.history import last_failure
 from spark_llm.group.members import UNREACHABLE, Member
 from spark_llm.group.order import restart_steps
 from spark_llm.group.verdict import RESTART, judge
+from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status.canary import canary_lines, check_canary
-from spark_llm.ops.status.read import Health, NodeStatus, collect
+from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.host_record import changes_warning, fingerprint_lines, host_changes
 from spark_llm.plan.start.timeline import failed_start_warning, timeline_lines
 
 STATE_STYLES = {
@@ -39,6 +43,7 @@ STATE_STYLES = {
     "failed_start": "bold red",
     "unhealthy": "yellow",
     "restarting": "yellow",
+    "wedged": "bold red",
     "answers changed": "bold red",
 }
 
@@ -101,6 +106,8 @@ def verdict(
         return "failed_start", failed_start_warning(failure, head.revision if head else None)
     if diffs:
         return "drift", f"{'; '.join(diffs)}: `pulumi up` restarts the group in order: {restart_order(plan)}"
+    if health is not None and health.wedged:
+        return "wedged", wedged_sentence(plan, health)
     if health is not None and not health.healthy:
         seen = f"answers {health.http_code}" if health.http_code else f"does not answer ({health.error})"
         return "unhealthy", (
@@ -115,6 +122,23 @@ def verdict(
     return (
         "in sync",
         f"every member runs revision {plan.group_revision}, the head started last; `pulumi up` does nothing",
+    )
+
+
+def wedged_sentence(plan: DeploymentPlan, health: Health) -> str:
+    """Pure: what a wedged group looks like, and what restarts it."""
+    got = health.answer_error or f"HTTP {health.answer}"
+    cfg = plan.supervisor
+    mend = (
+        f"the supervisor restarts the group in order once it answered nothing for supervisor.wedgeSeconds"
+        f" ({cfg.wedge_seconds} s)"
+        if cfg is not None
+        else "`spark-llm restart` restarts the group in order (`pulumi preview` sees no drift)"
+    )
+    return (
+        f"every container runs revision {plan.group_revision} and the head's {LIVENESS_PATH} answers 200, but rank 0"
+        f" answered no one-token completion of {plan.model_name} within {ANSWER_SECONDS} s ({got}): the engine is"
+        f" wedged (a hung NCCL collective or scheduler; `spark-llm logs`); {mend}"
     )
 
 
@@ -166,6 +190,9 @@ def own_state_id(outputs: dict) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per node (60)")
+    parser.add_argument(
+        "--hosts", action="store_true", help="also each node's host as the last start that served recorded it"
+    )
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
@@ -177,7 +204,14 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         # The group is stopped on purpose: say why, and what to do, before what differs.
         state, sentence = "supervisor gave up", f"{supervised.gave_up_sentence()} ({sentence})"
     restarting = supervised.restarting if supervised is not None else None
-    if restarting is not None and state in ("drift", "unhealthy", "failed_start"):
+    if restarting is not None and restarting.get("cause") == WEDGED and state != "in sync":
+        # The supervisor's record: it found the group wedged and is restarting it.
+        state, sentence = (
+            "wedged",
+            f"the supervisor found the group {restarting.get('reason', 'wedged')} and is restarting it (since"
+            f" {restarting.get('at', '?')}); no `pulumi up` is needed: ask `spark-llm status` again in a minute",
+        )
+    elif restarting is not None and state in ("drift", "unhealthy", "failed_start", "wedged"):
         # What differs is the supervisor's restart at work: `pulumi up` would only race it.
         state, sentence = (
             "restarting",
@@ -206,6 +240,9 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
             " the group in order (`pulumi preview` shows it)",
         )
     timeline = outputs.get("start_timeline") or {}
+    # What changed on the hosts since the last start that served (spark_llm.plan.host_record): a warning, not a state.
+    changes = host_changes(timeline.get("hosts") or {}, {s.node: s.host for s in statuses if s.host})
+    host_warning = changes_warning(changes, timeline.get("at", "?")) if changes else ""
     head = next(s for s in statuses if s.node == plan.head.name)
     running = [s.node for s in statuses if s.state == "running"]
     with render.progress("status: asking the canary", enabled=not args.json):
@@ -230,6 +267,7 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "nodes": [asdict(s) for s in statuses],
                 "head": asdict(health) if health else None,
                 "start_timeline": timeline,
+                "host_changes": [str(c) for c in changes],
                 "canary": canary.to_json(),
                 "weights": weights,
                 "supervisor": None
@@ -255,4 +293,9 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
             out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
         for line in timeline_lines(timeline):
             out.print(Text(line))
+        if host_warning:
+            out.print(Text(f"warning: {host_warning}", style="yellow"), soft_wrap=True)
+        if getattr(args, "hosts", False):
+            for line in fingerprint_lines(timeline) if timeline.get("hosts") else ["no host recorded yet"]:
+                out.print(Text(line), soft_wrap=True)
     return 0 if state == "in sync" else 1

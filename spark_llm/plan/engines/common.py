@@ -77,6 +77,12 @@ def fabric_env(topo: Topology, member: Member) -> dict[str, str]:
         # A Spark's ConnectX-7 port shows up as two RoCE devices ("twins"); listing both lets NCCL use the
         # whole 200 Gb/s instead of one half.
         env["NCCL_IB_HCA"] = ",".join(topo.roce_devices)
+        # The fabric proof (spark_llm.plan.fabric_proof) reads each rank's own transport lines: NCCL prints them at
+        # INFO, and INIT,NET keeps it to init and the network (not every collective). Only with roceDevices: without
+        # them sockets are what was asked for, and a new env var in every container would restart every group on
+        # upgrade (tests/integration/test_upgrade.py).
+        env["NCCL_DEBUG"] = "INFO"
+        env["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
     return env
 
 

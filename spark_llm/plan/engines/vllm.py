@@ -104,6 +104,11 @@ def _ray(topo: Topology, member: Member) -> NodeLaunch:
         # A deployment does not report usage to anyone (and a cluster's network may have no route out).
         "RAY_USAGE_STATS_ENABLED": "0",
     }
+    if topo.roce_devices:
+        # The fabric proof reads every worker's NCCL lines in the head's log, where Ray relays them: its dedup drops
+        # a line that matches another worker's once every word with a digit is removed (ray/_private/ray_logging's
+        # _canonicalise_log_line), which is every rank's `NET/IB : Using ...`. Only with RoCE, as NCCL_DEBUG.
+        env["RAY_DEDUP_LOGS"] = "0"
     head = f"{topo.head.fabric_address}:{RAY_PORT}"
     if member.rank > 0:
         script = (

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_llm.group.history import StartRecord
+from spark_llm.plan.fabric_proof import transport_summary
 from spark_llm.plan.start.phases import PROFILE_ENGINES, phases_for
 
 TIMELINE_PREFIX = "spark-llm timeline: "
@@ -81,4 +82,9 @@ def timeline_lines(timeline: Mapping[str, Any], title: str = "last start") -> li
         phases = phase_seconds(timeline, node)
         text = ", ".join(f"{titles.get(name, name)} {sec:.1f} s" for name, sec in phases.items()) or "no phases"
         lines.append(f"  {node}: {text}")
+        proof = (timeline.get("fabric") or {}).get(node)
+        if proof:
+            # The rank's NCCL transport (spark_llm.plan.fabric_proof), and what was wrong with it if anything.
+            problem = f" ({proof['problem']})" if proof.get("problem") else ""
+            lines.append(f"    fabric: {transport_summary(proof)}{problem}")
     return lines

@@ -286,6 +286,8 @@ OTHER = [
         "(e.g. rocep1s0f0)",
     ),
     ("network-mtu-too-big", _set("network", {"mtu": 9600}), "spark-llm:network.mtu", "less than or equal to 9216"),
+    ("network-fabric-proof-off", _set("network", {"fabricProof": "off"}), "network.fabricProof", "'fail' or 'warn'"),
+    ("network-memlock-below-unlimited", _set("network", {"memlockBytes": -5}), "network.memlockBytes", "-1"),
     ("timeouts-too-short", _set("timeouts", {"readySeconds": 1}), "spark-llm:timeouts.readySeconds", "greater"),
     ("timeouts-duration-text", _set("timeouts", {"readySeconds": "15m"}), "timeouts.readySeconds", "valid integer"),
     ("timeouts-grace-too-long", _set("timeouts", {"startupGraceSeconds": 600}), "startupGraceSeconds", "300"),
@@ -331,7 +333,13 @@ NEW_USER = [
     ),
 ]
 
-BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER
+# A wedge bound below three probes' worth, or a word (issue 32, 5).
+WEDGE = [
+    ("wedge-seconds-too-small", _put("supervisor", "wedgeSeconds", 1), "spark-llm:supervisor.wedgeSeconds", "e.g. 180"),
+    ("wedge-seconds-a-word", _put("supervisor", "wedgeSeconds", "long"), "spark-llm:supervisor.wedgeSeconds", ""),
+]
+
+BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER + WEDGE
 
 
 def test_every_case_is_its_own():

@@ -50,6 +50,7 @@ def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_
         "api_host": "127.0.0.1",
         "api_port": server.server_address[1],
         "model": "m",
+        "wedge_seconds": 180,
         "state_path": str(tmp_path / "s.json"),
         "deployment": "d",
         "revision": "r",

@@ -297,6 +297,8 @@ def supervisor_of(case: Case, tmp_path) -> object:
         "key_path": "/k",
         "known_hosts": "/kh",
         "ssh_options": [],
+        "wedge_seconds": 180,
+        "model": "m",
         "state_path": str(tmp_path / "state.json"),
         "weights_record": str(tmp_path / "weights"),
         "memory": {"engine": "sglang", "version": "0.5.23", "flags": [], "container": "engine", "ranks": 2},

@@ -106,6 +106,8 @@ def supervisor_of(tmp_path, head_record: str | None, worker: tuple[int, str, str
         "known_hosts": "/kh",
         "ssh_options": [],
         "poll_seconds": 1,
+        "wedge_seconds": 180,
+        "model": "m",
         "budget": {"max_restarts": 3, "window_seconds": 600, "backoff_seconds": 0},
         "state_path": str(tmp_path / "state.json"),
         "weights_record": str(record),

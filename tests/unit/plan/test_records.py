@@ -9,7 +9,7 @@ from typing import get_type_hints
 from spark_llm.config import parse
 from spark_llm.group.records import SpecMember, SupervisorSpec
 from spark_llm.plan import deployment, readiness, supervisor
-from spark_llm.plan.readiness import GateMember, ReadinessSpec, Rollout
+from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Rollout
 
 
 def plan_of(raw_config):
@@ -18,8 +18,11 @@ def plan_of(raw_config):
 
 
 def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config):
+    # With roceDevices: the fabric proof's part is there only then (spark_llm.plan.fabric_proof).
+    raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f1", "roceP2p1s0f1"]
     spec = readiness.readiness_spec(plan_of(raw_config), "dual-spark")
     assert set(spec) == set(get_type_hints(ReadinessSpec))
+    assert set(spec["fabric"]) == set(get_type_hints(FabricSpec))
     assert set(spec["members"][0]) == set(get_type_hints(GateMember))
     assert set(spec["rollout"]) == set(get_type_hints(Rollout)) and spec["rollout"]["stack"] == "dual-spark"
     text = readiness.spec_text(spec)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from spark_llm.ops.status import command as status
@@ -19,17 +18,14 @@ UNDER_WAY = json.dumps(
 )
 
 
-def test_a_restart_under_way_is_said_and_up_is_not_asked_for(spark_plan, monkeypatch, capsys):
+def test_a_restart_under_way_is_said_and_up_is_not_asked_for(spark_plan, status_json):
     # Was: "drift: ... `pulumi up` restarts the group in order" while the supervisor was restarting it.
     plan = with_revision(spark_plan)
     stopped = (0, engine_section("exited", 0, "2026-12-04T10:59:00Z", "2026-12-04T11:00:01Z", "r", "ab", "false"))
     nodes = statuses(plan, stopped, running("2026-11-30T10:00:01Z"))
     report = SupervisorReport.parse(UNDER_WAY)
     health = status.Health(None, (), "nothing listens on the port", supervisor="running")
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, health, report))
-    monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {})
-    code = status.run(None, plan, argparse.Namespace(json=True, timeout=5))
-    out = json.loads(capsys.readouterr().out)
+    code, out = status_json(plan, nodes, health, report)
     assert code == 1 and out["state"] == "restarting", out
     assert out["summary"].startswith("the supervisor is restarting the group (since 2026-12-04T11:00:00Z: spark-1's")
     assert "pulumi up` restarts" not in out["summary"]

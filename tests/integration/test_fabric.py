@@ -1,0 +1,159 @@
+"""The fabric proof and the host as it last worked, on the sim (1 head + 1 worker), with the real pulumi CLI: one
+deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband and /sys/class/infiniband made by
+`sim/sim roce on`.
+
+User stories (issue 32, items 2 and 4): with RoCE, every rank's NCCL transport is a stack output; a kernel changed on
+a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank whose NCCL falls
+back to sockets fails the start naming the node and the likely cause, and with `fabricProof: warn` the group serves
+and `spark-llm status` shows `NET/Socket` for that rank; a node without RDMA devices is refused before anything stops.
+
+The tests run in file order: each goes on from the state the one before left.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
+
+pytestmark = pytest.mark.integration
+
+DEVICES = ("rocep1s0f0", "roceP2p1s0f0")
+# The stand-in's socket-fallback knob: a file in the node's cache dir, the containers' ~/.cache.
+FALLBACK_KNOB = "/root/spark-llm/cache/standin-nccl-socket"
+# The sim's nodes cannot raise memlock (no CAP_SYS_RESOURCE): their hard limit, 8 MiB.
+SIM_MEMLOCK = "8388608"
+KERNEL = "/proc/sys/kernel/osrelease"
+NEW_KERNEL = "7.0.0-1019-nvidia"
+ORIGINAL_KERNEL: list[str] = []
+"""worker-1's own kernel version (the fixture reads it before the tests change it)."""
+
+
+def sim(*args: str) -> str:
+    return run([str(SIM), *args], timeout=120).stdout
+
+
+def spark_llm(pulumi: Pulumi, *args: str) -> str:
+    """`spark-llm ARGS --stack sim --config-file <the test's copy>`: its output (stdout then stderr)."""
+    command, *rest = args
+    argv = [sys.executable, "-m", "spark_llm.ops.cli", command, "--stack", "sim", "--config-file"]
+    result = run([*argv, str(pulumi.config_file), *rest], env=pulumi.env, check=False, timeout=600)
+    return result.stdout + result.stderr
+
+
+def shown(text: str, first: str) -> None:
+    """Print what the user saw from its line starting with `first` (for the README, with `-s`)."""
+    print(f"---- shown ----\n{text[text.index(first) :][:3000]}\n---- end ----")
+
+
+@pytest.fixture(scope="module")
+def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
+    sim("roce", "on")
+    pulumi.set("network.roceDevices[0]", DEVICES[0])
+    pulumi.set("network.roceDevices[1]", DEVICES[1])
+    pulumi.set("network.memlockBytes", SIM_MEMLOCK)
+    pulumi.up()
+    ORIGINAL_KERNEL.append(sim_cluster.node_exec("worker-1", "cat", KERNEL).stdout.strip())
+    yield pulumi
+    sim_cluster.node_exec("worker-1", "rm", "-f", FALLBACK_KNOB, check=False)
+    sim("host-field", "worker-1", "kernel", "off")
+    # The next module's nodes as `sim up` made them (removing a device does not touch a running container).
+    sim("roce", "off")
+
+
+def test_with_roce_every_ranks_transport_is_net_ib_in_a_stack_output(deployed: Pulumi, sim_cluster: SimCluster):
+    outputs = deployed.outputs()
+    assert outputs["fabric_transport"] == {node: f"NET/IB {','.join(DEVICES)}" for node in ("head", "worker-1")}
+    assert outputs["start_timeline"]["fabric"]["worker-1"]["line"].startswith(
+        f"NET/IB : Using [0]{DEVICES[0]}:1/RoCE [1]{DEVICES[1]}:1/RoCE [RO]; OOB eth0:"
+    )
+    # The engine got what NCCL needs to print it, and what RDMA needs.
+    inspect = json.loads(sim_cluster.node_exec("worker-1", "docker", "inspect", "spark-llm-engine").stdout)[0]
+    assert {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", f"NCCL_IB_HCA={','.join(DEVICES)}"} <= set(
+        inspect["Config"]["Env"]
+    )
+    assert inspect["HostConfig"]["Devices"][0]["PathOnHost"] == "/dev/infiniband"
+    assert "CAP_IPC_LOCK" in inspect["HostConfig"]["CapAdd"]
+    # The host as it was at this start, recorded per node (absent fields say so).
+    hosts = outputs["start_timeline"]["hosts"]
+    assert hosts["worker-1"]["kernel"] == ORIGINAL_KERNEL[0]
+    assert hosts["worker-1"]["nccl"] == "2.27.7"
+    assert hosts["worker-1"]["mtu.eth0"] == "1500"
+    assert set(hosts["worker-1"]["roce_devices"].split()) == set(DEVICES)
+    worker_address = sim_cluster.fabric_address("worker-1")
+    mapped = "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}".format(*map(int, worker_address.split(".")))
+    assert mapped in hosts["worker-1"][f"gids.{DEVICES[0]}"].split()
+    assert hosts["head"]["nvidia_driver"] == "absent"
+    assert hosts["head"]["image"].startswith("sha256:")
+
+
+def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deployed: Pulumi, sim_cluster: SimCluster):
+    old = ORIGINAL_KERNEL[0]
+    sim("host-field", "worker-1", "kernel", NEW_KERNEL)
+    preview = deployed("preview", "--diff")
+    text = preview.stdout + preview.stderr
+    assert "the hosts changed since the last start that served" in text, text[-3000:]
+    assert f"worker-1: kernel {old} -> {NEW_KERNEL}" in text
+    assert "head: kernel" not in text
+    shown(text, "the hosts changed")
+
+
+def test_a_socket_fallback_fails_the_start_naming_the_node_and_the_cause(deployed: Pulumi, sim_cluster: SimCluster):
+    sim_cluster.node_exec("worker-1", "touch", FALLBACK_KNOB)
+    # The worker's engine stopped (a crash, a reboot): `pulumi up` restarts the group in order, and its NCCL now
+    # finds no RDMA device.
+    sim_cluster.node_exec("worker-1", "docker", "stop", "-t", "1", "spark-llm-engine")
+    result = deployed.up(check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out[-3000:]
+    assert (
+        "worker-1 (worker): NCCL fell back to sockets (NET/IB : No device found., then NET/Socket : Using [0]eth0:"
+        in out
+    ), out[-4000:]
+    assert f"instead of RoCE over {','.join(DEVICES)}" in out
+    # The causes the node shows: its sysfs lists the configured devices, but the container's memlock is limited.
+    assert "likely cause: NCCL_IB_HCA names" not in out
+    assert f"likely cause: the container's memlock limit is {SIM_MEMLOCK} bytes" in out
+    assert (
+        "likely cause: else: the RoCE GID index (NCCL_IB_GID_INDEX unset: NCCL picks one) or NCCL_SOCKET_IFNAME=eth0"
+        in out
+    )
+    assert "head (head): NCCL fell back" not in out
+    shown(out, "worker-1 (worker): NCCL fell back")
+    assert "spark-llm:network.fabricProof warn" in out
+    # A failed start's error repeats what changed on the hosts since the last start that served.
+    assert f"worker-1: kernel {ORIGINAL_KERNEL[0]} -> {NEW_KERNEL}" in out
+
+
+def test_with_the_warn_setting_it_serves_and_status_shows_net_socket_for_that_rank(deployed: Pulumi):
+    deployed.set("network.fabricProof", "warn")
+    result = deployed.up(check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "warning (spark-llm:network.fabricProof warn): worker-1 (worker): NCCL fell back to sockets" in out
+    outputs = deployed.outputs()
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+    assert outputs["fabric_transport"] == {"head": f"NET/IB {','.join(DEVICES)}", "worker-1": "NET/Socket eth0"}
+    status = spark_llm(deployed, "status")
+    assert "    fabric: NET/Socket eth0 (NCCL fell back to sockets" in status, status[-3000:]
+    assert f"    fabric: NET/IB {','.join(DEVICES)}" in status
+    shown(status, "last start:")
+
+
+def test_a_node_without_rdma_devices_is_refused_before_anything_stops(deployed: Pulumi, sim_cluster: SimCluster):
+    # Docker cannot create a container with `--device /dev/infiniband` on a node without it, and `up` would find
+    # that out after the group was stopped.
+    before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    sim("roce", "off", "worker-1")
+    preview = deployed("preview")
+    assert "worker-1 has no /dev/infiniband, which spark-llm:network.roceDevices mounts" in preview.stdout
+    result = deployed.up(check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "Nothing was run on any node (no engine was stopped)." in out, out[-3000:]
+    assert {n: sim_cluster.started_at(n) for n in ("head", "worker-1")} == before
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+    shown(out, "worker-1 has no /dev/infiniband")

@@ -1,0 +1,195 @@
+"""When is the group wedged (spark_llm.group.wedge): a bound, several probes, and never while it starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from spark_llm.group.wedge import MIN_PROBES, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
+from spark_llm.plan.supervisor import PROGRAM
+
+BOUND = 30.0
+
+
+def watch() -> WedgeWatch:
+    return WedgeWatch(BOUND, asked("m"))
+
+
+def test_probes_unanswered_while_live_for_the_bound_are_a_wedge_that_says_since_when_and_what_was_asked():
+    w = watch()
+    for at in (1000.0, 1015.0, 1030.0):
+        w.not_answered(at, counts=True, how="timed out after 10 s")
+    reason = w.verdict(1030.0)
+    assert reason is not None and reason.startswith("wedged: ")
+    assert "since 1970-01-01T00:16:40Z" in reason  # the first unanswered probe, 1000 s after the epoch
+    assert "answered no one-token completion of m (POST /v1/completions)" in reason
+    assert "the last: timed out after 10 s" in reason
+    assert f"bound {BOUND:g} s" in reason
+
+
+@pytest.mark.parametrize(
+    ("probes", "now"),
+    [
+        ([1000.0, 1001.0, 1002.0], 1002.0),  # three quick probes: the bound has not passed
+        ([1000.0, 1040.0], 1040.0),  # the bound passed, but only two probes: one slow answer is not a wedge
+    ],
+    ids=["within-the-bound", "too-few-probes"],
+)
+def test_a_slow_answer_is_not_a_wedge(probes, now):
+    w = watch()
+    for at in probes:
+        w.not_answered(at, counts=True, how="timed out after 10 s")
+    assert w.verdict(now) is None
+
+
+def test_an_answer_between_starts_the_count_again():
+    w = watch()
+    w.not_answered(1000.0, counts=True, how="timed out")
+    w.not_answered(1015.0, counts=True, how="timed out")
+    w.answered(1020.0)
+    w.not_answered(1025.0, counts=True, how="timed out")
+    w.not_answered(1040.0, counts=True, how="timed out")
+    w.not_answered(1050.0, counts=True, how="timed out")
+    assert w.verdict(1050.0) is None  # 25 s since the first unanswered probe after the answer
+    assert w.verdict(1056.0) is not None
+
+
+def test_probes_that_do_not_count_are_not_a_wedge_and_reset_the_count():
+    """A start under way (its liveness route not 200 yet: loading): however long it takes."""
+    w = watch()
+    for at in range(1000, 1300, 10):
+        w.not_answered(float(at), counts=False, how="HTTP 503")
+    assert w.verdict(1300.0) is None and w.probes == 0
+    w.not_answered(1300.0, counts=True, how="timed out")  # loaded: now the bound starts
+    assert w.since == 1300.0
+
+
+def test_a_restart_resets_the_watch():
+    w = watch()
+    for at in (1000.0, 1015.0, 1030.0):
+        w.not_answered(at, counts=True, how="timed out")
+    w.reset()
+    assert w.verdict(1100.0) is None and w.due(1100.0)
+
+
+def test_probes_are_spaced_while_rank_0_answers_and_every_poll_while_it_does_not():
+    w = watch()
+    assert w.due(1000.0)
+    w.answered(1000.0)
+    assert not w.due(1000.0 + BOUND / MIN_PROBES - 1)
+    assert w.due(1000.0 + BOUND / MIN_PROBES)
+    w.not_answered(1010.0, counts=True, how="timed out")
+    assert w.due(1011.0)
+
+
+@pytest.mark.parametrize(
+    ("liveness", "answer", "wedged"),
+    [(200, None, True), (200, 503, True), (200, 200, False), (503, None, False), (None, None, False)],
+)
+def test_one_reading_is_unanswered_only_while_the_liveness_route_says_200(liveness, answer, wedged):
+    assert unanswered_while_live(liveness, answer) is wedged
+
+
+@pytest.mark.parametrize(("bound", "seconds"), [(6, 2.0), (30, 10.0), (180, 30.0)])
+def test_a_probe_waits_a_third_of_the_bound_between_2_and_30_s(bound, seconds):
+    assert probe_seconds(bound) == seconds
+
+
+# ---------- the supervisor's probes (scripts/supervisor.py) against an engine on loopback ----------
+
+_spec = importlib.util.spec_from_file_location("supervisor_program_wedge", PROGRAM)
+assert _spec is not None and _spec.loader is not None
+program = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(program)
+
+
+class Engine(BaseHTTPRequestHandler):
+    """Rank 0: /health answers `live`, a completion `answer` (a wedge: 200 and a completion that fails)."""
+
+    live = 200
+    answer = 503
+
+    def do_GET(self) -> None:
+        self.send_response(Engine.live if self.path == "/health" else 404)
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(Engine.answer)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def supervisor(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    spec = {
+        "members": [],
+        "api_host": "127.0.0.1",
+        "api_port": server.server_address[1],
+        "api_key_file": "",
+        "model": "m",
+        "state_path": str(tmp_path / "state.json"),
+        "deployment": "d",
+        "revision": "r",
+        "ready_seconds": 60,
+        "wedge_seconds": 0.5,
+    }
+    yield program.Supervisor(spec)
+    server.shutdown()
+
+
+def _probe_until(supervisor, deadline_s: float = 10) -> str | None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if wedged := supervisor.wedged():
+            return wedged
+        time.sleep(0.2)
+    return None
+
+
+@pytest.mark.parametrize("live", [200, 503], ids=["health-200", "health-generating-503"])
+def test_a_head_that_served_then_answers_nothing_is_wedged_after_several_probes(supervisor, live):
+    """Whatever its /health says once the group served: SGLang's /health may generate too, and fail with the rest."""
+    Engine.live, Engine.answer = 200, 200
+    assert supervisor.wedged() is None
+    Engine.live, Engine.answer = live, 503
+    reason = _probe_until(supervisor)
+    assert reason is not None and supervisor.watch.probes >= MIN_PROBES
+    assert "answered no one-token completion of m (POST /v1/completions)" in reason
+    assert f"the last: HTTP 503, /health {live}" in reason
+    # While it counted, its state said what it waits for.
+    assert supervisor.state["waiting"].startswith("rank 0 answers nothing since ")
+
+
+def test_the_supervisor_does_not_call_a_group_it_never_saw_serve_wedged_within_a_starts_bound(supervisor):
+    Engine.live, Engine.answer = 503, 503
+    assert _probe_until(supervisor, 3) is None
+
+
+def test_a_restart_into_a_head_still_loading_is_not_wedged_but_waits_its_starts_bound(supervisor):
+    Engine.live, Engine.answer = 503, 503
+    supervisor.spec["ready_seconds"] = 3
+    supervisor.restart("head's engine container is exited", {})
+    result = supervisor.state["restarts"][-1]["result"]
+    assert result == "failed: rank 0 did not answer a one-token completion within 3 s", result
+
+
+def test_a_restart_into_a_wedge_fails_as_wedged_and_is_recorded_with_its_cause(supervisor):
+    """Wedged on every start: its restart's wait ends on the wedge, not after timeouts.readySeconds."""
+    Engine.live, Engine.answer = 200, 503
+    started = time.monotonic()
+    supervisor.restart("wedged: ...", {}, WEDGED)
+    record = supervisor.state["restarts"][-1]
+    assert record["cause"] == WEDGED and record["result"].startswith("failed: wedged: rank 0 has answered no ")
+    assert time.monotonic() - started < 30  # not readySeconds (60)
+    assert json.loads((Path(supervisor.spec["state_path"])).read_text())["restarts"][-1]["cause"] == WEDGED

@@ -1,0 +1,69 @@
+"""`spark-llm status` and the host as it last worked: each node's host read with its status, what changed since the
+last start that served named as a warning, and `--hosts` showing the record; the README shows the dual-spark
+stack's as this code renders it (from a plausible record: nothing here contacts the Sparks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_llm.ops.status import command as status
+from spark_llm.ops.status import read as status_read
+from spark_llm.ops.status.canary import judge
+from spark_llm.plan.host_record import fingerprint_lines
+from tests.unit.ops.node_facts import node_run, running, with_revision
+from tests.unit.plan.test_host_record import IF, spark
+
+README = Path(__file__).resolve().parents[4] / "README.md"
+AT = "2026-12-04T21:10:03+00:00"
+
+
+RECORD = {
+    "revision": "0123456789abcdef",
+    "at": AT,
+    "nodes": {},
+    "hosts": {"spark-1": spark("c0a8:c80c"), "spark-2": spark("c0a8:c80d")},
+}
+
+
+def host_section(fields: dict[str, str]) -> tuple[int, str]:
+    return 0, "".join(f"host.{k}\t{v}\n" for k, v in fields.items() if k != "nccl")
+
+
+@pytest.fixture
+def after_a_kernel_update(spark_plan, monkeypatch):
+    plan = with_revision(spark_plan)
+    worker_now = {**spark("c0a8:c80d"), "kernel": "7.0.0-1019-nvidia"}
+    runs = [
+        node_run("spark-1", running("2026-12-04T21:08:00Z"), host=host_section(spark("c0a8:c80c"))),
+        node_run("spark-2", running("2026-12-04T21:07:40Z"), host=host_section(worker_now)),
+    ]
+    nodes = [status_read.node_status(n, "spark-llm-engine", r) for n, r in zip(plan.nodes, runs, strict=True)]
+    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
+    monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {"start_timeline": RECORD})
+    # No canary recorded, none asked: this test is about the hosts.
+    monkeypatch.setattr(status, "check_canary", lambda *args, **kwargs: judge(None, None))
+    return plan
+
+
+def test_each_nodes_host_is_read_with_its_status(after_a_kernel_update):
+    nodes, _, _ = status.collect(after_a_kernel_update, 5)
+    assert nodes[1].host["kernel"] == "7.0.0-1019-nvidia" and nodes[1].host[f"mtu.{IF}"] == "9000"
+    assert nodes[0].host["kernel"] == "6.17.0-1032-nvidia"
+
+
+def test_status_names_what_changed_since_the_last_start_that_served(after_a_kernel_update, capsys):
+    status.run(None, after_a_kernel_update, argparse.Namespace(json=True, timeout=5, hosts=False))
+    changed = json.loads(capsys.readouterr().out)["host_changes"]
+    assert changed == ["spark-2: kernel 6.17.0-1032-nvidia -> 7.0.0-1019-nvidia"]
+    status.run(None, after_a_kernel_update, argparse.Namespace(json=False, timeout=5, hosts=True))
+    out = capsys.readouterr().out
+    assert f"warning: the hosts changed since the last start that served ({AT}): spark-2: kernel" in out
+    assert "\n".join(fingerprint_lines(RECORD)) in out
+
+
+def test_the_readme_shows_the_dual_spark_fingerprint_as_status_renders_it():
+    assert "\n".join(fingerprint_lines(RECORD)) in README.read_text()
