@@ -15,6 +15,8 @@ from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.firewall import Firewall, FirewallArgs
 from components.launch_scripts import LaunchScripts, LaunchScriptsArgs
+from components.memory_admission import note_memory
+from components.memory_admission import probe as memory_probe
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
@@ -45,8 +47,9 @@ def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
     last_start = last_start_probe(plan.history_path, plan.group_revision)
     # Every node's host now, and on the head the hosts of the last start that served (_note_host_changes).
     hosts = host_probe(plan)
+    memory = memory_probe(plan)  # each node's memory: preview's admission warning (components.memory_admission)
     on_head = last_start + last_served_probe(plan.history_path)
-    return lambda node: probes[node.name] + hosts + (on_head if node.name == plan.head.name else "")
+    return lambda node: probes[node.name] + hosts + memory + (on_head if node.name == plan.head.name else "")
 
 
 def _note_host_changes(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
@@ -201,6 +204,7 @@ class SparkCluster(pulumi.ComponentResource):
         observed = args.observations
         _note_failed_start(plan, observed)
         _note_host_changes(plan, observed)
+        note_memory(plan, observed)
         _firewall_note(plan, observed)
         # The table that refuses the group's ports beyond the fabric, before any engine starts (the group waits).
         firewalls = (

@@ -32,10 +32,12 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand, discarding_stdin
+from components.memory_admission import admission_steps
 from spark_llm.group.order import stop_order
 from spark_llm.plan.container import ContainerSpec, container_spec
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
+from spark_llm.plan.memory import DROP_CACHES_SCRIPT
 from spark_llm.plan.readiness import readiness_spec, spec_text
 from spark_llm.plan.start.timeline import parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
@@ -153,6 +155,11 @@ class EngineGroup(pulumi.ComponentResource):
         # Every member stopped before any is replaced, in the group's stop order (spark_llm.group.order). With a
         # supervisor, it is stopped before them all (it must not restart what `up` replaces), by a step of its own:
         # the members' stop steps keep their script, so enabling it (or upgrading to it) restarts no group.
+        # Each node's memory admission (components.memory_admission) before the first stop: a node that cannot fit
+        # fails `up` while the old group still serves.
+        admitted = admission_steps(
+            f"{name}-admit", plan, triggers, pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
+        )
         stops: list[NodeCommand] = []
         if args.supervised:
             stops.append(
@@ -162,7 +169,7 @@ class EngineGroup(pulumi.ComponentResource):
                     script=supervisor_stop_command(),
                     triggers=triggers,
                     secret=secret,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *admitted]),
                 )
             )
         for node in stop_order(plan.nodes):
@@ -173,13 +180,26 @@ class EngineGroup(pulumi.ComponentResource):
                     script=args.stops[node.name],
                     triggers=triggers,
                     secret=secret,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *stops[-1:]]),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *(stops[-1:] or admitted)]),
                 )
             )
         stopped = stops[-1]
 
         def member(node: NodePlan, extra: Mapping[str, pulumi.Input[str]], after: Sequence[pulumi.Resource]):
             spec = container_spec(plan, node)
+            if plan.drop_caches:
+                # spark-llm:memory.dropCaches: the page cache dropped on the node just before its engine starts.
+                after = [
+                    *after,
+                    NodeCommand(
+                        f"{name}-{node.name}-drop-caches",
+                        connection=args.connections[node.name],
+                        script=DROP_CACHES_SCRIPT,
+                        triggers=triggers,
+                        secret=secret,
+                        opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, stopped, *after]),
+                    ),
+                ]
             container = _container(
                 f"{name}-{node.name}",
                 spec,

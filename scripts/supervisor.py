@@ -38,6 +38,7 @@ import time
 from spark_llm.group.budget import next_step, recent
 from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
+from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section, restart_held
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
     IN_PROGRESS,
@@ -94,6 +95,7 @@ class Node:
         self.expected_id = member["container_id"]
         self.socket = spec["docker_socket"]
         self.weights_path = spec["weights_record"]  # the head's (mounted read-only); a worker's is asked for
+        self.meminfo_path = spec["meminfo"]
         ssh = ["ssh", "-i", spec["key_path"], "-o", f"UserKnownHostsFile={spec['known_hosts']}"]
         ssh += [w for o in spec["ssh_options"] for w in ("-o", o)]
         self.ssh = ssh + ["-p", str(member["port"]), f"{member['user']}@{member['address']}"]
@@ -170,6 +172,24 @@ class Node:
         if run.returncode != 0:
             return None, (run.stderr.strip() or f"exit {run.returncode}")[-200:]
         return run.stdout, ""
+
+    def memory(self) -> dict[str, str]:
+        """This node's memory as the admission reads it (spark_llm.group.memory): the head's from its mounted
+        /proc/meminfo (no nvidia-smi in this container), a worker's with the one request its key may make for it."""
+        try:
+            if self.role == "head":
+                with open(self.meminfo_path) as f:
+                    return {
+                        INFO_SECTION: info_section(f.read()),
+                        GPU_SECTION: "!not read by the supervisor on the head",
+                    }
+            run = self._remote(MEMORY_REQUEST)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return {INFO_SECTION: f"!{str(err)[:200]}"}
+        if run.returncode != 0:
+            why = ssh_failure(self.name, run.stderr) if run.returncode == 255 else run.stderr.strip()[-200:]
+            return {INFO_SECTION: f"!{why or f'exit {run.returncode}'}"}
+        return dict(line.split("\t", 1) for line in run.stdout.splitlines() if "\t" in line)
 
     def logs(self) -> list[str]:
         try:
@@ -255,6 +275,11 @@ class Supervisor:
                 return f"the weights record on {member.name} could not be read ({error}); the group starts once it is"
             records.append((member.name, text))
         return weights_problem(records)
+
+    def memory_held(self, seen: list[Member]) -> str | None:
+        """Why the group must not be restarted into its nodes' memory now (spark_llm.group.memory.restart_held)."""
+        readings = [(m.name, m.memory(), s.running) for m, s in zip(self.members, seen, strict=True)]
+        return restart_held(readings, self.spec["memory"])
 
     def stop_all(self) -> str:
         """In the group's stop order (as `pulumi up` stops them); '' or what failed."""
@@ -407,9 +432,9 @@ class Supervisor:
                 if self.state.get("waiting") != why:
                     self.say(f"waiting: {why}")
                     self.save(waiting=why)
-            elif held := self.weights_held():
-                # Nothing is started (nor stopped) on weights not verified on every member: it waits, as for what
-                # only `pulumi up` can mend, and spends no restart of its budget.
+            elif held := self.weights_held() or self.memory_held(seen):
+                # Nothing is started (nor stopped) on weights not verified on every member, nor into a node whose
+                # memory cannot hold its engine now: it waits, saying why, and spends no restart of its budget.
                 if self.state.get("waiting") != held:
                     self.say(f"{why}; not restarting: {held}")
                     self.save(waiting=held)

@@ -16,6 +16,10 @@
 #                                                     record, `state/weights` beside this script, printed as it is;
 #                                                     exit 3 when there is none. The supervisor starts no group on
 #                                                     weights not verified on every member: issue 31, 2)
+#   spark-llm memory                                 (spark_llm.group.memory.MEMORY_REQUEST: this node's meminfo and
+#                                                     the processes holding GPU memory, read by the memory probe
+#                                                     installed beside this script, scripts/lib/memory.sh; no path
+#                                                     from the request. No restart into a node that cannot fit)
 # Anything else (a shell, another verb, another container, one word more) is refused: one line on stderr, exit 126.
 # The request is split on blanks and compared word by word; it is never evaluated, so a quote, `;`, `&&`, `$(...)`
 # or a glob in it is only a word that matches nothing.
@@ -32,7 +36,7 @@ refuse() {
   # One line: a control character of the request (a newline) is shown as `?`.
   local shown=${request//[![:print:]]/?}
   echo "spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on $container or read the weights" \
-    "record; refused:" \
+    "record or the memory; refused:" \
     "${shown:-a login shell}" >&2
   exit 126
 }
@@ -54,6 +58,14 @@ if [[ $n -eq 2 && ${words[0]} == spark-llm && ${words[1]} == weights-record ]]; 
     exit 3
   fi
   exec cat -- "$record"
+fi
+
+# The node's memory (spark_llm.group.memory): the probe without a weights path, read-only.
+if [[ $n -eq 2 && ${words[0]} == spark-llm && ${words[1]} == memory ]]; then
+  # shellcheck source=scripts/lib/memory.sh
+  . "$(dirname "$0")/memory.sh"
+  memory_probe ""
+  exit 0
 fi
 
 # Each allowed form ends in `exec` (docker's own exit code and output); whatever falls through is refused.

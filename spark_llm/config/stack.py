@@ -26,6 +26,7 @@ from spark_llm.config.base import (
 from spark_llm.config.base import format_errors as _format_errors
 from spark_llm.config.engine import Engine
 from spark_llm.config.image import Image
+from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
@@ -101,6 +102,7 @@ class StackConfig(ConfigModel):
     transfer: Transfer = Field(default_factory=Transfer)
     rollout: Rollout = Field(default_factory=Rollout)
     supervisor: Supervisor = Field(default_factory=Supervisor)
+    memory: Memory = Field(default_factory=Memory)
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
+from spark_llm.group.memory import MemorySpec
+
 IN_PROGRESS = "in progress"
 """A restart's result while it runs: the supervisor writes it before it stops anything."""
 
@@ -61,6 +63,10 @@ class SupervisorSpec(TypedDict):
     weights_record: str
     """Where the container sees the head's weights record (read-only; spark_llm.group.weights): before it starts
     the group, the supervisor reads every member's and starts nothing on weights not verified there."""
+    memory: MemorySpec
+    """How it judges each node's memory before a restart (spark_llm.group.memory.restart_held)."""
+    meminfo: str
+    """Where the container sees the head's /proc/meminfo (read-only)."""
 
 
 class GaveUp(TypedDict):

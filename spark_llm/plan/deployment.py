@@ -91,6 +91,8 @@ class DeploymentPlan:
     launches: dict[str, NodeLaunch] = field(default_factory=dict)
     """Each node's engine command line and environment, from the engine profile (`node_launches`)."""
     engine_version: str = ""
+    drop_caches: bool = False
+    """spark-llm:memory.dropCaches: each node drops its page cache just before its engine starts."""
     """spark-llm:engine.version: the release the flags were checked against."""
     gpus: bool = True
     """spark-llm:engine.gpus: the containers get the node's GPUs."""
@@ -359,6 +361,7 @@ def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = No
         model_source=cfg.model.effective_source,
         launches=launches,
         engine_version=cfg.engine.version,
+        drop_caches=cfg.memory.drop_caches,
         gpus=cfg.engine.gpus,
         rdma=bool(cfg.network.roce_devices),
         roce_devices=tuple(cfg.network.roce_devices),

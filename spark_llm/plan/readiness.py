@@ -3,11 +3,11 @@ which components.engine_group hands the gate step), one reader (`parse_spec`).""
 
 from __future__ import annotations
 
-import json
 from typing import NotRequired, TypedDict
 
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.host_record import host_probe
+from spark_llm.plan.stdin_spec import spec_json, spec_object
 
 
 class GateMember(TypedDict):
@@ -98,13 +98,10 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
 
 
 def spec_text(spec: ReadinessSpec) -> str:
-    """The one way the spec is written (keys sorted: the gate step's stdin changes only with what it says)."""
-    return json.dumps(spec, sort_keys=True)
+    """The one way the spec is written (spark_llm.plan.stdin_spec)."""
+    return spec_json(spec)
 
 
 def parse_spec(text: str) -> ReadinessSpec:
     """The gate's stdin -> the spec."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("the readiness gate's spec is not a JSON object")
-    return value  # type: ignore[return-value]
+    return spec_object(text, "the readiness gate")  # type: ignore[return-value]

@@ -35,6 +35,7 @@ CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
 # The directory, not the file: a step replaces a record by renaming a new file over it, which a file's bind mount
 # would never see (it keeps the old inode).
 CONTAINER_RECORDS_DIR = "/spark-llm-supervisor-records"
+CONTAINER_MEMINFO = "/spark-llm-supervisor-meminfo"
 # The engine's API key file (its `--config`), read-only: the supervisor's completion sends the key the clients send.
 CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
@@ -116,6 +117,14 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         },
         "state_path": f"{CONTAINER_STATE_DIR}/{STATE_FILE}",
         "weights_record": f"{CONTAINER_RECORDS_DIR}/{WEIGHTS_STEP}",
+        "memory": {
+            "engine": plan.engine,
+            "version": plan.engine_version,
+            "flags": list(plan.config.engine.flags),
+            "container": plan.container,
+            "ranks": len(plan.nodes),
+        },
+        "meminfo": CONTAINER_MEMINFO,
     }
 
 
@@ -189,6 +198,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),
         # The head's weights record (spark_llm.group.weights): no group start on weights not verified there.
         Mount(f"{head.remote_dir}/{TOKENS_DIR}", CONTAINER_RECORDS_DIR),
+        # The head's memory as the node reads it (spark_llm.group.memory): no restart into a node that cannot fit.
+        Mount("/proc/meminfo", CONTAINER_MEMINFO),
     ]
     if plan.workers:
         # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.

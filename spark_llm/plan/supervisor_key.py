@@ -23,6 +23,8 @@ from spark_llm.plan.observation import TOKENS_DIR
 from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 
 ALLOW_SCRIPT = SCRIPTS_DIR / "supervisor_allow.sh"
+# The memory probe the allow script runs for `spark-llm memory` (spark_llm.group.memory.MEMORY_REQUEST).
+MEMORY_PROBE = SCRIPTS_DIR / "lib" / "memory.sh"
 KEY_NAME = "id_ed25519"
 # Where the supervisor's container sees the key's dir (read-only), and so the key.
 CONTAINER_KEY_DIR = "/spark-llm-supervisor-key"
@@ -68,6 +70,11 @@ def remove_key_command(plan: DeploymentPlan) -> str:
 def allow_path(worker: NodePlan) -> str:
     """Where scripts/supervisor_allow.sh lives on a worker."""
     return f"{worker.remote_dir}/supervisor-allow.sh"
+
+
+def memory_probe_path(worker: NodePlan) -> str:
+    """Where scripts/lib/memory.sh lives on a worker, beside the allow script (its `spark-llm memory` runs it)."""
+    return f"{worker.remote_dir}/memory.sh"
 
 
 def forced_command(plan: DeploymentPlan, worker: NodePlan) -> str:
@@ -125,10 +132,11 @@ def authorize_script(plan: DeploymentPlan, worker: NodePlan, public_key: str, to
         bash_lib("supervisor_key")
         + 'if [ "${SPARK_LLM_PHASE:-create}" = delete ]; then\n'
         + f"  {shlex.join(['supervisor_key_allow', line])}\n"
-        + f"  rm -f {allow} {recorded}\n"
+        + f"  rm -f {allow} {shlex.quote(memory_probe_path(worker))} {recorded}\n"
         + "  exit 0\n"
         + "fi\n"
         + file_script(allow_path(worker), ALLOW_SCRIPT.read_text(), "0755")
+        + file_script(memory_probe_path(worker), MEMORY_PROBE.read_text(), "0644")
         + f"{shlex.join(['supervisor_key_allow', line])}\n"
         + record_token_script(worker.remote_dir, STEP, token, f"$({_live_call(plan, worker)})")
     )

@@ -29,11 +29,7 @@ def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) ->
         out = run_script(node.ssh, probe_script(plan, node, extra), timeout=60)
     except RemoteError as err:
         refused = err.node if isinstance(err, HostKeyMismatchError) else None
-        # The first line says where and what; the last one is ssh's own words (e.g. "No route to host").
-        lines = [line for line in str(err).splitlines() if line.strip()]
-        detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
-        error = lines[0].removesuffix(" Last output:") + detail
-        return NodeObservation(node=node.name, error=error, host_key_refused=refused, run=run)
+        return NodeObservation(node=node.name, error=err.one_line(), host_key_refused=refused, run=run)
     return parse_probe(node.name, out, run)
 
 

@@ -32,6 +32,12 @@ from spark_llm.plan.hosts import SshHost, known_hosts_line, operator_ssh_options
 class RemoteError(RuntimeError):
     """A remote script failed; the message carries the node, exit code and the last output lines."""
 
+    def one_line(self) -> str:
+        """Where and what (the message's first line), then the last line of output (e.g. ssh's "No route to host")."""
+        lines = [line for line in str(self).splitlines() if line.strip()]
+        detail = f" {lines[-1].strip()}" if len(lines) > 1 else ""
+        return lines[0].removesuffix(" Last output:") + detail if lines else type(self).__name__
+
 
 class HostKeyMismatchError(RemoteError):
     """ssh refused a hop whose host key is not the pinned one; `node` names that hop (the target or its jump host)."""

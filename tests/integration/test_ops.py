@@ -5,7 +5,8 @@ fabric, a host key that changed, a disk too small, a wrong interface name, a fla
 and on a healthy sim it passes with the GPU reported as simulated; after a worker's engine dies, status says
 drift and what `pulumi up` will do about it; when the engine answers the canary's fixed prompt differently from
 its start, status fails showing both answers; logs show both nodes' lines in time order; smoke reports numbers
-from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean;
+from the stand-in engine; restart restarts the group in order through Pulumi and leaves preview clean; a node
+without the memory its engine needs is named by preflight and preview, and `up` refuses before anything stops;
 `preflight --bandwidth` measures the fabric each way within a quarter of the link's cap and speed (`sim link`), names
 the tool and how it started, leaves no test server behind (also after Ctrl-C), and with RDMA devices but no
 perftest names what is missing.
@@ -414,6 +415,56 @@ def test_one_member_targeted_is_refused_and_one_replaced_restarts_the_whole_grou
 
 
 # ---------- last: cutting the fabric breaks the running group ----------
+
+
+def test_memory_admission_warns_in_preview_refuses_up_before_anything_stops_and_drop_caches_lets_it_start(
+    spark_llm, deployed, sim_cluster
+):
+    """Issue 32, 1: worker-1 has 10 GiB free and 100 GiB of page cache (the last weights read), and the stack moves
+    to vLLM 0.16, whose start gate judges MemFree (before vLLM PR #35356): preflight and preview say so with the
+    numbers and the fix; `up` refuses before any member stops, and the group that ran keeps serving, its
+    containers the same; with spark-llm:memory.dropCaches the cache is dropped just before the engine starts."""
+    members = ("head", "worker-1")
+
+    def container_ids() -> dict[str, str]:
+        return {n: sim_cluster.node_exec(n, "docker", "inspect", "-f", "{{.Id}}", CONTAINER).stdout for n in members}
+
+    before = container_ids()
+    run([str(SIM), "memory", "head", "--total-gib", "121", "--free-gib", "115"])
+    run([str(SIM), "memory", "worker-1", "--total-gib", "121", "--free-gib", "10", "--cached-gib", "100"])
+    try:
+        deployed.set("engine.kind", "vllm")
+        deployed.set("engine.version", "0.16.0")
+        memory = checks_by_key(spark_llm.json("preflight", expect=1))["worker-1", "memory"]
+        assert memory["status"] == "fail", memory
+        assert "needs 108.9 GiB (--gpu-memory-utilization 0.9 x 121.0 GiB" in memory["detail"]
+        assert "has 10.0 GiB (MemFree 10.0 GiB) of 121.0 GiB" in memory["detail"]
+        assert "drop the page cache (100.0 GiB) before the start" in memory["fix"]
+
+        preview = deployed("preview", check=False)
+        assert preview.returncode == 0, preview.stderr[-3000:]
+        assert "memory admission worker-1: refused: needs 108.9 GiB" in preview.stdout, preview.stdout[-3000:]
+        assert "memory admission head" not in preview.stdout
+
+        refused = deployed.up(check=False)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0, said[-3000:]
+        assert "memory admission worker-1: refused: needs 108.9 GiB" in said and "nothing was stopped" in said
+        assert "spark-llm:memory.dropCaches true" in said and "Traceback" not in said
+        assert container_ids() == before  # nothing stopped: the same containers, and they serve
+        assert complete(deployed.outputs())["choices"]
+
+        deployed.set("memory.dropCaches", "true")
+        started = deployed.up()
+        assert "page cache dropped on worker-1" in started.stdout, started.stdout[-3000:]
+        meminfo = sim_cluster.node_exec("worker-1", "grep", "^MemFree:", "/proc/meminfo").stdout
+        assert int(meminfo.split()[1]) == 110 * 1024**2  # the cache moved into MemFree
+        after = container_ids()
+        assert all(after[n] != before[n] for n in members)
+        assert complete(deployed.outputs())["choices"]
+    finally:
+        for node in members:
+            run([str(SIM), "memory", node, "off"], check=False)
 
 
 def reconnect_fabric(sim_cluster: SimCluster, node: str, address: str) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import SIM_IMAGE_TAG, Pulumi, SimCluster, assert_group_serves, complete, run
+from tests.integration.conftest import SIM, SIM_IMAGE_TAG, Pulumi, SimCluster, assert_group_serves, complete, run
 from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read, leaks
 from tests.waits import wait_for
 
@@ -43,6 +43,7 @@ WEDGE_S = 6
 SUPERVISOR_KEY = "/root/spark-llm/supervisor-key/id_ed25519"
 WORKER_AUTHORIZED_KEYS = "/root/.ssh/authorized_keys"
 ALLOW_SCRIPT = "/root/spark-llm/supervisor-allow.sh"
+MEMORY_PROBE = "/root/spark-llm/memory.sh"  # beside it: what its `spark-llm memory` runs
 # Every command line seen on this machine while the module's `pulumi up` ran (secrets_scan.ArgvSampler).
 UP_COMMAND_LINES: set[str] = set()
 # A node's weights record (spark_llm.group.weights), and what a fan-out cut short leaves in it on a worker.
@@ -467,6 +468,34 @@ def test_a_supervisor_killed_or_removed_is_named_by_status_and_preview_and_start
     deployed("preview", "--expect-no-changes")
 
 
+def test_a_worker_whose_memory_cannot_hold_its_engine_is_not_restarted_into_until_it_can(deployed, sim_cluster):
+    """Issue 32, 1: a worker's engine died and its node has 2 GiB available (SGLang's engine alone takes ~6): the
+    supervisor used to restart the group into it, spending its budget on starts that fail. Now it waits, naming the
+    node and the numbers (read through its key: `spark-llm memory`), and restarts the group once the memory is back."""
+    outputs = deployed.outputs()
+    before = {n: sim_cluster.started_at(n) for n in NODES}
+    recorded = len(supervisor_restarts(sim_cluster))
+    run([str(SIM), "memory", "worker-1", "--total-gib", "121", "--free-gib", "2"])
+    try:
+        sim_cluster.node_exec("worker-1", "docker", "kill", "spark-llm-engine")
+        refused = "memory admission worker-1: refused: needs 6.0 GiB"
+
+        def waiting_on_memory() -> bool:
+            return (supervisor_waiting(sim_cluster) or "").startswith(refused)
+
+        wait_for("the supervisor to wait on worker-1's memory", waiting_on_memory, 120, 1)
+        waiting = supervisor_waiting(sim_cluster) or ""
+        assert "has 2.0 GiB (MemAvailable 2.0 GiB) of 121.0 GiB" in waiting, waiting
+        assert len(supervisor_restarts(sim_cluster)) == recorded  # no restart spent of its budget
+        worker = sim_cluster.node_exec("worker-1", "docker", "inspect", "-f", "{{.State.Status}}", "spark-llm-engine")
+        assert worker.stdout.strip() == "exited"
+    finally:
+        run([str(SIM), "memory", "worker-1", "off"])
+    # The memory is back (the knob off: the machine's own meminfo): the supervisor restarts the group by itself.
+    bound = start_seconds(outputs) + SLACK_S + 60
+    wait_for("the group to serve again", lambda: serving_again(sim_cluster, outputs, before), bound, 1)
+
+
 def test_destroy_takes_the_supervisors_key_off_the_worker_and_the_head(deployed, sim_cluster):
     """`pulumi destroy` removes its authorized_keys line (that line only), the worker's allow script and the key."""
     before = sim_cluster.node_exec("worker-1", "cat", WORKER_AUTHORIZED_KEYS).stdout.splitlines()
@@ -476,4 +505,5 @@ def test_destroy_takes_the_supervisors_key_off_the_worker_and_the_head(deployed,
     after = sim_cluster.node_exec("worker-1", "cat", WORKER_AUTHORIZED_KEYS).stdout.splitlines()
     assert after == [k for k in before if k not in ours]
     assert sim_cluster.node_exec("worker-1", "test", "-e", ALLOW_SCRIPT, check=False).returncode == 1
+    assert sim_cluster.node_exec("worker-1", "test", "-e", MEMORY_PROBE, check=False).returncode == 1
     assert sim_cluster.node_exec("head", "test", "-e", SUPERVISOR_KEY.rsplit("/", 1)[0], check=False).returncode == 1

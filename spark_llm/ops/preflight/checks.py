@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from spark_llm.ops.preflight.script import (
     GB,
     engine_help_command,
-    engine_running,
     help_flags,
-    parse_meminfo,
     platform_of,
     unknown_flags,
 )
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, gb
 from spark_llm.ops.sections import Section
+from spark_llm.plan import memory
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.node_commands import SELECTED, StackRef, read_host_key
 from spark_llm.remote.runner import NodeRun, failure_of
@@ -42,7 +41,6 @@ class Limits:
     """Bytes of the weights, None when unknown."""
     model_size_from: str
     disk_margin: int
-    memory_margin: int
     max_clock_skew: float
 
 
@@ -176,21 +174,19 @@ def check_disk(node: str, plan: DeploymentPlan, section: Section | None, limits:
     return Check(node, "disk", PASS, detail)
 
 
-def check_memory(node: str, sections: dict[str, Section], limits: Limits, nodes: int) -> Check:
+# The memory admission's verdicts (spark_llm.plan.memory) as preflight's.
+_ADMISSION_STATUS = {memory.FITS: PASS, memory.WARN: WARN, memory.REFUSED: FAIL, memory.UNREAD: FAIL}
+
+
+def check_memory(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Section], limits: Limits) -> Check:
+    """The memory admission `pulumi up` runs before the group stops, judged now: the weights' size from the node's
+    files, else from the model source (`limits`)."""
     section = sections.get("memory")
-    info = parse_meminfo(section.body) if section else {}
-    if "MemAvailable" not in info:
-        return Check(node, "memory", SKIP, "MemAvailable not reported")
-    available, total = info["MemAvailable"], info.get("MemTotal", 0)
-    detail = f"{gb(available)} available of {gb(total)}"
-    if engine_running(sections):
-        return Check(node, "memory", PASS, detail + " (our engine runs here and holds its share)")
-    share = (limits.model_size or 0) // max(nodes, 1)
-    need = share + limits.memory_margin
-    detail += f"; needs {gb(share)} (weights / {nodes} nodes) + margin {gb(limits.memory_margin)}"
-    if available < need:
-        return Check(node, "memory", FAIL, detail, "stop what holds the memory (other models, old engine containers)")
-    return Check(node, "memory", PASS, detail)
+    probe = dict(line.split("\t", 1) for line in section.body.splitlines() if "\t" in line) if section else {}
+    seen = memory.parse(node.name, probe)
+    weights = limits.model_size if seen.weights is None else None
+    admission = memory.judge_spec(memory.admission_spec(plan, node), probe, weights_bytes=weights)
+    return Check(node.name, "memory", _ADMISSION_STATUS[admission.verdict], admission.detail, admission.fix)
 
 
 def check_image(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Section], head_image_id: str | None) -> Check:

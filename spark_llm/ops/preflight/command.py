@@ -99,7 +99,7 @@ def judge(
         checks.append(check_docker(node.name, own.get("docker"), stack, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
         checks.append(check_disk(node.name, plan, own.get("disk"), limits))
-        checks.append(check_memory(node.name, own, limits, len(plan.nodes)))
+        checks.append(check_memory(plan, node, own, limits))
         checks.append(check_interfaces(plan, node.name, node.fabric_address, own, stack))
         checks.append(fabric if fabric is not None else check_ports(plan, node.name, own, stack))
         checks.append(check_image(plan, node, own, head_image_id))
@@ -126,7 +126,6 @@ def checks_table(checks: Sequence[Check], title: str | None = None) -> Table:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-size-gb", type=float, help="size of the weights (default: from the model source)")
     parser.add_argument("--disk-margin-gb", type=float, default=10.0, help="free space beyond the weights (10)")
-    parser.add_argument("--memory-margin-gb", type=float, default=4.0, help="memory beyond a node's weights (4)")
     parser.add_argument("--max-clock-skew", type=float, default=1.0, help="seconds a node's clock may be off (1)")
     parser.add_argument(
         "--check-flags", action="store_true", help="run the engine's --help in the image and check the config's flags"
@@ -186,7 +185,6 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         model_size=size,
         model_size_from=size_from,
         disk_margin=int(args.disk_margin_gb * GB),
-        memory_margin=int(args.memory_margin_gb * GB),
         max_clock_skew=args.max_clock_skew,
     )
     stack = StackRef(pulumi.stack, pulumi.config_file)

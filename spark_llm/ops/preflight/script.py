@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spark_llm.ops.sections import SECTION_FUNCTION, Section
+from spark_llm.plan import memory
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, parse_probe
 from spark_llm.remote.runner import quote
@@ -60,14 +61,15 @@ def node_script(plan: DeploymentPlan, node: NodePlan, *, check_flags: bool) -> s
     """The read-only script run on `node`: one `capture` section per fact."""
     payload = plan.fabric_mtu - PING_OVERHEAD
     lines = [
-        SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS,
+        SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS + memory.PROBE_FUNCTION,
         f"MODEL_PATH={quote(plan.model_path)}",
         f"IMAGE_REF={quote(plan.image.ref)}",
         f"CONTAINER={quote(plan.container)}",
         "capture docker docker info --format '{{.ServerVersion}} {{.OSType}}/{{.Architecture}}'",
         "capture gpu gpu",
         "capture disk disk",
-        "capture memory grep -E '^(MemTotal|MemAvailable):' /proc/meminfo",
+        # The memory admission's own reading (spark_llm.plan.memory): meminfo, the weights' size, GPU processes.
+        f"capture memory memory_probe {quote(plan.model_path)}",
         "capture links ip -o link",
         "capture addrs ip -o addr",
         'capture engine engine_state "$CONTAINER"',
@@ -140,16 +142,6 @@ def parse_listeners(text: str) -> set[int]:
         if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
             ports.add(int(fields[3].rsplit(":", 1)[-1]))
     return ports
-
-
-def parse_meminfo(text: str) -> dict[str, int]:
-    """`/proc/meminfo` lines -> {field: bytes}."""
-    out = {}
-    for line in text.splitlines():
-        match = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
-        if match:
-            out[match.group(1)] = int(match.group(2)) * 1024
-    return out
 
 
 def engine_running(sections: dict[str, Section]) -> bool:

@@ -75,6 +75,18 @@ def test_every_member_is_stopped_head_first_before_any_container_is_replaced(reg
     assert _depends_on(registered[WORKER], "spark-engine-stop-spark-2")
 
 
+def test_every_nodes_memory_admission_runs_before_the_first_stop_exactly_when_the_group_restarts(registered):
+    first = registered["spark-engine-stop-supervisor"]  # the dual-spark stack is supervised: it stops first
+    stop_triggers = inputs(registered["spark-engine-stop-spark-1"])["triggers"][1:]  # after the script's digest
+    for node in ("spark-1", "spark-2"):
+        admit = registered[f"spark-engine-admit-{node}"]
+        assert _depends_on(first, f"spark-engine-admit-{node}")
+        assert inputs(admit)["triggers"] == stop_triggers
+        spec = json.loads(inputs(admit)["stdin"])
+        assert (spec["node"], spec["engine"], spec["ranks"], spec["drop_caches"]) == (node, "vllm", 2, False)
+    assert not [name for name in registered if name.endswith("-drop-caches")]  # opt-in
+
+
 def test_a_crashed_worker_fails_its_watch_before_the_head_starts(registered):
     watch = registered["spark-engine-spark-2-watch"]
     assert inputs(watch)["triggers"][1:] == [f"{WORKER}-id"]

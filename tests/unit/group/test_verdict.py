@@ -301,6 +301,8 @@ def supervisor_of(case: Case, tmp_path) -> object:
         "model": "m",
         "state_path": str(tmp_path / "state.json"),
         "weights_record": str(tmp_path / "weights"),
+        "memory": {"engine": "sglang", "version": "0.5.23", "flags": [], "container": "engine", "ranks": 2},
+        "meminfo": str(tmp_path / "meminfo"),
     }
     supervisor = program.Supervisor(spec)
     for node, m in zip(supervisor.members, case.members, strict=True):

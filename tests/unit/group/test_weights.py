@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from spark_llm.group.memory import MEMORY_REQUEST
 from spark_llm.group.weights import RECORD_REQUEST, UNVERIFIED, parse_record, weights_problem
 from spark_llm.plan import drift
 from spark_llm.plan.supervisor import PROGRAM
@@ -110,7 +111,12 @@ def supervisor_of(tmp_path, head_record: str | None, worker: tuple[int, str, str
         "budget": {"max_restarts": 3, "window_seconds": 600, "backoff_seconds": 0},
         "state_path": str(tmp_path / "state.json"),
         "weights_record": str(record),
+        "memory": {"engine": "vllm", "version": "0.16.0", "flags": [], "container": "engine", "ranks": 2},
+        "meminfo": str(tmp_path / "meminfo"),
     }
+    (tmp_path / "meminfo").write_text(
+        f"MemTotal: {121 * 1024**2} kB\nMemFree: {115 * 1024**2} kB\nMemAvailable: 0 kB\n"
+    )
     supervisor = program.Supervisor(spec)
     asked: list[str] = []
 
@@ -151,25 +157,20 @@ class PolledOnceError(Exception):
     """Raised by the stubbed sleep: the loop ran one poll."""
 
 
-def test_a_broken_group_on_unverified_weights_is_not_started_and_the_state_says_why(tmp_path, monkeypatch):
-    """The story of issue 31, 2: a copy killed midway, then a reboot; the supervisor used to start the group."""
-    supervisor, asked = supervisor_of(tmp_path, VERIFIED, (0, CUT_SHORT, ""))
+def one_poll_of_a_broken_group(supervisor, asked: list[str], answers: dict[str, str], monkeypatch) -> tuple[list, dict]:
+    """Both members' engines exited; the worker answers `answers[request]` (else its container's inspect). One poll
+    of the loop: what it stopped or started, and the state it wrote."""
     exited = {"Status": "exited", "ExitCode": 137, "StartedAt": "2026-12-03T10:00:01Z"}
     exited["FinishedAt"] = "2026-12-03T10:05:00Z"
     supervisor.members[0]._api = lambda method, path, timeout=30: (200, json.dumps({"Id": "id-head", "State": exited}))
     worker_inspect = json.dumps([{"Id": "id-worker-1", "State": exited}])
     acted: list[str] = []
     for member in supervisor.members:
-
-        def act(verb: str, name: str = member.name) -> str:
-            acted.append(f"{name} {verb}")
-            return ""
-
-        member.act = act
+        member.act = lambda verb, name=member.name: acted.append(f"{name} {verb}") or ""
 
     def remote(command: str, timeout: float = 60) -> subprocess.CompletedProcess:
         asked.append(command)
-        return subprocess.CompletedProcess([], 0, CUT_SHORT if command == RECORD_REQUEST else worker_inspect, "")
+        return subprocess.CompletedProcess([], 0, answers.get(command, worker_inspect), "")
 
     supervisor.members[1]._remote = remote
 
@@ -179,8 +180,33 @@ def test_a_broken_group_on_unverified_weights_is_not_started_and_the_state_says_
     monkeypatch.setattr(program.time, "sleep", sleep)
     with pytest.raises(PolledOnceError):
         supervisor.run()
+    return acted, json.loads(open(supervisor.spec["state_path"]).read())
+
+
+def test_a_broken_group_on_unverified_weights_is_not_started_and_the_state_says_why(tmp_path, monkeypatch):
+    """The story of issue 31, 2: a copy killed midway, then a reboot; the supervisor used to start the group."""
+    supervisor, asked = supervisor_of(tmp_path, VERIFIED, (0, CUT_SHORT, ""))
+    acted, state = one_poll_of_a_broken_group(supervisor, asked, {RECORD_REQUEST: CUT_SHORT}, monkeypatch)
     assert acted == []  # nothing stopped, nothing started
-    state = json.loads((tmp_path / "state.json").read_text())
     assert state["waiting"] == f"weights on worker-1 are not verified (a copy was cut short): {REMEDY}"
     assert state["restarts"] == []  # no restart spent of its budget
     assert RECORD_REQUEST in asked
+
+
+def test_a_broken_group_is_not_restarted_into_a_node_whose_memory_cannot_hold_its_engine(tmp_path, monkeypatch):
+    """Issue 32, 1: a worker's engine died and left 50 GiB held by another process; the supervisor used to restart
+    the group into it (and fail at the engine's start, a restart of its budget spent). Now it waits, saying why."""
+    supervisor, asked = supervisor_of(tmp_path, VERIFIED, (0, VERIFIED, ""))
+    gib_kb = 1024**2
+    worker_memory = (
+        f"mem-info\tMemTotal={121 * gib_kb} MemFree={60 * gib_kb} MemAvailable={60 * gib_kb}\n"
+        f"mem-gpu\t=4242:{50 * 1024}:old-vllm \n"
+    )
+    answers = {RECORD_REQUEST: VERIFIED, MEMORY_REQUEST: worker_memory}
+    acted, state = one_poll_of_a_broken_group(supervisor, asked, answers, monkeypatch)
+    assert acted == []  # nothing stopped, nothing started
+    assert state["waiting"].startswith("memory admission worker-1: refused: needs 108.9 GiB")
+    assert "stop the leftover process 4242 in container old-vllm (50.0 GiB)" in state["waiting"]
+    assert "memory admission head" not in state["waiting"]  # the head's mounted meminfo: 115 GiB free
+    assert state["restarts"] == []  # no restart spent of its budget
+    assert MEMORY_REQUEST in asked

@@ -13,9 +13,7 @@ from spark_llm.plan import deployment as plan
 from spark_llm.remote.runner import NodeRun
 
 TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
-LIMITS = Limits(
-    model_size=100 * GB, model_size_from="test", disk_margin=10 * GB, memory_margin=4 * GB, max_clock_skew=1.0
-)
+LIMITS = Limits(model_size=100 * GB, model_size_from="test", disk_margin=10 * GB, max_clock_skew=1.0)
 
 
 def build(raw):
@@ -58,12 +56,16 @@ def engine_section(state: str, code: int, started: str, finished: str, revision:
     return f'engine\t{{{fields}, "finished_at": "{finished}", "oom_killed": {oom}, "labels": {labels}}}'
 
 
+# A GB10 at rest as the memory probe prints it (spark_llm.plan.memory): no weights on it yet, no nvidia-smi answer.
+MEMORY = "mem-info\tMemTotal=127600000 MemFree=123000000 MemAvailable=124500000\nmem-gpu\t!nvidia-smi not found"
+
+
 def healthy_head(**override: tuple[int, str]) -> str:
     sections = {
         "docker": (0, "28.3.1 linux/aarch64"),
         "gpu": (0, "GPU 0: NVIDIA GB10 (UUID: GPU-1234)"),
         "disk": (0, "400000000000 3900000000000 /home\n0"),
-        "memory": (0, "MemTotal:       125000000 kB\nMemAvailable:   118000000 kB"),
+        "memory": (0, MEMORY),
         "links": (0, LINKS),
         "addrs": (0, ADDRS),
         "engine": ABSENT,
@@ -80,7 +82,7 @@ def healthy_worker(**override: tuple[int, str]) -> str:
         "docker": (0, "28.3.1 linux/aarch64"),
         "gpu": (0, "GPU 0: NVIDIA GB10 (UUID: GPU-5678)"),
         "disk": (0, "400000000000 3900000000000 /home\n0"),
-        "memory": (0, "MemTotal:       125000000 kB\nMemAvailable:   118000000 kB"),
+        "memory": (0, MEMORY),
         "links": (0, LINKS),
         "addrs": (0, ADDRS.replace("192.168.200.12", "192.168.200.13")),
         "engine": ABSENT,

@@ -62,6 +62,25 @@ def test_it_sees_the_heads_weights_record_read_only_through_its_directory(raw_co
     assert supervisor.spec(plan, {})["weights_record"] == "/spark-llm-supervisor-records/weights"
 
 
+def test_it_sees_the_heads_meminfo_read_only_and_judges_memory_as_the_admission_does(raw_config):
+    raw_config["engine"] = {"kind": "vllm", "version": "0.16.0", "flags": ["--gpu-memory-utilization", "0.8"]}
+    plan = plan_of(raw_config)
+    mounts = {m.target: m for m in supervisor.mounts(plan)}
+    assert (
+        mounts[supervisor.CONTAINER_MEMINFO].source == "/proc/meminfo"
+        and mounts[supervisor.CONTAINER_MEMINFO].read_only
+    )
+    spec = supervisor.spec(plan, {})
+    assert spec["meminfo"] == supervisor.CONTAINER_MEMINFO
+    assert spec["memory"] == {
+        "engine": "vllm",
+        "version": "0.16.0",
+        "flags": ["--gpu-memory-utilization", "0.8"],
+        "container": "spark-llm-engine",
+        "ranks": 2,
+    }
+
+
 def test_a_head_alone_mounts_no_key(raw_config):
     raw_config["nodes"] = raw_config["nodes"][:1]
     plan = plan_of(raw_config)

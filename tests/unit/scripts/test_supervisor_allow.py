@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from spark_llm.group.logs import logs_command
+from spark_llm.group.memory import MEMORY_REQUEST
 from spark_llm.group.weights import RECORD_REQUEST
 
 ALLOW = Path(__file__).resolve().parents[3] / "scripts" / "supervisor_allow.sh"
+MEMORY_PROBE = ALLOW.parent / "lib" / "memory.sh"
 ENGINE = "spark-llm-engine"
 # Records its argv, one word a line (a word with a newline in it would show as two), and says which stream is which.
 FAKE_DOCKER = """#!/bin/bash
@@ -227,3 +229,18 @@ def test_the_record_is_found_beside_the_script_not_in_the_working_directory(tmp_
         ["bash", str(script), ENGINE], env=env, cwd=elsewhere, capture_output=True, text=True, timeout=30
     )
     assert run.returncode == 0 and run.stdout == "t beside\n"
+
+
+def test_the_memory_request_prints_the_nodes_memory_through_the_probe_beside_the_script(tmp_path):
+    """Issue 32, 1: the supervisor judges a worker's memory before a restart; its key reads it and nothing more."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    script = remote / "supervisor-allow.sh"
+    script.write_text(ALLOW.read_text())
+    (remote / "memory.sh").write_text(MEMORY_PROBE.read_text())
+    run, seen = allow(tmp_path, MEMORY_REQUEST, script=script)
+    assert run.returncode == 0, run.stderr
+    lines = dict(line.split("\t", 1) for line in run.stdout.splitlines())
+    assert lines["mem-info"].startswith("MemTotal=") and "mem-weights" not in lines and seen is None
+    refused, _ = allow(tmp_path, MEMORY_REQUEST + " /etc", script=script)
+    assert refused.returncode == 126 and "or the memory; refused: spark-llm memory /etc" in refused.stderr

@@ -140,19 +140,38 @@ def test_no_configured_interface_is_a_skip_that_names_the_fabric_one(spark_plan)
     ids=["room", "short", "weights-already-there", "below-margin", "size-unknown"],
 )
 def test_disk(spark_plan, free_gb, present_gb, size_gb, status):
-    limits = Limits(size_gb and size_gb * GB, "test", 10 * GB, 4 * GB, 1.0)
+    limits = Limits(size_gb and size_gb * GB, "test", 10 * GB, 1.0)
     section = Section(0, f"{free_gb * GB} {4000 * GB} /home\n{present_gb * GB}")
     assert preflight_checks.check_disk("spark-2", spark_plan, section, limits).status == status
 
 
-def test_memory_counts_a_nodes_share_of_the_weights_unless_our_engine_holds_it(spark_plan):
-    tight = {"memory": Section(0, "MemTotal: 125000000 kB\nMemAvailable: 40000000 kB")}  # 41 GB available
-    small = Limits(60 * GB, "test", 10 * GB, 4 * GB, 1.0)  # 30 GB a node + 4
-    assert preflight_checks.check_memory("spark-1", tight, small, 2).status == PASS
-    big = Limits(119 * GB, "test", 10 * GB, 4 * GB, 1.0)  # 59.5 GB a node + 4
-    assert preflight_checks.check_memory("spark-1", tight, big, 2).status == FAIL
-    running = {**tight, "engine": Section(*RUNNING)}
-    assert preflight_checks.check_memory("spark-1", running, big, 2).status == PASS
+def _memory(free_kb: int, gpu: str = "!nvidia-smi not found") -> dict[str, Section]:
+    body = f"mem-info\tMemTotal=127600000 MemFree={free_kb} MemAvailable={free_kb}\nmem-gpu\t{gpu}"
+    return {"memory": Section(0, body)}
+
+
+def test_memory_is_the_admission_pulumi_up_runs_with_the_weights_from_the_source(spark_plan):
+    # SGLang without a memory flag: the rank's weights (119 GB over 2 nodes) + the engine's reserve; MemAvailable.
+    limits = Limits(119 * GB, "test", 10 * GB, 1.0)
+    node = spark_plan.nodes[0]
+    roomy = preflight_checks.check_memory(spark_plan, node, _memory(123_000_000), limits)
+    assert roomy.status == PASS and "its weights share 55.4 GiB (1/2 of 110.8 GiB)" in roomy.detail
+    tight = preflight_checks.check_memory(spark_plan, node, _memory(40_000_000), limits)
+    assert (
+        tight.status == FAIL
+        and "needs 61.4 GiB (weights 55.4 GiB + engine 6.0 GiB" in tight.detail
+        and "has 38.1 GiB" in tight.detail
+    )
+    assert tight.fix == ""  # nothing to drop, nobody else's process, no memory flag to lower
+    ours = preflight_checks.check_memory(
+        spark_plan, node, _memory(40_000_000, f"=7:{80 * 1024}:spark-llm-engine"), limits
+    )
+    assert ours.status == PASS and "+ 80.0 GiB our engine frees" in ours.detail
+
+
+def test_memory_not_read_fails_never_passes(spark_plan):
+    got = preflight_checks.check_memory(spark_plan, spark_plan.nodes[1], {}, Limits(None, "test", 10 * GB, 1.0))
+    assert got.status == FAIL and got.detail == "cannot read its memory: the memory probe printed nothing"
 
 
 def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):

@@ -1,0 +1,142 @@
+"""`sim memory` and `sim gpu-process`: a node's memory as the memory admission reads it (spark_llm.plan.memory).
+
+- `memory NODE --total-gib T --free-gib F --cached-gib C` bind-mounts a file over the node's /proc/meminfo
+  (MemAvailable = F + C, the cache split over Active(file)/Inactive(file)), and a FIFO over its
+  /proc/sys/vm/drop_caches (read-only in a node otherwise) read by a small loop on the node: a write there moves
+  the cache into MemFree, as a real drop does. `off` undoes both.
+- `gpu-process NODE --mib M` starts a process on the node (outside any container) and installs a fake
+  `nvidia-smi` that lists it as holding M MiB of GPU memory (`--query-compute-apps=pid,used_memory`); anything
+  else it is asked answers as a node without a GPU does (`-L`: exit 3, the simulated-node marker's code). `off`
+  stops the process and removes the fake.
+The node's engine containers keep their own /proc: only what runs on the node itself (sshd's sessions: the
+program's probe, the admission, the drop step) sees the knobs.
+"""
+
+from __future__ import annotations
+
+from host import SimError, docker
+from paths import SimPaths
+from state import ClusterState
+
+KNOB_DIR = "/run/spark-llm-sim"
+
+# Renders $KNOB_DIR/meminfo from $KNOB_DIR/memory.env (TOTAL FREE CACHED, kB); on a write to the drop_caches FIFO,
+# moves CACHED into FREE and renders again. Runs on the node (bash), started by `memory`.
+_RENDER = r"""
+render() {
+  . "$DIR/memory.env"
+  local half=$((CACHED / 2))
+  # Fixed-width numbers, written in place with one write (same inode: the bind mount over /proc/meminfo shows the
+  # file, not the name; same length: a reader never finds it truncated half-way).
+  printf 'MemTotal: %12d kB\nMemFree: %12d kB\nMemAvailable: %12d kB\nBuffers: %12d kB\nCached: %12d kB\n' \
+    "$TOTAL" "$FREE" "$((FREE + CACHED))" 0 "$CACHED" > "$DIR/meminfo.new"
+  printf 'Active(file): %12d kB\nInactive(file): %12d kB\nShmem: %12d kB\n' "$half" "$((CACHED - half))" 0 \
+    >> "$DIR/meminfo.new"
+  dd if="$DIR/meminfo.new" of="$DIR/meminfo" conv=notrunc status=none
+}
+"""
+
+_START = (
+    _RENDER
+    + r"""
+set -euo pipefail
+DIR=$1
+mkdir -p "$DIR"
+printf 'TOTAL=%s\nFREE=%s\nCACHED=%s\n' "$2" "$3" "$4" > "$DIR/memory.env"
+touch "$DIR/meminfo"
+render
+mountpoint -q /proc/meminfo || mount --bind "$DIR/meminfo" /proc/meminfo
+if ! mountpoint -q /proc/sys/vm/drop_caches; then
+  rm -f "$DIR/drop"; mkfifo "$DIR/drop"
+  mount --bind "$DIR/drop" /proc/sys/vm/drop_caches
+  # The node's "kernel": each write to drop_caches drops the cache.
+  cat > "$DIR/drop-loop.sh" <<EOF
+DIR=$DIR
+$(declare -f render)
+while :; do
+  read -r _ < "\$DIR/drop" || continue
+  . "\$DIR/memory.env"
+  printf 'TOTAL=%s\nFREE=%s\nCACHED=0\n' "\$TOTAL" "\$((FREE + CACHED))" > "\$DIR/memory.env"
+  render
+done
+EOF
+  nohup bash "$DIR/drop-loop.sh" > /dev/null 2>&1 &
+  echo $! > "$DIR/drop-loop.pid"
+fi
+"""
+)
+
+_STOP = r"""
+DIR=$1
+mountpoint -q /proc/meminfo && umount /proc/meminfo
+mountpoint -q /proc/sys/vm/drop_caches && umount /proc/sys/vm/drop_caches
+[ -f "$DIR/drop-loop.pid" ] && kill "$(cat "$DIR/drop-loop.pid")" 2>/dev/null
+rm -f "$DIR/drop-loop.pid" "$DIR/drop" "$DIR/memory.env" "$DIR/meminfo" "$DIR/meminfo.new"
+true
+"""
+
+FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
+_GPU_START = r"""
+set -euo pipefail
+DIR=$1
+mkdir -p "$DIR"
+nohup sleep infinity > /dev/null 2>&1 &
+echo "$!, $2" >> "$DIR/gpu-apps"
+cat > /usr/local/bin/nvidia-smi <<'EOF'
+#!/usr/bin/env bash
+# The sim's nvidia-smi (sim/memory.py): lists the processes `sim gpu-process` started; no GPU otherwise.
+case "$*" in
+  *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
+esac
+echo "simulated node: no GPU"
+exit 3
+EOF
+chmod 755 /usr/local/bin/nvidia-smi
+cut -d, -f1 "$DIR/gpu-apps" | tail -n 1
+"""
+
+_GPU_STOP = r"""
+DIR=$1
+if [ -f "$DIR/gpu-apps" ]; then
+  cut -d, -f1 "$DIR/gpu-apps" | while read -r pid; do kill "$pid" 2>/dev/null || true; done
+fi
+rm -f "$DIR/gpu-apps" /usr/local/bin/nvidia-smi
+"""
+
+
+def _container(paths: SimPaths, node: str) -> str:
+    state = ClusterState.load(paths.state_file)
+    if state is None or not state.nodes:
+        raise SimError(f"no sim cluster recorded in {paths.state_dir} (run: sim/sim up)")
+    for n in state.nodes:
+        if n.name == node:
+            return n.container
+    raise SimError(f"no node {node!r} (has: {', '.join(n.name for n in state.nodes)})")
+
+
+def _kb(gib: float) -> str:
+    return str(int(gib * 1024 * 1024))
+
+
+def memory(paths: SimPaths, node: str, total: float | None, free: float | None, cached: float) -> None:
+    """Make `node`'s /proc/meminfo say these numbers (GiB), or (total None) undo it."""
+    container = _container(paths, node)
+    if total is None:
+        docker("exec", container, "bash", "-c", _STOP, "stop", KNOB_DIR)
+        print(f"{node}: /proc/meminfo and drop_caches are the kernel's again")
+        return
+    if free is None or free + cached > total:
+        raise SimError("--free-gib plus --cached-gib must not exceed --total-gib")
+    docker("exec", container, "bash", "-c", _START, "start", KNOB_DIR, _kb(total), _kb(free), _kb(cached))
+    print(f"{node}: MemTotal {total:g} GiB, MemFree {free:g} GiB, page cache {cached:g} GiB (drop_caches frees it)")
+
+
+def gpu_process(paths: SimPaths, node: str, mib: int | None) -> None:
+    """Start a process on `node` that the fake nvidia-smi lists as holding `mib` MiB, or (None) stop them all."""
+    container = _container(paths, node)
+    if mib is None:
+        docker("exec", container, "bash", "-c", _GPU_STOP, "stop", KNOB_DIR)
+        print(f"{node}: no process holds GPU memory; no nvidia-smi")
+        return
+    pid = docker("exec", container, "bash", "-c", _GPU_START, "start", KNOB_DIR, str(mib)).strip()
+    print(f"{node}: pid {pid} holds {mib} MiB of GPU memory (as nvidia-smi lists it)")
