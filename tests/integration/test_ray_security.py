@@ -203,7 +203,7 @@ def test_with_the_firewall_the_group_ports_refuse_the_operator_side_while_the_gr
     head_fabric = sim_cluster.fabric_address("head")
     preview = pulumi("preview").stdout
     assert "spark-llm:network.firewall is off: on head the group's ports listen beyond" in preview, preview
-    assert "0.0.0.0:6379 (Ray's GCS)" in preview and "on worker-1" not in preview
+    assert "0.0.0.0:6379 (Ray's GCS)" in preview and "firewall is off: on worker-1" not in preview
 
     started = {node: sim_cluster.started_at(node) for node in NODES}
     pulumi.set("network.firewall", "fabric-only")
