@@ -15,6 +15,7 @@ from pathlib import Path
 
 from host import Progress, SimError, docker, run, wait_until
 from images import ensure_engine, ensure_node_image, load_image_into
+from memory import give_spark_memory
 from names import LABEL_REPO, ClusterNames, check_prefix, default_prefix
 from networks import ensure_networks, network_labels, network_subnet, unblock_fabric_route
 from node_ssh import (
@@ -108,6 +109,8 @@ def up(
     progress.step("installing keys and pinned host keys (.sim/known_hosts, .sim/ssh_config)")
     install_node_ssh(paths, nodes)
     mark_simulated(nodes, prefix)
+    progress.step("giving every node a GB10's memory (/proc/meminfo; sim/memory.py)")
+    give_spark_memory([n.container for n in nodes])
     write_private(paths.known_hosts, known_hosts_text(nodes, include_mgmt=True))
     write_private(paths.ssh_config, ssh_config_text(paths, nodes))
     for node in nodes:

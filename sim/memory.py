@@ -10,6 +10,10 @@
   stops the process and removes the fake.
 The node's engine containers keep their own /proc: only what runs on the node itself (sshd's sessions: the
 program's probe, the admission, the drop step) sees the knobs.
+
+Every node says a GB10's memory by default (`up`: SPARK_MEMORY), not this machine's: the admission then judges a
+start as on a Spark (vLLM's 0.9 of MemTotal never fits a shared 24 GB test machine), and `memory NODE off` goes back
+to it. The default outlives a node's restart: a boot hook the node's entrypoint runs (/run is new at every start).
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ from paths import SimPaths
 from state import ClusterState
 
 KNOB_DIR = "/run/spark-llm-sim"
+# A GB10 just after boot, in GiB: MemTotal (~121.7 of its 128 GB is the OS's), MemFree, page cache.
+SPARK_MEMORY = (121.7, 119.5, 0.0)
+# On the node's own disk (kept across a restart): the knob's start script, its default numbers, the boot hook.
+START_SCRIPT = "/etc/spark-llm/sim-memory-start.sh"
+DEFAULT_FILE = "/etc/spark-llm/sim-memory.default"
+BOOT_HOOK = "/etc/spark-llm/sim-boot"
 
 # Renders $KNOB_DIR/meminfo from $KNOB_DIR/memory.env (TOTAL FREE CACHED, kB); on a write to the drop_caches FIFO,
 # moves CACHED into FREE and renders again. Runs on the node (bash), started by `memory`.
@@ -75,6 +85,22 @@ rm -f "$DIR/drop-loop.pid" "$DIR/drop" "$DIR/memory.env" "$DIR/meminfo" "$DIR/me
 true
 """
 
+# Installs the start script, the default and the boot hook (sim/node/entrypoint.sh runs it at every node start),
+# then runs the hook: $1 the start script, $2..$4 the default (kB).
+_INSTALL_DEFAULT = rf"""
+set -euo pipefail
+mkdir -p /etc/spark-llm
+printf '%s' "$1" > {START_SCRIPT}
+printf '%s %s %s\n' "$2" "$3" "$4" > {DEFAULT_FILE}
+printf '%s\n' '#!/usr/bin/env bash' \
+  '# Written by the sim (sim/memory.py): the node default memory again after a restart (/run is a new tmpfs).' \
+  '[ -r {DEFAULT_FILE} ] || exit 0' \
+  'read -r total free cached < {DEFAULT_FILE}' \
+  'exec bash {START_SCRIPT} {KNOB_DIR} "$total" "$free" "$cached"' > {BOOT_HOOK}
+chmod 755 {BOOT_HOOK}
+{BOOT_HOOK}
+"""
+
 FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
 _GPU_START = r"""
 set -euo pipefail
@@ -122,13 +148,28 @@ def memory(paths: SimPaths, node: str, total: float | None, free: float | None, 
     """Make `node`'s /proc/meminfo say these numbers (GiB), or (total None) undo it."""
     container = _container(paths, node)
     if total is None:
+        if docker("exec", container, "bash", "-c", f"cat {DEFAULT_FILE} 2>/dev/null || true").strip():
+            docker("exec", container, BOOT_HOOK)
+            print(f"{node}: /proc/meminfo says the node's default again (a GB10's: {describe(*SPARK_MEMORY)})")
+            return
         docker("exec", container, "bash", "-c", _STOP, "stop", KNOB_DIR)
         print(f"{node}: /proc/meminfo and drop_caches are the kernel's again")
         return
     if free is None or free + cached > total:
         raise SimError("--free-gib plus --cached-gib must not exceed --total-gib")
     docker("exec", container, "bash", "-c", _START, "start", KNOB_DIR, _kb(total), _kb(free), _kb(cached))
-    print(f"{node}: MemTotal {total:g} GiB, MemFree {free:g} GiB, page cache {cached:g} GiB (drop_caches frees it)")
+    print(f"{node}: {describe(total, free, cached)} (drop_caches frees it)")
+
+
+def describe(total: float, free: float, cached: float) -> str:
+    return f"MemTotal {total:g} GiB, MemFree {free:g} GiB, page cache {cached:g} GiB"
+
+
+def give_spark_memory(containers: list[str]) -> None:
+    """Make every node's /proc/meminfo a GB10's (SPARK_MEMORY), also after a restart of the node."""
+    total, free, cached = SPARK_MEMORY
+    for container in containers:
+        docker("exec", container, "bash", "-c", _INSTALL_DEFAULT, "install", _START, _kb(total), _kb(free), _kb(cached))
 
 
 def gpu_process(paths: SimPaths, node: str, mib: int | None) -> None:

@@ -16,4 +16,7 @@ setsid dockerd --data-root /var/lib/docker >>/var/log/dockerd.log 2>&1 </dev/nul
 # Only the ed25519 key, the one stacks pin (sshd_config names it): `ssh-keygen -A` also made a 3072-bit RSA key,
 # 0.4 s of CPU per node start, 34 times a test run.
 [ -s /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key
+# What the sim gives a node that must outlive its restart (sim/memory.py: a GB10's /proc/meminfo, whose bind mount
+# and helper live in /run, new at every start).
+if [ -x /etc/spark-llm/sim-boot ]; then /etc/spark-llm/sim-boot || echo "sim-boot failed" >&2; fi
 exec /usr/sbin/sshd -D -e
