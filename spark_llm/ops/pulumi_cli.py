@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
+from spark_llm.ops.left_behind import end_left_behind, process_tree
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
 from spark_llm.plan.scripts import PROJECT_DIR
 
@@ -23,21 +24,37 @@ TRACEBACK = "Traceback (most recent call last):"
 HELD_LINES = 200
 
 
+def _interrupt(proc: subprocess.Popen) -> list[int]:
+    """SIGINT to a pulumi command; returns the processes under it just before (see `_ended`)."""
+    below = process_tree(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    return below
+
+
+def _ended(proc: subprocess.Popen, below: list[int]) -> None:
+    """After an interrupted pulumi command ended: when a signal ended it (a SIGINT before it set its handler, or our
+    SIGKILL), it could not end its plugins, so what still runs of `below` is ended here (spark_llm.ops.left_behind).
+    Ended by its own hand, it ended them itself."""
+    if proc.returncode is not None and proc.returncode < 0:
+        end_left_behind(below)
+
+
 def _end(proc: subprocess.Popen, grace: float = 30) -> None:
     """Stop a pulumi command as Ctrl-C does (it ends its plugins itself), then wait for it: SIGKILL only after
     `grace` seconds. Further Ctrl-Cs meanwhile do not cut the wait short."""
-    proc.send_signal(signal.SIGINT)
+    below = _interrupt(proc)
     deadline = time.monotonic() + grace
     while True:
         try:
             proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            return
+            break
         except KeyboardInterrupt:
             continue
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            return
+            break
+    _ended(proc, below)
 
 
 def _interrupt_note(pid: int, again: bool) -> str:
@@ -127,6 +144,7 @@ class PulumiCli:
         assert proc.stdout is not None
         lines: list[str] = []
         interrupted = False
+        below: list[int] = []
         held: list[str] = []
         while True:
             try:
@@ -151,9 +169,10 @@ class PulumiCli:
                 out.write(_interrupt_note(proc.pid, again=interrupted))
                 out.flush()
                 if not interrupted:
-                    proc.send_signal(signal.SIGINT)
+                    below = _interrupt(proc)
                 interrupted = True
         if interrupted:
+            _ended(proc, below)
             raise KeyboardInterrupt
         return code, "".join(lines)
 

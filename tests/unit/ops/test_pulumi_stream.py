@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_llm.ops.left_behind import end_left_behind, running
 from spark_llm.ops.pulumi_cli import PulumiCli
 
 FAKE = """#!{python}
@@ -103,3 +105,60 @@ def test_a_short_pulumi_command_interrupted_is_stopped_as_ctrl_c_stops_it_and_wa
         PulumiCli(cwd=tmp_path).capture("config", "--json")
     thread.join()
     assert Path(str(fake_pulumi) + ".done").read_text() == "1"  # it ended on its own, after exactly one SIGINT
+
+
+# Pulumi 3.274.1 starts its language host ~50 ms before it sets its SIGINT handler: a Ctrl-C then kills `pulumi`
+# outright (exit -2) and its language host, in a process group of its own, runs on for its 5-minute health check (a
+# fresh-clone run: "left running 30 s after Ctrl-C", in an interrupted `spark-llm rollback`; 12 of 50 SIGINTs
+# 0.3-0.8 s into `spark-llm`'s own `pulumi up` of a one-line program, 0 of 50 since). This one does the same: a
+# "plugin" in its own process group, and no handler.
+DIES_ON_SIGINT = """#!{python}
+import os, signal, subprocess, sys, time
+# Pulumi reads a plugin's output through pipes of its own: the plugin does not hold pulumi's stdout.
+plugin = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(60)"],
+    process_group=0,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+open({ready!r}, "w").write(str(plugin.pid))
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("how", ["stream", "capture"])
+def test_a_pulumi_killed_by_ctrl_c_before_it_set_its_handler_leaves_no_plugin_running(
+    fake_pulumi: Path, tmp_path: Path, how: str
+):
+    (tmp_path / "bin" / "pulumi").write_text(DIES_ON_SIGINT.format(python=sys.executable, ready=str(fake_pulumi)))
+    thread = ctrl_c_when(fake_pulumi, 1)
+    cli = PulumiCli(cwd=tmp_path)
+    with pytest.raises(KeyboardInterrupt), open(tmp_path / "out.txt", "w") as out:
+        cli.stream("up", "--yes", out=out) if how == "stream" else cli.capture("config", "--json")
+    thread.join()
+    plugin = int(fake_pulumi.read_text())
+    assert not running(plugin), f"the plugin (pid {plugin}) was left running"
+
+
+def test_what_pulumi_left_behind_is_ended_with_sigint_first_then_sigkill(tmp_path: Path):
+    ready = tmp_path / "ready"
+    ignores = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            f"open({str(ready)!r}, 'a').write('x'); time.sleep(60)",
+        ]
+    )
+    polite = subprocess.Popen(
+        [sys.executable, "-c", f"open({str(ready)!r}, 'a').write('x'); import time; time.sleep(60)"]
+    )
+    deadline = time.monotonic() + 10  # both have set up (Python's SIGINT handler, the SIG_IGN)
+    while not (ready.exists() and len(ready.read_text()) == 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    started = time.monotonic()
+    assert sorted(end_left_behind([ignores.pid, polite.pid, 999999], grace=1.0)) == sorted([ignores.pid, polite.pid])
+    assert polite.wait(5) != -signal.SIGKILL and ignores.wait(5) == -signal.SIGKILL
+    assert time.monotonic() - started >= 1.0
+    assert end_left_behind([ignores.pid, polite.pid]) == []  # nothing left: nothing signalled, no wait

@@ -1,0 +1,74 @@
+"""What a pulumi command leaves running when it dies before it could end its plugins, and ending it.
+
+Pulumi starts each plugin (the language host, the providers) in a process group of its own and ends them itself
+when it ends: SIGINT, 5 s, then SIGKILL (sdk/go/common/resource/plugin/plugin.go, `Plugin.Close`). Between starting
+the language host and setting its SIGINT handler (~50 ms, measured with 3.274.1) a SIGINT kills `pulumi` outright
+(exit -2): its plugins are then nobody's, and the language host checks that its engine is alive only every 5 minutes.
+A SIGKILL after our own grace (PulumiCli's `_end`) does the same. This module lets the CLI do Pulumi's part then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+GRACE_SECONDS = 5.0  # Pulumi's own, before it kills a plugin that did not end on SIGINT
+
+
+def process_tree(pid: int) -> list[int]:
+    """Every process below `pid` now (`ps`: Linux and macOS), nearest first. Empty when ps cannot say."""
+    try:
+        table = subprocess.run(
+            ["ps", "-A", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    children: dict[int, list[int]] = {}
+    for row in table.splitlines():
+        fields = row.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(fields[0]))
+    found: list[int] = []
+    queue = list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an ended orphan its new parent has not reaped yet is not running)."""
+    if Path("/proc/self/stat").exists():  # Linux; macOS has no /proc
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end_left_behind(pids: list[int], grace: float = GRACE_SECONDS) -> list[int]:
+    """End what of `pids` still runs as Pulumi would have: SIGINT, `grace` seconds, then SIGKILL. Returns the pids it
+    had to signal (empty when nothing was left)."""
+    left = [pid for pid in pids if running(pid)]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while any(running(pid) for pid in left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        if running(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    return left
