@@ -416,10 +416,9 @@ def ctrl_c(pulumi: Pulumi, args: list[str], after_s: float) -> None:
                     running.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
         return running
 
-    # Pulumi has ended; its plugins end as it shuts them down, within seconds (a language host took ~1 s once, alone).
-    # The language host ends when the program it runs does: since issue 32 the program reads more of each node at
-    # its start (memory, host record, firewall), and with three test workers on two cores one outlived 10 s once
-    # (a fresh-clone run); 30 s still catches a plugin left running for good.
+    # Pulumi has ended; its plugins end as it shuts them down (SIGINT, then SIGKILL after 5 s), and when a SIGINT
+    # ended pulumi before it set its handler, spark-llm ends them the same way (spark_llm/ops/left_behind.py): 30 s
+    # is a bound with three test workers on two cores; a plugin nobody ends runs on for its 5-minute health check.
     deadline = time.monotonic() + 30
     while alive() and time.monotonic() < deadline:
         time.sleep(0.2)
