@@ -10,11 +10,10 @@ from spark_llm.ops.init.checks import Reach
 from spark_llm.ops.init.facts import NodeFacts, parse
 from spark_llm.ops.sections import SECTION_FUNCTION, parse_sections
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.scripts import PROJECT_DIR
+from spark_llm.plan.scripts import bash_lib
 from spark_llm.remote import runner
 from spark_llm.remote.ssh import ssh_failure
 
-DISCOVER_SCRIPT = PROJECT_DIR / "scripts" / "lib" / "discover.sh"
 DISCOVER_SECONDS = 60
 # A subnet this small or smaller is swept with one ping per address to fill the head's neighbour table; a larger
 # one (a /16 of link-local addresses) is not: its workers are named with --worker.
@@ -26,10 +25,7 @@ class DiscoveryError(RuntimeError):
 
 
 def script(model_path: str, image: str) -> str:
-    return (
-        f"MODEL_PATH={shlex.quote(model_path)}\nIMAGE={shlex.quote(image)}\n"
-        '[ -n "$MODEL_PATH" ] || MODEL_PATH="$HOME/models"\n' + SECTION_FUNCTION + DISCOVER_SCRIPT.read_text()
-    )
+    return SECTION_FUNCTION + bash_lib("discover") + f"discover {shlex.quote(model_path)} {shlex.quote(image)}\n"
 
 
 def read_node(target: SshHost, address: str, *, model_path: str, image: str) -> NodeFacts:
