@@ -188,8 +188,11 @@ def test_each_bad_input_is_one_clear_line_and_nothing_is_written(sim_nodes: Sim,
         expected = f"head ({sim_nodes.head}) shows no RoCE device (/sys/class/infiniband is empty)"
     elif case == "one subnet":
         # A second address in the fabric's subnet, on an interface of its own (no route: the fabric keeps working).
-        cluster.node_exec("worker-1", "sh", "-c", "ip link add spark-extra type veth peer name spark-extra-p && ip link set spark-extra up"
-                          f" && ip addr add {_unused(worker_fabric)}/24 dev spark-extra noprefixroute")  # fmt: skip
+        extra = (
+            "ip link add spark-extra type veth peer name spark-extra-p && ip link set spark-extra up"
+            f" && ip addr add {_unused(worker_fabric)}/24 dev spark-extra noprefixroute"
+        )
+        cluster.node_exec("worker-1", "sh", "-c", extra)
         undo = ["dummy"]
         expected = f"eth0 ({worker_fabric}/24) and spark-extra ({_unused(worker_fabric)}/24) are in one subnet"
     else:
