@@ -60,7 +60,7 @@ def neighbours(head: SshHost, facts: NodeFacts) -> list[str]:
         return []
     sweep = ""
     # Swept, an address that answers now is REACHABLE; without a sweep, the table's recent entries are all there is.
-    states = ("REACHABLE", "STALE", "DELAY", "PERMANENT")
+    states: tuple[str, ...] = ("REACHABLE", "STALE", "DELAY", "PERMANENT")
     if own.network.prefixlen >= SWEPT_PREFIX:
         states = ("REACHABLE", "PERMANENT")
         hosts = " ".join(str(a) for a in own.network.hosts() if a != own.ip)
