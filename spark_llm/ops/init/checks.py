@@ -21,7 +21,13 @@ class Reach:
 
 
 def problems(
-    nodes: dict[str, NodeFacts], reaches: list[Reach], *, gpus: bool, image: str = "", image_on: str = ""
+    nodes: dict[str, NodeFacts],
+    reaches: list[Reach],
+    *,
+    gpus: bool,
+    image: str = "",
+    image_on: str = "",
+    weights_bytes: int = 0,
 ) -> list[str]:
     """Every problem in `nodes` (name -> facts, the head first) and the head's pings, one line each with its fix.
     `image_on`: where `image` must be before `up`: "head" (mode transfer from the head), "every node" (present)."""
@@ -46,6 +52,13 @@ def problems(
             " e.g. `nmcli connection modify IFACE 802-3-ethernet.mtu 9000`), or frames larger than the smaller one"
             " are dropped and NCCL hangs"
         )
+    for name, facts in nodes.items():
+        if weights_bytes and facts.disk_free is not None and facts.disk_free < weights_bytes:
+            found.append(
+                f"{name} ({facts.address}): {facts.disk_free / 1e9:.0f} GB free at {facts.disk_mount}, the recipe's"
+                f" weights are {weights_bytes / 1e9:.0f} GB: free space there, or put spark-llm:model.path on a"
+                " larger disk (init --config-from a file that sets it)"
+            )
     for reach in reaches:
         if not reach.answered:
             found.append(

@@ -122,7 +122,13 @@ def run(pulumi: PulumiCli, plan: object, args: argparse.Namespace) -> int:
     del plan
     try:
         return Init(pulumi, args).run()
-    except (InitError, host_keys.HostKeyError, discover.DiscoveryError, key_files.KeyFileError) as err:
+    except key_files.KeyFileError as err:
+        # The program's words name the stack key; init's key is --key.
+        first = str(err).splitlines()[0]
+        hint = "give --key a private key the nodes accept, readable by you alone (e.g. --key ~/.ssh/id_ed25519)"
+        sys.stderr.write(f"spark-llm init: {first}: {hint}\nspark-llm init: nothing written\n")
+        return 2
+    except (InitError, host_keys.HostKeyError, discover.DiscoveryError) as err:
         for line in str(err).splitlines():
             sys.stderr.write(f"spark-llm init: {line}\n")
         sys.stderr.write("spark-llm init: nothing written\n")
@@ -152,7 +158,8 @@ class Init:
                 " is kept beside it), or with --dry-run to print the new one"
             )
         extras = self._extras(head)
-        wanted = Wanted.of(merge_extras(extras))
+        chosen = _recipe(args.recipe) if args.recipe else None
+        wanted = Wanted.of(merge_extras(extras), chosen.model.weights_bytes if chosen else 0)
         pinned = self._pinned(target)
 
         head_ssh = SshHost("head", head.host, head.port, head.user, key_path, "")
@@ -305,12 +312,15 @@ class Wanted:
     image: str
     model_path: str
     image_on: str  # where the image must be before `up`: "head" (it sends it on), "every node" (mode present), ""
+    weights_bytes: int = 0  # a recipe's weights: each node's disk must hold them
 
     def problems(self, nodes: dict[str, NodeFacts], reaches: list[Reach]) -> list[str]:
-        return problems(nodes, reaches, gpus=self.gpus, image=self.image, image_on=self.image_on)
+        return problems(
+            nodes, reaches, gpus=self.gpus, image=self.image, image_on=self.image_on, weights_bytes=self.weights_bytes
+        )
 
     @classmethod
-    def of(cls, merged: dict[str, tuple[Any, str]]) -> Wanted:
+    def of(cls, merged: dict[str, tuple[Any, str]], weights_bytes: int = 0) -> Wanted:
         def section(key: str) -> dict[str, Any]:
             value = merged.get(f"{NAMESPACE}:{key}", ({}, ""))[0]
             return value if isinstance(value, dict) else {}
@@ -323,6 +333,7 @@ class Wanted:
             str(image.get("ref", "")),
             str(section("model").get("path", "")),
             {"present": "every node", "transfer": "head" if source == "head" else ""}.get(mode, ""),
+            weights_bytes,
         )
 
 

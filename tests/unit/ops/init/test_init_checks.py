@@ -52,3 +52,11 @@ def test_the_image_must_be_where_the_mode_reads_it():
     (found,) = problems(nodes, [], gpus=True, image="vllm:x", image_on="every node")
     assert found.startswith("spark-77c1 (192.168.100.11): the image vllm:x is not there")
     assert problems(nodes, [], gpus=True, image="vllm:x", image_on="") == []  # pulled by each node
+
+
+def test_a_node_whose_disk_cannot_hold_the_recipes_weights_is_named():
+    found = problems(pair(), [], gpus=True, weights_bytes=3_000_000_000_000)
+    assert len(found) == 2 and found[0].startswith(
+        "spark-4a2b (10.1.230.180): 2537 GB free at /, the recipe's weights are 3000 GB"
+    )
+    assert problems(pair(), [], gpus=True, weights_bytes=119_000_000_000) == []
