@@ -97,7 +97,7 @@ sim-down: ## remove the simulated cluster
 demo: tools ## simulated cluster + pulumi up --stack sim + one completion
 	$(ENV); tools/demo.sh
 
-docs: venv ## regenerate the config table in README.md and the declarations in Pulumi.yaml
+docs: venv ## regenerate the config table in docs/configuration.md and the declarations in Pulumi.yaml
 	$(PY) -m spark_llm.config.schema_docs --write
 
 clean: ## remove the venv and local state (not the tool cache)

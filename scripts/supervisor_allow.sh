@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the supervisor's own ssh key may run on a worker, and nothing more (README, Security).
+# What the supervisor's own ssh key may run on a worker, and nothing more (docs/security.md).
 #
 # sshd runs this for every session of that key, whatever the client asked: the worker's authorized_keys holds
 # `restrict,command="HOME/spark-llm/supervisor-allow.sh CONTAINER" ssh-ed25519 ... spark-llm-supervisor@STACK`, written by

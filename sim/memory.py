@@ -4,10 +4,10 @@
   (MemAvailable = F + C, the cache split over Active(file)/Inactive(file)), and a FIFO over its
   /proc/sys/vm/drop_caches (read-only in a node otherwise) read by a small loop on the node: a write there moves
   the cache into MemFree, as a real drop does. `off` undoes both.
-- `gpu-process NODE --mib M` starts a process on the node (outside any container) and installs a fake
-  `nvidia-smi` that lists it as holding M MiB of GPU memory (`--query-compute-apps=pid,used_memory`); anything
-  else it is asked answers as a node without a GPU does (`-L`: exit 3, the simulated-node marker's code). `off`
-  stops the process and removes the fake.
+- `gpu-process NODE --mib M` starts a process on the node (outside any container) that the node's fake
+  `nvidia-smi` lists as holding M MiB of GPU memory (`--query-compute-apps=pid,used_memory`). The fake, on every
+  node from `up`, names the GPU a GB10 (`--query-gpu=name`, what `spark-llm init` reads); anything else it is asked
+  answers as a node without a GPU does (`-L`: exit 3, the simulated-node marker's code). `off` stops the processes.
 The node's engine containers keep their own /proc: only what runs on the node itself (sshd's sessions: the
 program's probe, the admission, the drop step) sees the knobs.
 
@@ -102,22 +102,29 @@ chmod 755 {BOOT_HOOK}
 """
 
 FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
+# A GB10 node's nvidia-smi, as far as the product reads it: the GPU's name (`spark-llm init`), the processes `sim
+# gpu-process` started (the memory admission's --query-compute-apps). `nvidia-smi -L` still says there is no GPU,
+# so `spark-llm preflight` reports the node as simulated rather than passing a GPU check it never ran.
+_FAKE_SMI = r"""#!/usr/bin/env bash
+# The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started; no GPU otherwise.
+case "$*" in
+  *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
+  *--query-gpu=name*) echo "NVIDIA GB10 (simulated)"; exit 0 ;;
+esac
+echo "simulated node: no GPU"
+exit 3
+"""
+# $1: the fake's text. Installed by `sim up` (a GB10 node) and by `sim gpu-process`.
+_INSTALL_SMI = f"""
+printf '%s' "$1" > {FAKE_NVIDIA_SMI}
+chmod 755 {FAKE_NVIDIA_SMI}
+"""
 _GPU_START = r"""
 set -euo pipefail
 DIR=$1
 mkdir -p "$DIR"
 nohup sleep infinity > /dev/null 2>&1 &
 echo "$!, $2" >> "$DIR/gpu-apps"
-cat > /usr/local/bin/nvidia-smi <<'EOF'
-#!/usr/bin/env bash
-# The sim's nvidia-smi (sim/memory.py): lists the processes `sim gpu-process` started; no GPU otherwise.
-case "$*" in
-  *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
-esac
-echo "simulated node: no GPU"
-exit 3
-EOF
-chmod 755 /usr/local/bin/nvidia-smi
 cut -d, -f1 "$DIR/gpu-apps" | tail -n 1
 """
 
@@ -126,7 +133,7 @@ DIR=$1
 if [ -f "$DIR/gpu-apps" ]; then
   cut -d, -f1 "$DIR/gpu-apps" | while read -r pid; do kill "$pid" 2>/dev/null || true; done
 fi
-rm -f "$DIR/gpu-apps" /usr/local/bin/nvidia-smi
+rm -f "$DIR/gpu-apps"
 """
 
 
@@ -170,6 +177,7 @@ def give_spark_memory(containers: list[str]) -> None:
     total, free, cached = SPARK_MEMORY
     for container in containers:
         docker("exec", container, "bash", "-c", _INSTALL_DEFAULT, "install", _START, _kb(total), _kb(free), _kb(cached))
+        docker("exec", container, "bash", "-c", _INSTALL_SMI, "install", _FAKE_SMI)
 
 
 def gpu_process(paths: SimPaths, node: str, mib: int | None) -> None:
@@ -177,7 +185,8 @@ def gpu_process(paths: SimPaths, node: str, mib: int | None) -> None:
     container = _container(paths, node)
     if mib is None:
         docker("exec", container, "bash", "-c", _GPU_STOP, "stop", KNOB_DIR)
-        print(f"{node}: no process holds GPU memory; no nvidia-smi")
+        print(f"{node}: no process holds GPU memory")
         return
+    docker("exec", container, "bash", "-c", _INSTALL_SMI, "install", _FAKE_SMI)
     pid = docker("exec", container, "bash", "-c", _GPU_START, "start", KNOB_DIR, str(mib)).strip()
     print(f"{node}: pid {pid} holds {mib} MiB of GPU memory (as nvidia-smi lists it)")

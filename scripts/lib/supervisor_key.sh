@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The supervisor's own ssh key (README, Security): made on the head, allowed on each worker to run only what
+# The supervisor's own ssh key (docs/security.md): made on the head, allowed on each worker to run only what
 # scripts/supervisor_allow.sh allows. Run by the supervisor's key step on the head and its authorize step on each
 # worker (components/supervisor.py); spark_llm.plan.supervisor_key gives the arguments.
 # Not run on its own: the plan reads it as text (spark_llm.plan.scripts.bash_lib drops this header).

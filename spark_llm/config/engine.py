@@ -113,7 +113,7 @@ class Engine(ConfigModel):
             for name in sorted(set(self.env) & RAY_AUTH_ENV):
                 why = (
                     "set by spark-llm with executor ray: every Ray process runs with Ray's token authentication and"
-                    " reads the stack's own token from its 0600 file (README, Security: Ray); remove this key"
+                    " reads the stack's own token from its 0600 file (docs/security.md, Ray); remove this key"
                 )
                 raise KeyedError(why, ("env", name), show_example=False)
         return self

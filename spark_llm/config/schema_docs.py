@@ -1,4 +1,4 @@
-"""Pulumi.yaml's `config:` declarations and the README's config table, both generated from spark_llm.config.
+"""Pulumi.yaml's `config:` declarations and docs/configuration.md's config table, both generated from spark_llm.config.
 
 One source for keys, types, descriptions and defaults: `python -m spark_llm.config.schema_docs --write` rewrites the
 generated blocks; `--check` (run by `make lint`) fails when they drifted from the schema.
@@ -117,12 +117,12 @@ PROJECT_SETTINGS: dict[str, dict[str, Any]] = {"pulumi:disable-default-providers
 
 def rendered() -> dict[Path, str]:
     project = ROOT / "Pulumi.yaml"
-    readme = ROOT / "README.md"
+    docs = ROOT / "docs" / "configuration.md"
     config = {**PROJECT_SETTINGS, **declarations()}
     config_yaml = yaml.safe_dump({"config": config}, sort_keys=False, width=120).rstrip()
     return {
         project: _replace_between(project.read_text(), YAML_BEGIN, YAML_END, config_yaml, str(project)),
-        readme: _replace_between(readme.read_text(), BEGIN, END, table(), str(readme)),
+        docs: _replace_between(docs.read_text(), BEGIN, END, table(), str(docs)),
     }
 
 

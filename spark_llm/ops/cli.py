@@ -8,6 +8,7 @@
     spark-llm exec          one command on one node, over the stack's pinned ssh
     spark-llm rollback      the revision that served before, back (after a failed start)
     spark-llm recipes       the known-good recipes, their fit on 2 and 4 Sparks on paper, and sources
+    spark-llm init          a new stack from the head's address: host keys pinned, the cluster discovered
 
 Each command reads the stack's config with the Pulumi CLI (`--stack`, `--config-file` as pulumi takes them)
 and builds the same plan as the Pulumi program; `--json` prints one JSON document for scripts.
@@ -24,6 +25,7 @@ from types import ModuleType
 
 from spark_llm.config import ConfigError
 from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke
+from spark_llm.ops.init import command as init
 from spark_llm.ops.preflight import command as preflight
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import command as status
@@ -37,6 +39,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
     "exec": (node_exec, "run one command on one node (`exec NODE -- CMD...`): the stack's key, pinned host keys"),
     "rollback": (rollback, "the last good revision serves again: `pulumi up` with the last succeeded update's config"),
+    "init": (init, "a new stack from the head's address: host keys scanned and pinned, the cluster discovered"),
     "recipes": (recipes, "the known-good recipes in recipes/, with their fit on 2 and 4 Sparks on paper, and sources"),
 }
 

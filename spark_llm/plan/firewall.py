@@ -220,5 +220,5 @@ def exposure_warning(plan: DeploymentPlan, node: NodePlan, facts: dict[str, str]
         f"spark-llm:network.firewall is off: on {node.name} the group's ports listen beyond the fabric interfaces"
         f" ({', '.join(plan.fabric_interfaces) or 'none named'}), where {', '.join(others)} can be reached: {shown}."
         f" `pulumi config set --path network.firewall {FABRIC_ONLY}` installs a table of spark-llm's own on each"
-        " node that refuses them there (README: On real Sparks, The firewall)"
+        " node that refuses them there (docs/real-sparks.md, The firewall)"
     )

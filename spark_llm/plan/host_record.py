@@ -144,7 +144,7 @@ def missing_verbs_devices(plan: DeploymentPlan, hosts: dict[str, HostFields]) ->
 
 def fingerprint_lines(record: Mapping[str, Any]) -> list[str]:
     """The recorded hosts of a start (a StartRecord, or the `start_timeline` output) as a user reads them
-    (`spark-llm status --hosts`, the README)."""
+    (`spark-llm status --hosts`, docs/real-sparks.md)."""
     hosts = record.get("hosts") or {}
     lines = [f"hosts at the last start that served ({record.get('at', '?')}):"]
     for node, fields in hosts.items():

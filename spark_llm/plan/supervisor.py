@@ -192,7 +192,7 @@ def image_check_script(plan: DeploymentPlan, image: str) -> str:
 def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
     head = plan.head
     out = [
-        # Root-equivalent on the head: it starts and stops the head's engine (README, Security).
+        # Root-equivalent on the head: it starts and stops the head's engine (docs/security.md).
         Mount(DOCKER_SOCKET, DOCKER_SOCKET, read_only=False),
         Mount(files_dir(head), CONTAINER_DIR),
         Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),

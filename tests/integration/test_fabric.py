@@ -46,7 +46,7 @@ def spark_llm(pulumi: Pulumi, *args: str) -> str:
 
 
 def shown(text: str, first: str) -> None:
-    """Print what the user saw from its line starting with `first` (for the README, with `-s`)."""
+    """Print what the user saw from its line starting with `first` (for docs/real-sparks.md, with `-s`)."""
     print(f"---- shown ----\n{text[text.index(first) :][:3000]}\n---- end ----")
 
 

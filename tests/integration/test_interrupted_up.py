@@ -1,9 +1,9 @@
 """`pulumi up` interrupted mid-rollout (Ctrl-C, or killed) on the sim, then recovered, with the real CLI.
 
 User story: an operator presses Ctrl-C during a relaunch, or their laptop dies: the CLI stops at any point of the
-ordered restart (the head stopped, the workers stopped, a worker starting) or of the weights copy. Afterwards the
-README's recovery brings the group back: one engine container per node, all of the new revision, started worker
-first, serving; the weights on every node still match the head's manifest.
+ordered restart (the head stopped, the workers stopped, a worker starting) or of the weights copy. Afterwards
+the recovery of docs/troubleshooting.md brings the group back: one engine container per node, all of the new
+revision, started worker first, serving; the weights on every node still match the head's manifest.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ WRITE_MODEL = (
 
 
 def recover(pulumi: Pulumi, sig: int) -> subprocess.CompletedProcess[str]:
-    """The README's recovery, and nothing else: after Ctrl-C, `pulumi up` again; after a killed CLI, whose lock
-    on the stack is left behind, `pulumi cancel --yes` (no other `pulumi` runs on this stack) and `pulumi up`."""
+    """The recovery docs/troubleshooting.md gives, and nothing else: after Ctrl-C, `pulumi up` again; after a
+    killed CLI, whose lock on the stack is left behind, `pulumi cancel --yes` (no other `pulumi` runs on this
+    stack) and `pulumi up`."""
     if sig == signal.SIGKILL:
         # The CLI died wherever it was, mid-write of the state included: the state file is written to a temp file
         # and renamed; a sidecar written in place (`.attrs`, which a CI run once found empty, after which every

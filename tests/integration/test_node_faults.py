@@ -7,7 +7,8 @@ weights copy. For each: `pulumi preview` names the node and what is wrong, `pulu
 nothing while the fault lasts, and one `pulumi up` converges after it: a completion is served, the weights
 verified with an unchanged manifest digest, one container per node, workers started before the head.
 
-Each test prints `fault-timing` lines (seconds from command start to its end) for the README and the report.
+Each test prints `fault-timing` lines (seconds from command start to its end) for docs/troubleshooting.md and the
+report.
 """
 
 from __future__ import annotations

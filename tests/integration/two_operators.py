@@ -79,7 +79,7 @@ def second_up_is_refused_then_retried(
         assert second.returncode != 0, text
         assert LOCKED in text, text
         assert f"(pid {first.pid})" in text  # the lock names who holds it: the first operator's pulumi
-        assert "pulumi cancel" in text  # Pulumi's own hint; the README says when (not) to use it
+        assert "pulumi cancel" in text  # Pulumi's own hint; docs/troubleshooting.md says when (not) to use it
         assert first.poll() is None, "the first `up` should still be running while the second is refused"
 
         out, err = first.communicate(timeout=900)

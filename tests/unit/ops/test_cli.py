@@ -24,7 +24,17 @@ def test_pulumi_config_json_parses_like_the_program(raw_config):
 
 
 def test_cli_has_one_subcommand_per_ops_module():
-    assert set(cli.COMMANDS) == {"preflight", "status", "logs", "smoke", "restart", "exec", "rollback", "recipes"}
+    assert set(cli.COMMANDS) == {
+        "preflight",
+        "status",
+        "logs",
+        "smoke",
+        "restart",
+        "exec",
+        "rollback",
+        "recipes",
+        "init",
+    }
     args = cli.parser().parse_args(["logs", "--stack", "sim", "--config-file", "f.yaml", "--tail", "5", "-f"])
     assert (args.stack, args.config_file, args.tail, args.follow, args.json) == ("sim", "f.yaml", 5, True, False)
 

@@ -1,6 +1,6 @@
 """`spark-llm status` and the host as it last worked: each node's host read with its status, what changed since the
-last start that served named as a warning, and `--hosts` showing the record; the README shows the dual-spark
-stack's as this code renders it (from a plausible record: nothing here contacts the Sparks)."""
+last start that served named as a warning, and `--hosts` showing the record; docs/real-sparks.md shows the
+dual-spark stack's as this code renders it (from a plausible record: nothing here contacts the Sparks)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from spark_llm.plan.host_record import fingerprint_lines
 from tests.unit.ops.node_facts import node_run, running, with_revision
 from tests.unit.plan.test_host_record import IF, spark
 
-README = Path(__file__).resolve().parents[4] / "README.md"
+REAL_SPARKS = Path(__file__).resolve().parents[4] / "docs" / "real-sparks.md"
 AT = "2026-12-04T21:10:03+00:00"
 
 
@@ -65,5 +65,5 @@ def test_status_names_what_changed_since_the_last_start_that_served(after_a_kern
     assert "\n".join(fingerprint_lines(RECORD)) in out
 
 
-def test_the_readme_shows_the_dual_spark_fingerprint_as_status_renders_it():
-    assert "\n".join(fingerprint_lines(RECORD)) in README.read_text()
+def test_the_real_sparks_page_shows_the_dual_spark_fingerprint_as_status_renders_it():
+    assert "\n".join(fingerprint_lines(RECORD)) in REAL_SPARKS.read_text()

@@ -1,0 +1,355 @@
+"""`spark-llm init`: from the head's address to a reviewed stack file, through the ssh path the program will use.
+
+    spark-llm init --stack dual-spark --head nvidia@192.168.1.10 --key ~/.ssh/id_ed25519 --recipe NAME
+
+It scans each node's host key (a worker's from the head) and pins the one you accept; reads each node (the
+ConnectX-7 port whose RoCE link is ACTIVE, both RoCE twins, the fabric address and MTU, the management interface,
+GPU, memory, architecture, free disk at the model path, Docker's runtimes); checks what it found (the head reaches
+every worker's fabric address with a full frame, equal MTUs, no two interfaces in one subnet); then writes
+Pulumi.STACK.yaml beside Pulumi.yaml, every discovered value with a comment saying where it came from, and creates
+the stack. Nothing is written when anything is wrong, and never over an existing file without --force (which keeps
+a backup). No secret goes in the file: init prints the `pulumi config set --secret` lines to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_llm.config import NAMESPACE, ConfigError, parse, raw_from_pulumi
+from spark_llm.config import recipe as recipes
+from spark_llm.config.image import Image
+from spark_llm.ops.init import discover, host_keys, write
+from spark_llm.ops.init.checks import Reach, problems
+from spark_llm.ops.init.document import Found, document
+from spark_llm.ops.init.facts import NodeFacts
+from spark_llm.ops.init.stack_file import Extra, merge_extras, render, written_config
+from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.plan.hosts import KeyFile, SshHost
+from spark_llm.plan.scripts import PROJECT_DIR
+from spark_llm.remote import key_files
+from spark_llm.remote.ssh import fingerprint
+
+# Needs no stack config: it makes one.
+USES_PLAN = False
+
+
+class InitError(RuntimeError):
+    """Bad input or a problem found: one line (or one per problem), what to do next; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    user: str
+    host: str
+    port: int
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--head", required=True, metavar="USER@ADDRESS[:PORT]", help="the head, as you ssh to it")
+    parser.add_argument("--key", default="~/.ssh/id_ed25519", help="your ssh private key (default: %(default)s)")
+    parser.add_argument(
+        "--worker",
+        action="append",
+        default=[],
+        metavar="[USER@]ADDRESS[:PORT]",
+        help="a worker, as the head reaches it (repeat; default: found among the head's fabric neighbours)",
+    )
+    parser.add_argument("--recipe", help="start from recipes/NAME.yaml (`spark-llm recipes` lists them)")
+    parser.add_argument(
+        "--config-from",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="more config keys from a YAML file of `spark-llm:` keys (repeat: a later file's keys win)",
+    )
+    parser.add_argument(
+        "--accept", action="append", default=[], metavar="SHA256:...", help="a host key fingerprint you checked"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the file; write nothing, make no stack")
+    parser.add_argument("--force", action="store_true", help="replace an existing stack file (kept as a backup)")
+
+
+def parse_spec(text: str, flag: str, default_user: str | None = None) -> Spec:
+    """Pure: `USER@ADDRESS[:PORT]` (USER optional when `default_user` is given)."""
+    user, at, rest = text.rpartition("@")
+    if not at:
+        user, rest = default_user or "", text
+    host, colon, port_text = rest.partition(":")
+    if not user or not host or (colon and not port_text.isdigit()) or any(c.isspace() for c in text):
+        example = "nvidia@192.168.1.10" if flag == "--head" else "10.0.0.2 or nvidia@10.0.0.2:22"
+        raise InitError(f"{flag} {text!r} is not USER@ADDRESS[:PORT]; e.g. {flag} {example}")
+    port = int(port_text) if colon else 22
+    if not 0 < port < 65536:
+        raise InitError(f"{flag} {text!r}: port {port} is not 1-65535")
+    return Spec(user, host, port)
+
+
+def _config_from(path_text: str) -> Extra:
+    path = Path(path_text)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise InitError(f"--config-from {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise InitError(f"--config-from {path}: not YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(data, dict) and set(data) == {"config"}:
+        data = data["config"] or {}
+    if not isinstance(data, dict) or any(not str(k).startswith(f"{NAMESPACE}:") for k in data):
+        raise InitError(
+            f"--config-from {path}: expected a mapping of {NAMESPACE}: keys, e.g. '{NAMESPACE}:engine: ...'"
+        )
+    return Extra(dict(data), f"from --config-from {path_text}")
+
+
+def _recipe(name: str) -> recipes.Recipe:
+    known = {r.name: r for r in recipes.load_all()}
+    if name not in known:
+        raise InitError(f"--recipe {name!r} is not in recipes/; the recipes: {', '.join(sorted(known))}")
+    return known[name]
+
+
+def run(pulumi: PulumiCli, plan: object, args: argparse.Namespace) -> int:
+    del plan
+    try:
+        return Init(pulumi, args).run()
+    except (InitError, host_keys.HostKeyError, discover.DiscoveryError, key_files.KeyFileError) as err:
+        for line in str(err).splitlines():
+            sys.stderr.write(f"spark-llm init: {line}\n")
+        sys.stderr.write("spark-llm init: nothing written\n")
+        return 2
+
+
+class Init:
+    def __init__(self, pulumi: PulumiCli, args: argparse.Namespace) -> None:
+        self.pulumi = pulumi
+        self.args = args
+        self.say = sys.stderr.write  # progress on stderr: stdout is the file with --dry-run
+
+    def run(self) -> int:
+        args = self.args
+        if not args.stack:
+            raise InitError("init makes a stack: name it with --stack, e.g. --stack dual-spark")
+        if args.config_file:
+            raise InitError(f"init writes Pulumi.{args.stack}.yaml beside Pulumi.yaml; --config-file is not for init")
+        head = parse_spec(args.head, "--head")
+        workers = [parse_spec(w, "--worker", default_user=head.user) for w in args.worker]
+        key_path = os.path.abspath(os.path.expanduser(args.key))
+        key_files.check_keys({"key": KeyFile(key_path, "--key")})
+        target = PROJECT_DIR / f"Pulumi.{args.stack}.yaml"
+        if target.exists() and not (args.force or args.dry_run):
+            raise InitError(
+                f"{target} exists: init never overwrites it. Review it, or run init again with --force (the old file"
+                " is kept beside it), or with --dry-run to print the new one"
+            )
+        extras = self._extras(head)
+        wanted = Wanted.of(merge_extras(extras))
+        pinned = self._pinned(target)
+
+        head_ssh = SshHost("head", head.host, head.port, head.user, key_path, "")
+        key, how = self._key("head", head, None, pinned)
+        head_ssh = replace(head_ssh, host_key=key)
+        self.say(f"reading the head ({head.user}@{head.host}) ...\n")
+        head_facts = discover.read_node(head_ssh, head.host, model_path=wanted.model_path, image=wanted.image)
+        nodes = [Found("head", head_ssh, head_facts, how, "--head")]
+        found_by = "--worker"
+        if not workers:
+            self._stop_on(wanted.problems({"head": head_facts}, []))
+            workers = self._neighbours(head_ssh, head_facts)
+            found_by = f"found among the head's fabric neighbours on {head_facts.fabric_interface}"
+        for i, spec in enumerate(workers, start=1):
+            name = f"worker-{i}"
+            key, how = self._key(name, spec, head_ssh, pinned)
+            ssh = SshHost(name, spec.host, spec.port, spec.user, key_path, key, via=head_ssh)
+            self.say(f"reading {name} ({spec.user}@{spec.host} through the head) ...\n")
+            facts = discover.read_node(ssh, spec.host, model_path=wanted.model_path, image=wanted.image)
+            nodes.append(Found("worker", ssh, facts, how, found_by))
+
+        self._stop_on(wanted.problems({n.ssh.name: n.facts for n in nodes}, self._reaches(nodes)))
+        written = f"on {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC from {head.user}@{head.host}"
+        text = render(document(nodes, key_path, extras, write.pulumi_keys(target), written))
+        self._check(text)
+        self._unchanged(nodes)
+        for found in nodes:
+            self.say(describe(found) + "\n")
+        if args.dry_run:
+            sys.stdout.write(text)
+            return 0
+        write.write(self.pulumi, args.stack, target, text, self.say)
+        return 0
+
+    @staticmethod
+    def _stop_on(found: list[str]) -> None:
+        if found:
+            raise InitError("\n".join(found))
+
+    def _neighbours(self, head: SshHost, facts: NodeFacts) -> list[Spec]:
+        found = discover.neighbours(head, facts)
+        if not found:
+            iface = facts.fabric_interface or ""
+            raise InitError(
+                f"no --worker given and no node answers on the head's fabric ({iface} {facts.address_on(iface)}):"
+                " name each worker with --worker ADDRESS, as the head reaches it"
+            )
+        self.say(f"workers among the head's fabric neighbours: {', '.join(found)}\n")
+        return [Spec(head.user, address, 22) for address in found]
+
+    @staticmethod
+    def _reaches(nodes: list[Found]) -> list[Reach]:
+        head = nodes[0]
+        iface = head.facts.fabric_interface
+        if not iface:
+            return []
+        mtu = head.facts.interfaces[iface].mtu
+        reaches = []
+        for found in nodes[1:]:
+            address = found.facts.address_on(found.facts.fabric_interface or "")
+            if address is not None:
+                reaches.append(discover.reach(head.ssh, head.facts, found.ssh.name, str(address.ip), mtu))
+        return reaches
+
+    # -- inputs --------------------------------------------------------------------------------------------------
+
+    def _extras(self, head: Spec) -> list[Extra]:
+        extras = []
+        if self.args.recipe:
+            chosen = _recipe(self.args.recipe)
+            source = f"from recipe {chosen.name} (recipes/{chosen.name}.yaml)"
+            extras.append(Extra(recipe_keys(chosen, head.user), source))
+        extras += [_config_from(path) for path in self.args.config_from]
+        return extras
+
+    @staticmethod
+    def _pinned(target: Path) -> dict[tuple[str, int], str]:
+        """The keys an earlier init (the file now at `target`) pinned, by address and port."""
+        try:
+            nodes = written_config(target.read_text()).get(f"{NAMESPACE}:nodes") or []
+        except (OSError, yaml.YAMLError):
+            return {}
+        return {
+            (str(n.get("host")), int(n.get("port", 22))): str(n.get("hostKey"))
+            for n in nodes
+            if isinstance(n, dict) and n.get("hostKey")
+        }
+
+    def _key(self, name: str, spec: Spec, via: SshHost | None, pinned: dict[tuple[str, int], str]) -> tuple[str, str]:
+        key = host_keys.scan(spec.host, spec.port, via)
+        if key is None:
+            if via is None:
+                raise InitError(
+                    f"the head {spec.host}:{spec.port} did not answer ssh-keyscan within {host_keys.SCAN_SECONDS} s:"
+                    f" check the address and that sshd runs there (`ssh -p {spec.port} {spec.user}@{spec.host}`)"
+                )
+            raise InitError(
+                f"{name} {spec.host}:{spec.port} did not answer ssh-keyscan from the head: give the address the head"
+                " reaches it at (its fabric address), and check sshd runs there"
+            )
+        earlier = pinned.get((spec.host, spec.port))
+        fp = fingerprint(key)
+        if earlier is not None and earlier.split()[:2] != key.split()[:2] and fp not in self.args.accept:
+            raise host_keys.HostKeyError(
+                f"{name} ({spec.host}) presents {host_keys.describe(key)}, not the key the existing stack file pins"
+                f" ({host_keys.describe(earlier)}): if the node was reinstalled, compare the new key on its console"
+                f" and run init with --accept {fp} --force; otherwise something else answers at that address"
+            )
+        where = f"{spec.host}:{spec.port}" + (" through the head" if via else "")
+        how = host_keys.accept(name, where, key, self.args.accept)
+        return key, f"{how} (ssh-keyscan from {'the head' if via else 'this machine'})"
+
+    # -- before writing ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(text: str) -> None:
+        """The program's own parse of what would be written (a bad --config-from or recipe value is named here)."""
+        values = {k: v if isinstance(v, str) else json.dumps(v) for k, v in written_config(text).items()}
+        try:
+            with contextlib.chdir(PROJECT_DIR):  # a local model source is relative to the project
+                parse(raw_from_pulumi(values))
+        except ConfigError as err:
+            raise InitError(f"the file init would write does not pass the program's checks: {err}") from None
+
+    @staticmethod
+    def _unchanged(nodes: list[Found]) -> None:
+        """Each node still presents the key accepted at the start (a key that changes meanwhile is refused)."""
+        for found in nodes:
+            ssh = found.ssh
+            now = host_keys.scan(ssh.host, ssh.port, ssh.via)
+            if now is None or now.split()[:2] != ssh.host_key.split()[:2]:
+                shown = host_keys.describe(now) if now else "no key"
+                raise host_keys.HostKeyError(
+                    f"{ssh.name}'s host key changed during init (accepted {host_keys.describe(ssh.host_key)}, now"
+                    f" {shown}): find out why before trusting it"
+                )
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the merged recipe and --config-from keys ask of the nodes: GPUs, an image, a weights directory."""
+
+    gpus: bool
+    image: str
+    model_path: str
+    image_on: str  # where the image must be before `up`: "head" (it sends it on), "every node" (mode present), ""
+
+    def problems(self, nodes: dict[str, NodeFacts], reaches: list[Reach]) -> list[str]:
+        return problems(nodes, reaches, gpus=self.gpus, image=self.image, image_on=self.image_on)
+
+    @classmethod
+    def of(cls, merged: dict[str, tuple[Any, str]]) -> Wanted:
+        def section(key: str) -> dict[str, Any]:
+            value = merged.get(f"{NAMESPACE}:{key}", ({}, ""))[0]
+            return value if isinstance(value, dict) else {}
+
+        image = section("image")
+        mode = image.get("mode", Image.model_fields["mode"].default)
+        source = image.get("source", Image.model_fields["source"].default)
+        return cls(
+            bool(section("engine").get("gpus", True)),
+            str(image.get("ref", "")),
+            str(section("model").get("path", "")),
+            {"present": "every node", "transfer": "head" if source == "head" else ""}.get(mode, ""),
+        )
+
+
+def describe(found: Found) -> str:
+    """One line per node for the person running init: what was found."""
+    f = found.facts
+    iface = f.fabric_interface or "-"
+    mtu = f.interfaces[iface].mtu if iface in f.interfaces else "?"
+    mem = f"{f.mem_total / 1024**3:.1f} GiB" if f.mem_total else "memory unread"
+    disk = f"{f.disk_free / 1e9:.0f} GB free at {f.disk_mount}" if f.disk_free else "free disk unread"
+    return (
+        f"{found.ssh.name}: {f.hostname} {f.arch}, {', '.join(f.gpus) or 'no GPU shown'}, {mem}, {disk};"
+        f" fabric {iface} {f.address_on(iface) or ''} mtu {mtu} RoCE {' '.join(f.twins(iface)) or '-'};"
+        f" management {f.management_interface or '?'}; docker runtimes {' '.join(f.runtimes or ()) or '?'}"
+    )
+
+
+def recipe_keys(chosen: recipes.Recipe, user: str) -> dict[str, Any]:
+    """The config keys a stack from `chosen` starts with; the weights under the head user's ~/models."""
+    config_keys = getattr(recipes, "config_keys", None)
+    keys: dict[str, Any] = dict(config_keys(chosen)) if config_keys else {}
+    model = dict(keys.get(f"{NAMESPACE}:model") or {"name": chosen.model.name})
+    home = "/root" if user == "root" else f"/home/{user}"
+    model.setdefault("path", f"{home}/models/{chosen.model.name.split('/')[-1]}")
+    source: dict[str, Any] = {"kind": "huggingface", "repo": chosen.model.name}
+    if chosen.model.revision:
+        source["revision"] = chosen.model.revision
+    model.setdefault("source", source)
+    keys[f"{NAMESPACE}:model"] = model
+    if not config_keys:
+        keys[f"{NAMESPACE}:image"] = {"ref": chosen.image}
+        keys[f"{NAMESPACE}:engine"] = {
+            "kind": chosen.engine.kind, "executor": chosen.engine.executor, "version": chosen.engine.version,
+            "flags": chosen.flags, "env": chosen.env,
+        }  # fmt: skip
+    return keys
