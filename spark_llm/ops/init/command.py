@@ -193,15 +193,21 @@ class Init:
             raise InitError("\n".join(found))
 
     def _neighbours(self, head: SshHost, facts: NodeFacts) -> list[Spec]:
-        found = discover.neighbours(head, facts)
-        if not found:
-            iface = facts.fabric_interface or ""
+        """The head's fabric neighbours that answer ssh: the workers (one that answers only ping is named, left out)."""
+        iface = facts.fabric_interface or ""
+        answering = []
+        for address in discover.neighbours(head, facts):
+            if host_keys.scan(address, 22, head) is None:
+                self.say(f"{address} answers on the head's fabric but not ssh: left out (--worker names a worker)\n")
+            else:
+                answering.append(address)
+        if not answering:
             raise InitError(
-                f"no --worker given and no node answers on the head's fabric ({iface} {facts.address_on(iface)}):"
+                f"no --worker given and no node answers ssh on the head's fabric ({iface} {facts.address_on(iface)}):"
                 " name each worker with --worker ADDRESS, as the head reaches it"
             )
-        self.say(f"workers among the head's fabric neighbours: {', '.join(found)}\n")
-        return [Spec(head.user, address, 22) for address in found]
+        self.say(f"workers among the head's fabric neighbours: {', '.join(answering)}\n")
+        return [Spec(head.user, address, 22) for address in answering]
 
     @staticmethod
     def _reaches(nodes: list[Found]) -> list[Reach]:

@@ -38,15 +38,17 @@ def read_node(target: SshHost, address: str, *, model_path: str, image: str) -> 
 
 def _ssh_problem(target: SshHost, stderr: str, *, answered: bool) -> str:
     failure = ssh_failure(stderr, answered=answered)
+    # ssh says "nobody@10.0.0.1: Permission denied (publickey)."; the address is in `where` already.
+    detail = failure.message.removeprefix(f"{target.user}@{target.host}: ")
     where = f"{target.user}@{target.host}:{target.port}" + (f" through {target.via.host}" if target.via else "")
     if failure.kind == "key refused":
         return (
-            f"ssh as {where} was refused ({failure.message}): check the user (--head USER@ADDRESS, --worker"
+            f"ssh as {where} was refused ({detail}): check the user (--head USER@ADDRESS, --worker"
             " USER@ADDRESS) and that --key's public key is in that user's ~/.ssh/authorized_keys"
         )
     if failure.kind == "host key mismatch":
-        return f"{where} presented another host key than the one just accepted ({failure.message}): run init again"
-    return f"could not read {where} ({failure.message}): check the address and that the node is up"
+        return f"{where} presented another host key than the one just accepted ({detail}): run init again"
+    return f"could not read {where} ({detail}): check the address and that the node is up"
 
 
 def neighbours(head: SshHost, facts: NodeFacts) -> list[str]:
@@ -57,14 +59,17 @@ def neighbours(head: SshHost, facts: NodeFacts) -> list[str]:
     if iface is None or own is None:
         return []
     sweep = ""
+    # Swept, an address that answers now is REACHABLE; without a sweep, the table's recent entries are all there is.
+    states: tuple[str, ...] = ("REACHABLE", "STALE", "DELAY", "PERMANENT")
     if own.network.prefixlen >= SWEPT_PREFIX:
+        states = ("REACHABLE", "PERMANENT")
         hosts = " ".join(str(a) for a in own.network.hosts() if a != own.ip)
         sweep = f'for a in {hosts}; do ping -c 1 -W 1 -I {shlex.quote(iface)} "$a" >/dev/null 2>&1 & done; wait\n'
     run = runner.run(head, sweep + f"ip -4 neigh show dev {shlex.quote(iface)}\n", timeout=60)
     found = []
     for line in run.stdout.splitlines():
         fields = line.split()
-        if len(fields) >= 2 and fields[-1] in ("REACHABLE", "STALE", "DELAY", "PERMANENT"):
+        if len(fields) >= 2 and fields[-1] in states:
             try:
                 address = ipaddress.IPv4Address(fields[0])
             except ValueError:

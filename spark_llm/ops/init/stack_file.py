@@ -89,19 +89,24 @@ def render(doc: StackFile) -> str:
         lines.append(f"    # {node.host_key.source}")
         lines.append(f"    hostKey: {_scalar(node.host_key.value)}")
     merged = merge_extras(doc.extras)
-    network_extra = merged.pop(f"{NAMESPACE}:network", (({}), ""))[0]
+    network_extra, network_source = merged.pop(f"{NAMESPACE}:network", ({}, ""))
     lines.append(f"  {NAMESPACE}:network:")
     for key, value in doc.network.items():
         if value.source:
             lines.append(f"    # {value.source}")
         lines.append(f"    {key}: {_scalar(value.value)}")
-    for key, value in network_extra.items():
-        if key not in doc.network:
+    rest = {key: value for key, value in network_extra.items() if key not in doc.network}
+    if rest:
+        lines.append(f"    # {network_source}")
+        for key, value in rest.items():
             lines += _block(key, value, 4)
+    said = ""
     for key, (value, source) in merged.items():
         if key in _DISCOVERED:
             continue
-        lines.append(f"  # {source}")
+        if source != said:  # one comment for a run of keys from the same place
+            lines.append(f"  # {source}")
+            said = source
         lines += _block(key, value, 2)
     return "\n".join(lines) + "\n"
 
