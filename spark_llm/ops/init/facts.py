@@ -52,6 +52,7 @@ class NodeFacts:
     disk_mount: str | None
     runtimes: tuple[str, ...] | None
     image_id: str | None
+    home: str = ""
     unread: tuple[str, ...] = field(default=())  # sections that did not answer, named in the summary
 
     @property
@@ -117,6 +118,7 @@ def parse(address: str, sections: dict[str, Section]) -> NodeFacts:
         disk_mount=_disk(sections)[1],
         runtimes=_runtimes(sections),
         image_id=_text(sections, "image") or None,
+        home=_text(sections, "home"),
         unread=unread,
     )
 
