@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -103,6 +104,8 @@ def test_a_probe_waits_a_third_of_the_bound_between_2_and_30_s(bound, seconds):
 
 # ---------- the supervisor's probes (scripts/supervisor.py) against an engine on loopback ----------
 
+# As in its container: the program's own dir (supervisor_node.py beside it) first on the import path.
+sys.path.insert(0, str(PROGRAM.parent))
 _spec = importlib.util.spec_from_file_location("supervisor_program_wedge", PROGRAM)
 assert _spec is not None and _spec.loader is not None
 program = importlib.util.module_from_spec(_spec)
