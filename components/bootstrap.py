@@ -12,7 +12,7 @@ import pulumi
 import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
-from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi
+from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi, recipe, recipe_departures
 from spark_llm.config.stack import SeveralModelsError
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
@@ -85,7 +85,22 @@ def load() -> StackConfig:
         pulumi.log.warn(warning)
     if cfg.api_key is None:
         pulumi.log.warn(open_endpoint_warning(cfg))
+    note_recipe_departures(cfg)
     return cfg
+
+
+def note_recipe_departures(cfg: StackConfig) -> None:
+    """Each place the stack departs from its spark-llm:recipe, one line each: a warning for another engine, release
+    or model than the recipe ran, a note for a changed image, flag or env. No recipe key: nothing."""
+    if cfg.recipe is None:
+        return
+    try:
+        known = recipe.by_name(cfg.recipe)
+    except recipe.RecipeError as err:  # the name is checked by the schema: a recipe file that no longer loads
+        refuse(str(err))
+    for line in recipe_departures.departures(known, cfg):
+        say = pulumi.log.warn if recipe_departures.is_warning(line) else pulumi.log.info
+        say(f"stack departs from recipe {cfg.recipe}: {line}")
 
 
 def open_endpoint_warning(cfg: StackConfig) -> str:

@@ -4,7 +4,8 @@
 # roce_ports: every RoCE device, its port 1's state ("4: ACTIVE") and the netdev(s) under device/net, as a Spark's
 # ConnectX-7 twins show them (rocep1s0f1 over enp1s0f1np1, roceP2p1s0f1 over enP2p1s0f1np1; the PCI prefix's case
 # is the system's). free_at: the model path's file system (the path or its nearest existing parent: init runs
-# before any copy).
+# before any copy). hub_revision REPO: the commit the Hugging Face Hub serves for REPO's main now (its API's JSON,
+# with "sha"), for a recipe that pins none.
 
 roce_ports() {
   local dev state net nets
@@ -25,9 +26,14 @@ free_at() {
   df -P -B1 "$path" | tail -n 1
 }
 
+hub_revision() {
+  curl -fsS --max-time 15 "https://huggingface.co/api/models/$1/revision/main"
+}
+
 discover() {
   local model_path=${1:-$HOME/models} image=${2:-}
   capture hostname hostname -s
+  capture home printenv HOME
   capture arch uname -m
   capture meminfo grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
   capture roce roce_ports

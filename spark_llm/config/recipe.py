@@ -13,6 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from spark_llm.config.base import NAMESPACE
 from spark_llm.group import memory
 
 # The recipes folder at the checkout's top (the operator CLI runs from a checkout).
@@ -28,7 +29,8 @@ class _Strict(BaseModel):
 class RecipeModel(_Strict):
     name: str
     source: str
-    revision: str | None = None
+    # A Hugging Face commit, as spark-llm:model.source.revision takes it (config_keys hands it over).
+    revision: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
     weights_bytes: int = Field(alias="weightsBytes", gt=0)
     weights_bytes_source: str = Field(alias="weightsBytesSource", min_length=1)
 
@@ -75,6 +77,43 @@ def load(path: Path) -> Recipe:
 
 def load_all(folder: Path | None = None) -> list[Recipe]:
     return [load(p) for p in sorted((folder or RECIPES_DIR).glob("*.yaml"))]
+
+
+def known_names(folder: Path | None = None) -> list[str]:
+    """The recipes' names, sorted: each file's name is its recipe's (tests/unit/config/test_recipes.py holds that)."""
+    return sorted(p.stem for p in (folder or RECIPES_DIR).glob("*.yaml"))
+
+
+def by_name(name: str, folder: Path | None = None) -> Recipe:
+    """The recipe called `name` (RecipeError naming the known ones when there is none)."""
+    path = (folder or RECIPES_DIR) / f"{name}.yaml"
+    if name not in known_names(folder):
+        raise RecipeError(f"no recipe {name!r}; known recipes: {', '.join(known_names(folder))}")
+    return load(path)
+
+
+def config_keys(recipe: Recipe) -> dict[str, object]:
+    """Pure: the `spark-llm:*` stack config keys a stack started from `recipe` gets, as Pulumi.<stack>.yaml holds them.
+
+    Each section holds only what the recipe decides; `spark-llm init --recipe` merges them over the sections it
+    writes (model.path, image.mode, engine.port and the nodes stay the stack's own). A pinned revision becomes a
+    Hugging Face source: the schema keeps a revision there (spark-llm:model.source), never beside the name.
+    """
+    model: dict[str, object] = {"name": recipe.model.name}
+    if recipe.model.revision is not None:
+        model["source"] = {"kind": "huggingface", "repo": recipe.model.name, "revision": recipe.model.revision}
+    return {
+        f"{NAMESPACE}:model": model,
+        f"{NAMESPACE}:image": {"ref": recipe.image},
+        f"{NAMESPACE}:engine": {
+            "kind": recipe.engine.kind,
+            "executor": recipe.engine.executor,
+            "version": recipe.engine.version,
+            "flags": list(recipe.flags),
+            "env": dict(recipe.env),
+        },
+        f"{NAMESPACE}:recipe": recipe.name,
+    }
 
 
 def fit(recipe: Recipe, nodes: int) -> memory.Admission:

@@ -41,6 +41,7 @@ from spark_llm.config.models import (
 )
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
+from spark_llm.config.recipe import known_names
 from spark_llm.config.supervisor import Supervisor
 
 
@@ -145,6 +146,26 @@ class StackConfig(ConfigModel):
         ),
         json_schema_extra={"example": "sk-...", "secret": True},
     )
+
+    recipe: str | None = Field(
+        None,
+        description=(
+            "The recipe (recipes/, `spark-llm recipes`) this stack started from: preview and up note where the stack"
+            " departs from it"
+        ),
+        json_schema_extra={"example": "qwen3.5-122b-a10b-fp8-vllm-ray"},
+    )
+
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, v: str | None) -> str | None:
+        if v is not None and v not in known_names():
+            raise KeyedError(
+                f"no recipe {v!r}; known recipes: {', '.join(known_names())} (`spark-llm recipes` lists them)",
+                (),
+                show_example=False,
+            )
+        return v
 
     @field_validator("nodes")
     @classmethod

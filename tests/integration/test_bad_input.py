@@ -5,7 +5,8 @@ milliseconds each. Here a sample of it, one or two per section and per path an e
 the types Pulumi.yaml declares; our model's field and cross-node checks; the engine catalog; a secret given in plain
 text), is written into the stack's config file and previewed with the real CLI against the live sim stack: the
 path from the file to the printed error, and that nothing runs on a node. Each preview costs ~5 s of the test bed's
-two cores; the whole table here took 7.5 minutes of its 26.
+two cores; the whole table here took 7.5 minutes of its 26. A stack that names its recipe (spark-llm:recipe) is not
+bad input: its preview passes and notes where the stack departs from the recipe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import pytest
 import yaml
 
+from spark_llm.config import recipe
 from tests.unit.config.test_config_bad_input import BROKEN, Mutation
 
 pytestmark = pytest.mark.integration
@@ -50,6 +52,7 @@ SAMPLE = (
     "engine-env-swaps-the-ray-token",
     "transfer-encrypt-not-boolean",
     "top-level-key-snake-case",
+    "recipe-unknown",
 )
 _BY_ID = {case_id: (mutate, key) for case_id, mutate, key, _ in BROKEN}
 CASES = [(case_id, *_BY_ID[case_id]) for case_id in SAMPLE] + [
@@ -117,6 +120,39 @@ def test_a_refusal_reads_as_our_message_not_as_a_crash(pulumi, mutate: Mutation,
     assert expected in output, output
     assert "unhandled" not in output and "non-zero exit code" not in output, output
     assert "Traceback" not in output, output
+
+
+# An SGLang recipe: the sim's engine is SGLang at the newest catalogued release, as this recipe's.
+SGLANG_RECIPE = "minimax-m3-v0-nvfp4-reap50-sglang"
+
+
+def _from_recipe_with_one_flag_changed(raw: dict) -> None:
+    """The sim's stack with the recipe's name, flags (one changed) and env; its own model and image stay."""
+    known = recipe.by_name(SGLANG_RECIPE)
+    flags = list(known.flags)
+    flags[flags.index("--context-length") + 1] = "65536"
+    raw["recipe"] = known.name
+    raw["engine"] = dict(raw["engine"], flags=flags, env=dict(known.env))
+
+
+def test_preview_notes_each_place_a_stack_departs_from_its_recipe(pulumi, deployed_state):
+    """A person who started from a recipe and changed a flag sees that, and what the sim itself changes (its model
+    and image), in `pulumi preview`: one line each, the model as a warning; the preview passes."""
+    result = preview_with(pulumi, _from_recipe_with_one_flag_changed)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # Pulumi's Diagnostics section, where each message stands alone (the progress view shows them once more).
+    noted = {
+        line.strip()
+        for line in output.splitlines()
+        if line.strip().startswith(("stack departs from recipe", "warning: stack departs from recipe"))
+    }
+    prefix = f"stack departs from recipe {SGLANG_RECIPE}: "
+    assert noted == {
+        f"warning: {prefix}model.name spark-llm/standin-model (recipe: sparkarena/Minimax-M3-v0-NVFP4-REAP50)",
+        f"{prefix}image.ref spark-llm/standin-engine:sim (recipe: scitrera/dgx-spark-sglang-mm:v0)",
+        f"{prefix}engine.flags --context-length 65536 (recipe: 131072)",
+    }, output
 
 
 def _as_models(raw: dict, *more: dict) -> None:

@@ -157,9 +157,10 @@ class Init:
                 f"{target} exists: init never overwrites it. Review it, or run init again with --force (the old file"
                 " is kept beside it), or with --dry-run to print the new one"
             )
-        extras = self._extras(head)
         chosen = _recipe(args.recipe) if args.recipe else None
-        wanted = Wanted.of(merge_extras(extras), chosen.model.weights_bytes if chosen else 0)
+        files = [_config_from(path) for path in args.config_from]
+        from_recipe = [Extra(dict(recipes.config_keys(chosen)), recipe_source(chosen))] if chosen else []
+        wanted = Wanted.of(merge_extras(from_recipe + files), chosen.model.weights_bytes if chosen else 0)
         pinned = self._pinned(target)
 
         head_ssh = SshHost("head", head.host, head.port, head.user, key_path, "")
@@ -168,6 +169,7 @@ class Init:
         self.say(f"reading the head ({head.user}@{head.host}) ...\n")
         head_facts = discover.read_node(head_ssh, head.host, model_path=wanted.model_path, image=wanted.image)
         nodes = [Found("head", head_ssh, head_facts, how, "--head")]
+        extras = (self._recipe_extras(chosen, head_ssh, head_facts, files) if chosen else []) + files
         found_by = "--worker"
         if not workers:
             self._stop_on(wanted.problems({"head": head_facts}, []))
@@ -232,14 +234,30 @@ class Init:
 
     # -- inputs --------------------------------------------------------------------------------------------------
 
-    def _extras(self, head: Spec) -> list[Extra]:
-        extras = []
-        if self.args.recipe:
-            chosen = _recipe(self.args.recipe)
-            source = f"from recipe {chosen.name} (recipes/{chosen.name}.yaml)"
-            extras.append(Extra(recipe_keys(chosen, head.user), source))
-        extras += [_config_from(path) for path in self.args.config_from]
-        return extras
+    def _recipe_extras(
+        self, chosen: recipes.Recipe, head: SshHost, facts: NodeFacts, files: list[Extra]
+    ) -> list[Extra]:
+        """The recipe's keys, its weights under the head user's ~/models, and a revision: the recipe's, a file's, or
+        the one the Hub serves now (read on the head, which downloads them), so the stack is pinned from the start."""
+        keys = dict(recipes.config_keys(chosen))
+        home = facts.home or ("/root" if head.user == "root" else f"/home/{head.user}")
+        model = dict(keys[f"{NAMESPACE}:model"])  # type: ignore[call-overload]
+        model["path"] = f"{home}/models/{chosen.model.name.split('/')[-1]}"
+        keys[f"{NAMESPACE}:model"] = model
+        extras = [Extra(keys, recipe_source(chosen))]
+        given = merge_extras(files).get(f"{NAMESPACE}:model", ({}, ""))[0]
+        if "source" in model or (isinstance(given, dict) and "source" in given):
+            return extras
+        sha, why = discover.hub_revision(head, chosen.model.name)
+        if sha is None:
+            raise InitError(
+                f"recipe {chosen.name} pins no revision of {chosen.model.name}, and the head could not read the Hub's"
+                f" current one ({why}): pin one in a --config-from file (spark-llm:model: source: kind: huggingface,"
+                f" repo: {chosen.model.name}, revision: <the 40-hex commit>)"
+            )
+        source = {"kind": "huggingface", "repo": chosen.model.name, "revision": sha}
+        where = f"revision: the Hub's main when init ran (huggingface.co/api/models/{chosen.model.name})"
+        return [*extras, Extra({f"{NAMESPACE}:model": {"source": source}}, where)]
 
     @staticmethod
     def _pinned(target: Path) -> dict[tuple[str, int], str]:
@@ -351,22 +369,5 @@ def describe(found: Found) -> str:
     )
 
 
-def recipe_keys(chosen: recipes.Recipe, user: str) -> dict[str, Any]:
-    """The config keys a stack from `chosen` starts with; the weights under the head user's ~/models."""
-    config_keys = getattr(recipes, "config_keys", None)
-    keys: dict[str, Any] = dict(config_keys(chosen)) if config_keys else {}
-    model = dict(keys.get(f"{NAMESPACE}:model") or {"name": chosen.model.name})
-    home = "/root" if user == "root" else f"/home/{user}"
-    model.setdefault("path", f"{home}/models/{chosen.model.name.split('/')[-1]}")
-    source: dict[str, Any] = {"kind": "huggingface", "repo": chosen.model.name}
-    if chosen.model.revision:
-        source["revision"] = chosen.model.revision
-    model.setdefault("source", source)
-    keys[f"{NAMESPACE}:model"] = model
-    if not config_keys:
-        keys[f"{NAMESPACE}:image"] = {"ref": chosen.image}
-        keys[f"{NAMESPACE}:engine"] = {
-            "kind": chosen.engine.kind, "executor": chosen.engine.executor, "version": chosen.engine.version,
-            "flags": chosen.flags, "env": chosen.env,
-        }  # fmt: skip
-    return keys
+def recipe_source(chosen: recipes.Recipe) -> str:
+    return f"from recipe {chosen.name} (recipes/{chosen.name}.yaml)"

@@ -4,6 +4,8 @@ workers' fabric addresses. Every ssh here is pinned to a key the person accepted
 from __future__ import annotations
 
 import ipaddress
+import json
+import re
 import shlex
 
 from spark_llm.ops.init.checks import Reach
@@ -34,6 +36,25 @@ def read_node(target: SshHost, address: str, *, model_path: str, image: str) -> 
     if run.code == 255 or run.code == runner.NO_ANSWER:
         raise DiscoveryError(_ssh_problem(target, run.stderr, answered=run.code != runner.NO_ANSWER))
     return parse(address, parse_sections(run.stdout))
+
+
+def hub_revision(head: SshHost, repo: str) -> tuple[str | None, str]:
+    """The commit the Hub serves for `repo`'s main now, read on the head (it downloads the weights): (sha, "") or
+    (None, why)."""
+    run = runner.run(head, SECTION_FUNCTION + bash_lib("discover") + f"hub_revision {shlex.quote(repo)}\n", timeout=60)
+    return parse_hub_revision(run.stdout, run.stderr)
+
+
+def parse_hub_revision(stdout: str, stderr: str) -> tuple[str | None, str]:
+    """Pure: the Hub API's answer (JSON with "sha": a 40-hex commit), or why there is none."""
+    try:
+        sha = json.loads(stdout).get("sha", "")
+    except (ValueError, AttributeError):
+        last = (stderr.strip().splitlines() or ["no answer"])[-1]
+        return None, last
+    if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{40}", sha):
+        return sha, ""
+    return None, f"the Hub's answer has no commit ({stdout[:120]!r})"
 
 
 def _ssh_problem(target: SshHost, stderr: str, *, answered: bool) -> str:

@@ -52,6 +52,7 @@ class NodeFacts:
     disk_mount: str | None
     runtimes: tuple[str, ...] | None
     image_id: str | None
+    home: str = ""
     unread: tuple[str, ...] = field(default=())  # sections that did not answer, named in the summary
 
     @property
@@ -117,6 +118,7 @@ def parse(address: str, sections: dict[str, Section]) -> NodeFacts:
         disk_mount=_disk(sections)[1],
         runtimes=_runtimes(sections),
         image_id=_text(sections, "image") or None,
+        home=_text(sections, "home"),
         unread=unread,
     )
 
@@ -148,6 +150,14 @@ def _roce(sections: dict[str, Section]) -> tuple[RocePort, ...]:
         device, _, rest = line.partition("|")
         state, _, nets = rest.partition("|")
         ports.append(RocePort(device.strip(), state.strip(), tuple(nets.split())))
+    if not ports:
+        # No sysfs view (a container without /sys/class/infiniband, say): Mellanox's `ibdev2netdev`, where present,
+        # says "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)"; its Up is the netdev's link, the nearest it says to ACTIVE.
+        for line in _lines(sections, "ibdev2netdev"):
+            found = re.match(r"(\S+) port 1 ==> (\S+) \((\w+)\)", line.strip())
+            if found:
+                state = "4: ACTIVE" if found.group(3) == "Up" else f"1: {found.group(3).upper()}"
+                ports.append(RocePort(found.group(1), state, (found.group(2),)))
     return tuple(ports)
 
 

@@ -296,6 +296,7 @@ OTHER = [
     ("transfer-encrypt-not-boolean", _set("transfer", {"encrypt": "aes"}), "transfer.encrypt", "valid boolean"),
     ("ssh-key-path-list", _set("sshKeyPath", ["~/.ssh/a", "~/.ssh/b"]), "spark-llm:sshKeyPath", "valid string"),
     ("unknown-top-level-key", _set("modle", {}), "spark-llm:modle", "did you mean spark-llm:model?"),
+    ("recipe-unknown", _set("recipe", "minimax-m2.7"), "spark-llm:recipe", "; known recipes: "),
     (
         "top-level-key-snake-case",
         _rename("sshKeyPath", "ssh_key_path"),

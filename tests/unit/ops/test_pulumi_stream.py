@@ -114,6 +114,7 @@ def test_a_short_pulumi_command_interrupted_is_stopped_as_ctrl_c_stops_it_and_wa
 # "plugin" in its own process group, and no handler.
 DIES_ON_SIGINT = """#!{python}
 import os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # before it says it is ready: the Ctrl-C must find no handler
 # Pulumi reads a plugin's output through pipes of its own: the plugin does not hold pulumi's stdout.
 plugin = subprocess.Popen(
     [sys.executable, "-c", "import time; time.sleep(60)"],
@@ -121,8 +122,8 @@ plugin = subprocess.Popen(
     stdout=subprocess.DEVNULL,
     stderr=subprocess.DEVNULL,
 )
-open({ready!r}, "w").write(str(plugin.pid))
-signal.signal(signal.SIGINT, signal.SIG_DFL)
+open({ready!r} + ".tmp", "w").write(str(plugin.pid))
+os.replace({ready!r} + ".tmp", {ready!r})  # whole, or not there
 time.sleep(30)
 """
 

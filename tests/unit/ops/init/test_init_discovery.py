@@ -38,3 +38,21 @@ def test_docker_without_an_answer_is_not_a_runtime_list():
 def test_the_image_is_there_only_when_docker_inspect_found_it():
     assert spark(image=("sha256:abc", 0)).image_id == "sha256:abc"
     assert spark(image=("Error: No such image: x", 1)).image_id is None
+
+
+def test_without_sysfs_ibdev2netdev_names_the_ports():
+    from spark_llm.ops.init.facts import parse
+    from spark_llm.ops.sections import parse_sections
+    from tests.unit.ops.init.spark_sections import section, spark_output
+
+    text = spark_output().replace("rocep1s0f0|1: DOWN|enp1s0f0np0 \nroceP2p1s0f0|1: DOWN|enP2p1s0f0np0 \n", "")
+    text = text.replace("rocep1s0f1|4: ACTIVE|enp1s0f1np1 \nroceP2p1s0f1|4: ACTIVE|enP2p1s0f1np1 ", "")
+    text = text.replace(
+        section("ibdev2netdev", "bash: ibdev2netdev: command not found", rc=127),
+        section("ibdev2netdev", "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)\nrocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\n"
+                "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)"),
+    )  # fmt: skip
+    facts = parse("10.1.230.180", parse_sections(text))
+    assert "|" not in parse_sections(text)["roce"].body  # sysfs said nothing
+    assert facts.fabric_interface == "enp1s0f1np1"
+    assert facts.twins("enp1s0f1np1") == ["rocep1s0f1", "roceP2p1s0f1"]
