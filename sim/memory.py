@@ -106,12 +106,13 @@ FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
 # gpu-process` started (the memory admission's --query-compute-apps). `nvidia-smi -L` still says there is no GPU,
 # so `spark-llm preflight` reports the node as simulated rather than passing a GPU check it never ran.
 _FAKE_SMI = r"""#!/usr/bin/env bash
-# The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started; no GPU otherwise.
+# The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started; no GPU otherwise
+# (said on stderr, as the real one says its errors: a query's output stays empty, as on a node without the driver).
 case "$*" in
   *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
   *--query-gpu=name*) echo "NVIDIA GB10 (simulated)"; exit 0 ;;
 esac
-echo "simulated node: no GPU"
+echo "simulated node: no GPU" >&2
 exit 3
 """
 # $1: the fake's text. Installed by `sim up` (a GB10 node) and by `sim gpu-process`.

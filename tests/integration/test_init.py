@@ -54,6 +54,7 @@ class Sim:
     def init(self, *args: str, stack: str = STACK, head: str | None = None):
         cmd = [sys.executable, "-m", "spark_llm.ops.cli", "init", "--stack", stack, "--key", self.key]
         cmd += ["--head", head or f"root@{self.head}", "--config-from", "sim/stack-defaults.yaml"]
+        cmd += ["--config-from", "sim/roce.yaml"]
         cmd += [*args]
         return run(cmd, env=self.env, check=False, timeout=300)
 

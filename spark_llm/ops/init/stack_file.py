@@ -95,11 +95,21 @@ def render(doc: StackFile) -> str:
         if value.source:
             lines.append(f"    # {value.source}")
         lines.append(f"    {key}: {_scalar(value.value)}")
-    rest = {key: value for key, value in network_extra.items() if key not in doc.network}
-    if rest:
-        lines.append(f"    # {network_source}")
-        for key, value in rest.items():
-            lines += _block(key, value, 4)
+    # Each key of the network section from elsewhere says the file it came from (the last one that set it).
+    sources = {
+        key: extra.source
+        for extra in doc.extras
+        for key in (extra.keys.get(f"{NAMESPACE}:network") or {})
+        if isinstance(extra.keys.get(f"{NAMESPACE}:network"), dict)
+    }
+    said = ""
+    for key, value in network_extra.items():
+        if key in doc.network:
+            continue
+        if sources.get(key, network_source) != said:
+            said = sources.get(key, network_source)
+            lines.append(f"    # {said}")
+        lines += _block(key, value, 4)
     said = ""
     for key, (value, source) in merged.items():
         if key in _DISCOVERED:
