@@ -9,6 +9,8 @@ the containers run on the host's docker (bench/router_rig.py), and everything st
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import openai
 import pytest
 
@@ -21,7 +23,7 @@ MESSAGES: list = [{"role": "user", "content": "What does the fabric carry?"}]
 
 
 @pytest.fixture(scope="module")
-def rig() -> RouterRig:
+def rig() -> Iterator[RouterRig]:
     # The router starts with alpha's engine only: beta's is registered by the test, on the running router.
     with router_rig(models_at_start=("alpha",)) as running:
         yield running
