@@ -164,6 +164,8 @@ def main() -> None:
             "engines": {standin.model: standin.engine for standin in MODELS},
             "requests_per_method": args.requests,
             "checks": checks,
+            # Registrations each engine took before smg filed it under its name (RouterRig.add_worker).
+            "registrations": rig.registrations,
             "memory_after_run": memory,
             **measured,
         },

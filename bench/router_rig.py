@@ -3,16 +3,21 @@ test start, check and remove.
 
 Two stand-in engine containers (sim/engine/build-image.sh) serve two model names, one as SGLang and one as vLLM
 would, with no API key of their own; the router container (sim/router/build-image.sh: smg, the Shepherd Model
-Gateway) sits in front of them on a private docker network with the API key, read from a mounted file. Every port is
-published on 127.0.0.1 only. Every container and the network carry a run-unique name prefix and are removed on the
-way out, whatever happened.
+Gateway) sits in front of them with the API key, read from a mounted file. All three share this machine's network
+(`--network host`, as the engines run on a node) and listen on free ports of 127.0.0.1 only. Not a bridge network:
+this machine's requests would then go to a container address, and the sims here leave parts of 172.29/16
+unreachable (a worker's fabric is kept out of the host's reach), where docker may allot a bridge (a run once waited
+60 s for an engine whose log said it was ready: the likely cause). Every container carries a run-unique name and is
+removed on the way out, whatever happened.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import secrets
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -23,20 +28,20 @@ from pathlib import Path
 from tests.waits import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
-ROUTER_PORT = 4000
 KEY_IN_CONTAINER = "/run/secrets/router-api-key"
 READY_TIMEOUT_S = 60
+# Registrations of one engine before giving up (RouterRig.add_worker says why there can be more than one).
+REGISTER_ATTEMPTS = 5
 # smg's label in the router image (sim/router/build-image.sh), so a result names the router it measured.
 VERSION_LABEL = "org.spark-llm.router.smg-version"
 
 
 @dataclass(frozen=True)
 class StandIn:
-    """One stand-in engine: the served model name, its container name, its port inside the network."""
+    """One stand-in engine: the served model name and the engine it plays."""
 
     model: str
     engine: str
-    port: int
 
     def command(self) -> list[str]:
         if self.engine == "sglang":
@@ -44,7 +49,7 @@ class StandIn:
         return ["vllm", "serve", f"/srv/models/{self.model}"]
 
 
-MODELS = (StandIn("alpha", "sglang", 30000), StandIn("beta", "vllm", 8000))
+MODELS = (StandIn("alpha", "sglang"), StandIn("beta", "vllm"))
 
 
 def image(script: str) -> str:
@@ -60,9 +65,11 @@ def docker(*args: str) -> str:
     return result.stdout.strip()
 
 
-def published(container: str, port: int) -> str:
-    """http://127.0.0.1:HOST_PORT for the container's port (docker chose the host port)."""
-    return "http://" + docker("port", container, f"{port}/tcp").splitlines()[0].replace("0.0.0.0", "127.0.0.1")
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now (the kernel's pick; taken by a container a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def request(
@@ -100,7 +107,7 @@ def healthy(url: str) -> bool:
 
 @dataclass
 class RouterRig:
-    """What is running: each model's engine URL (from this machine), the router's URL, its key and version."""
+    """What is running: each model's engine URL, the router's URL, its key and version."""
 
     run_id: str
     key: str
@@ -108,14 +115,39 @@ class RouterRig:
     router_container: str
     router_url: str = ""
     engine_urls: dict[str, str] = field(default_factory=dict)
-    # The engines' addresses inside the network, as the router reaches them.
-    worker_urls: dict[str, str] = field(default_factory=dict)
     engine_containers: dict[str, str] = field(default_factory=dict)
+    # How many registrations each model took (add_worker).
+    registrations: dict[str, int] = field(default_factory=dict)
 
     def add_worker(self, model: str) -> int:
         """Register a running engine with the running router (smg's POST /workers): the router's model list
-        changes with no restart of the router or of any engine. Returns the HTTP status (202: queued)."""
-        return request(self.router_url, "POST", "/workers", {"url": self.worker_urls[model]}, key=self.key)[0]
+        changes with no restart of the router or of any engine. Returns how many registrations it took.
+
+        smg 1.13.0 sometimes files a vLLM engine under the model `unknown`, `model_id` in the request or not (about
+        one registration in five here; the engine's /v1/models answered its name): so the name is checked in
+        GET /workers, and a wrong entry is deleted and registered again, REGISTER_ATTEMPTS times at most."""
+        url = self.engine_urls[model]
+        for attempt in range(1, REGISTER_ATTEMPTS + 1):
+            status, _, body = request(
+                self.router_url, "POST", "/workers", {"url": url, "model_id": model}, key=self.key
+            )
+            if status != 202:
+                raise RuntimeError(f"the router refused to register {model}: HTTP {status} {body[:300]!r}")
+            entry = wait_for(f"the router's worker entry for {url}", lambda: self.worker_entry(url), READY_TIMEOUT_S)
+            if entry["model_id"] == model:
+                return attempt
+            request(self.router_url, "DELETE", f"/workers/{entry['id']}", key=self.key)
+            wait_for(f"the router to drop its {entry['model_id']!r} entry", lambda: not self.worker_entry(url), 30)
+        raise RuntimeError(
+            f"smg filed {url} under another model {REGISTER_ATTEMPTS} times; its log:\n{self.router_log()}"
+        )
+
+    def worker_entry(self, url: str) -> dict | None:
+        """The router's entry for the engine at `url` (GET /workers), if it has one."""
+        status, _, body = request(self.router_url, path="/workers", key=self.key)
+        if status != 200:
+            return None
+        return next((worker for worker in json.loads(body)["workers"] if worker["url"] == url), None)
 
     def memory_mib(self, container: str) -> float:
         """The container's memory use now (its cgroup, as `docker stats` reads it), in MiB."""
@@ -124,6 +156,13 @@ class RouterRig:
         unit = next(unit for unit in units if usage.endswith(unit))
         return round(float(usage.removesuffix(unit)) * units[unit], 1)
 
+    def router_log(self) -> str:
+        """The router's log lines so far that are not about one request (colour codes dropped), for a failure's
+        message."""
+        logs = subprocess.run(["docker", "logs", self.router_container], capture_output=True, text=True)
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", logs.stdout + logs.stderr).splitlines()
+        return "\n".join(line for line in lines if "http_request{" not in line and "multimodal" not in line)
+
     def started_at(self, container: str) -> str:
         """When docker last started the container (a restart changes it)."""
         return docker("inspect", "-f", "{{.State.StartedAt}}", container)
@@ -131,7 +170,7 @@ class RouterRig:
 
 @contextmanager
 def router_rig(models_at_start: tuple[str, ...] = ("alpha", "beta")) -> Iterator[RouterRig]:
-    """The two stand-ins and the router (registered with the engines of `models_at_start`), ready: each engine's
+    """The two stand-ins and the router with the engines of `models_at_start` registered, ready: each engine's
     /health answers 200 and the router lists those models. Everything is removed on exit."""
     engine_image = image("sim/engine/build-image.sh")
     router_image = image("sim/router/build-image.sh")
@@ -145,37 +184,37 @@ def router_rig(models_at_start: tuple[str, ...] = ("alpha", "beta")) -> Iterator
         router_container=f"{run_id}-router",
     )
     started: list[str] = []
-    network_made = False
     with tempfile.TemporaryDirectory(prefix="spark-llm-router-") as tmp:
         key_file = Path(tmp) / "api-key"
         key_file.write_text(rig.key + "\n")
         key_file.chmod(0o400)
         try:
-            docker("network", "create", "--label", f"spark-llm.router-rig={run_id}", run_id)
-            network_made = True
             for standin in MODELS:
-                name = f"{run_id}-{standin.model}"
+                name, port = f"{run_id}-{standin.model}", free_port()
                 started.append(name)
                 docker(
-                    "run", "-d", "--name", name, "--network", run_id, "--network-alias", standin.model,
-                    "-p", f"127.0.0.1::{standin.port}", engine_image, *standin.command(),
-                    "--served-model-name", standin.model, "--host", "0.0.0.0", "--port", str(standin.port),
+                    "run", "-d", "--name", name, "--network", "host", engine_image, *standin.command(),
+                    "--served-model-name", standin.model, "--host", "127.0.0.1", "--port", str(port),
                 )  # fmt: skip
                 rig.engine_containers[standin.model] = name
-                rig.worker_urls[standin.model] = f"http://{standin.model}:{standin.port}"
-                rig.engine_urls[standin.model] = published(name, standin.port)
+                rig.engine_urls[standin.model] = f"http://127.0.0.1:{port}"
             for model, url in rig.engine_urls.items():
                 wait_for(f"the {model} stand-in's /health to answer 200", lambda url=url: healthy(url), READY_TIMEOUT_S)
             started.append(rig.router_container)
+            router_port = free_port()
             docker(
-                "run", "-d", "--name", rig.router_container, "--network", run_id,
-                "-p", f"127.0.0.1::{ROUTER_PORT}",
+                "run", "-d", "--name", rig.router_container, "--network", "host",
                 "-v", f"{key_file}:{KEY_IN_CONTAINER}:ro", "-e", f"SPARK_LLM_ROUTER_API_KEY_FILE={KEY_IN_CONTAINER}",
-                router_image, "spark-llm-router",
-                "--worker-urls", *(rig.worker_urls[model] for model in models_at_start),
-                "--host", "0.0.0.0", "--port", str(ROUTER_PORT),
+                router_image, "spark-llm-router", "--host", "127.0.0.1", "--port", str(router_port),
+                # smg's metrics listen on 0.0.0.0:29000 unless told: one port per router, on loopback.
+                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
             )  # fmt: skip
-            rig.router_url = published(rig.router_container, ROUTER_PORT)
+            rig.router_url = f"http://127.0.0.1:{router_port}"
+            # Each engine registered through the API, as every later change is: add_worker checks the model name
+            # smg files it under, which `--worker-urls` would leave unchecked.
+            wait_for("the router to answer /health", lambda: healthy(rig.router_url), READY_TIMEOUT_S)
+            for model in models_at_start:
+                rig.registrations[model] = rig.add_worker(model)
             wait_for(
                 f"the router to list {', '.join(models_at_start)}",
                 lambda: listed_models(rig.router_url, rig.key) == sorted(models_at_start),
@@ -190,5 +229,3 @@ def router_rig(models_at_start: tuple[str, ...] = ("alpha", "beta")) -> Iterator
         finally:
             if started:
                 subprocess.run(["docker", "rm", "-f", *started], capture_output=True)
-            if network_made:
-                subprocess.run(["docker", "network", "rm", run_id], capture_output=True)

@@ -35,10 +35,11 @@ def client(rig: RouterRig, key: str) -> openai.OpenAI:
 
 def test_one_endpoint_serves_both_models_by_name_with_one_key(rig: RouterRig) -> None:
     alpha_started = {name: rig.started_at(name) for name in (rig.router_container, rig.engine_containers["alpha"])}
-    assert rig.add_worker("beta") == 202
-    wait_for(
-        "the running router to list beta too", lambda: listed_models(rig.router_url, rig.key) == ["alpha", "beta"], 30
-    )
+    rig.registrations["beta"] = rig.add_worker("beta")
+    try:
+        wait_for("the router to list beta too", lambda: listed_models(rig.router_url, rig.key) == ["alpha", "beta"], 30)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nthe router's log:\n{rig.router_log()[-6000:]}") from None
     # Nothing was restarted to add a model: the router and alpha's engine are the same containers, started once.
     assert {name: rig.started_at(name) for name in alpha_started} == alpha_started
 
