@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
 import sys
 import time
@@ -153,7 +154,10 @@ def main() -> None:
         checks = client_checks(rig)
         # A short warm-up (connections, the router's first route), not counted.
         measure(rig, 8)
+        load_before = os.getloadavg()[0]
         measured = measure(rig, args.requests)
+        # The machine is shared: its 1-minute load around the run says how much the p99s are the machine's.
+        load = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
         # What the router costs the head in memory (it will count in the head's admission), after the run.
         memory = {"router_mib": rig.memory_mib(rig.router_container)}
         memory.update({f"engine_{model}_mib": rig.memory_mib(name) for model, name in rig.engine_containers.items()})
@@ -167,6 +171,7 @@ def main() -> None:
             # Registrations each engine took before smg filed it under its name (RouterRig.add_worker).
             "registrations": rig.registrations,
             "memory_after_run": memory,
+            "load_average_1min": load,
             **measured,
         },
     )
