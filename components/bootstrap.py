@@ -13,11 +13,13 @@ import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi, recipe, recipe_departures
+from spark_llm.config.stack import SeveralModelsError
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.host_record import host_fields, missing_verbs_devices
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.placement import place
 from spark_llm.remote import key_files, observe
 from spark_llm.remote.pulumi_process import pulumi_process
 
@@ -66,6 +68,13 @@ def load() -> StackConfig:
     """
     try:
         cfg = parse(raw_stack_config(), secret_keys())
+    except SeveralModelsError as err:
+        # Every other check passed: the models' fit per node (spark_llm.plan.placement) comes before the refusal.
+        placement = "".join("\n    " + line for line in place(err.deployments).lines())
+        refuse(
+            f"invalid stack configuration:\n  {NAMESPACE}:models on the nodes (a GB10's MemTotal):{placement}\n  {err}"
+            "\nNothing was run on any node."
+        )
     except ConfigError as err:
         # The message alone (no traceback, no "unhandled error"): it is the user's input, not our bug.
         refuse(

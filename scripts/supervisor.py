@@ -26,26 +26,24 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shlex
 import signal
-import socket
-import subprocess
 import sys
 import time
+
+# Each member's node, reached the one way it allows (its own file, shipped beside this one).
+from supervisor_node import Node
 
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
-from spark_llm.group.logs import api_logs_path, logs_command
-from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
-from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section, restart_held
+from spark_llm.group.members import Member
+from spark_llm.group.memory import restart_held
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
     IN_PROGRESS,
     Budget,
     GaveUp,
     RestartRecord,
-    SpecMember,
     SupervisorSpec,
     SupervisorState,
     dumps,
@@ -55,153 +53,9 @@ from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, servin
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
-from spark_llm.group.weights import RECORD_REQUEST, weights_problem
+from spark_llm.group.weights import weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
-LOG_LINES = 5
-NO_RECORD = 3  # scripts/supervisor_allow.sh's exit code for a worker that has no weights record
-
-
-# ---------- the members' engines: the head's through its Docker socket, the workers' over ssh ----------
-
-
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
-def _frames(raw: bytes) -> str:
-    """Docker's multiplexed log stream (8-byte frame headers) -> text."""
-    out, i = b"", 0
-    while i + 8 <= len(raw):
-        size = int.from_bytes(raw[i + 4 : i + 8], "big")
-        out += raw[i + 8 : i + 8 + size]
-        i += 8 + size
-    return out.decode(errors="replace")
-
-
-class Node:
-    """One member's node: its engine container read and started the one way the node allows."""
-
-    def __init__(self, spec: SupervisorSpec, member: SpecMember) -> None:
-        self.name, self.role, self.container = member["name"], member["role"], spec["container"]
-        self.expected_id = member["container_id"]
-        self.socket = spec["docker_socket"]
-        self.weights_path = spec["weights_record"]  # the head's (mounted read-only); a worker's is asked for
-        self.meminfo_path = spec["meminfo"]
-        ssh = ["ssh", "-i", spec["key_path"], "-o", f"UserKnownHostsFile={spec['known_hosts']}"]
-        ssh += [w for o in spec["ssh_options"] for w in ("-o", o)]
-        self.ssh = ssh + ["-p", str(member["port"]), f"{member['user']}@{member['address']}"]
-
-    def _api(self, method: str, path: str, timeout: float = 30) -> tuple[int, bytes]:
-        conn = _UnixHTTPConnection(self.socket, timeout)
-        try:
-            conn.request(method, path)
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
-
-    def _remote(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        """`command` (one shell line: ssh hands the worker's shell a string) run on the worker."""
-        return subprocess.run(
-            [*self.ssh, "--", command], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-
-    def read(self) -> Member:
-        try:
-            if self.role == "head":
-                code, body = self._api("GET", f"/containers/{self.container}/json", timeout=10)
-                if code == 404:
-                    return Member(self.name, self.role, ABSENT)
-                if code != 200:
-                    return Member(self.name, self.role, UNREACHABLE, error=f"docker answered {code}")
-                return self._member(json.loads(body))
-            run = self._remote(shlex.join(["docker", "inspect", self.container]))
-        except (OSError, subprocess.TimeoutExpired, ValueError) as err:
-            return Member(self.name, self.role, UNREACHABLE, error=str(err)[:200])
-        if run.returncode not in (0, 255) and "No such" in run.stderr:  # 255: ssh's own failure
-            return Member(self.name, self.role, ABSENT)
-        if run.returncode == 255:  # ssh's own failure: in words fit for `spark-llm status` to relay
-            return Member(self.name, self.role, UNREACHABLE, error=ssh_failure(self.name, run.stderr))
-        if run.returncode != 0:
-            return Member(self.name, self.role, UNREACHABLE, error=run.stderr.strip()[-200:])
-        return self._member(json.loads(run.stdout)[0])
-
-    def _member(self, info: dict) -> Member:
-        # A container that is not the one `pulumi up` created: a `pulumi up --replace` at work, or someone's own.
-        other = bool(self.expected_id) and info.get("Id", "") != self.expected_id
-        foreign = "another deployment than the one this supervisor watches (`pulumi up` replaced it?)" if other else ""
-        return from_inspect(self.name, self.role, info.get("State") or {}, foreign=foreign)
-
-    def act(self, verb: str) -> str:
-        """`start` or `stop` the engine container; '' when done, else what went wrong."""
-        try:
-            if self.role == "head":
-                query = "?t=10" if verb == "stop" else ""
-                code, body = self._api("POST", f"/containers/{self.container}/{verb}{query}")
-                return "" if code in (204, 304) else f"docker {verb} answered {code}: {body.decode()[:200]}"
-            run = self._remote(shlex.join(["docker", verb, *(["-t", "10"] if verb == "stop" else []), self.container]))
-            return "" if run.returncode == 0 else (run.stderr.strip() or f"exit {run.returncode}")[-300:]
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return str(err)[:300]
-
-    def weights_record(self) -> tuple[str | None, str]:
-        """This node's weights record (spark_llm.group.weights): (its text, or None when it has none; '' or why it
-        could not be read). The head's from its mount, a worker's with the one request its key may make for it."""
-        try:
-            if self.role == "head":
-                with open(self.weights_path) as f:
-                    return f.read(), ""
-            run = self._remote(RECORD_REQUEST)
-        except FileNotFoundError:
-            return None, ""
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return None, str(err)[:200]
-        if run.returncode == NO_RECORD:
-            return None, ""
-        if run.returncode == 255:  # ssh's own failure
-            return None, ssh_failure(self.name, run.stderr)
-        if run.returncode != 0:
-            return None, (run.stderr.strip() or f"exit {run.returncode}")[-200:]
-        return run.stdout, ""
-
-    def memory(self) -> dict[str, str]:
-        """This node's memory as the admission reads it (spark_llm.group.memory): the head's from its mounted
-        /proc/meminfo (no nvidia-smi in this container), a worker's with the one request its key may make for it."""
-        try:
-            if self.role == "head":
-                with open(self.meminfo_path) as f:
-                    return {
-                        INFO_SECTION: info_section(f.read()),
-                        GPU_SECTION: "!not read by the supervisor on the head",
-                    }
-            run = self._remote(MEMORY_REQUEST)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return {INFO_SECTION: f"!{str(err)[:200]}"}
-        if run.returncode != 0:
-            why = ssh_failure(self.name, run.stderr) if run.returncode == 255 else run.stderr.strip()[-200:]
-            return {INFO_SECTION: f"!{why or f'exit {run.returncode}'}"}
-        return dict(line.split("\t", 1) for line in run.stdout.splitlines() if "\t" in line)
-
-    def logs(self) -> list[str]:
-        try:
-            if self.role == "head":
-                _, raw = self._api("GET", api_logs_path(self.container, LOG_LINES))
-                text = _frames(raw)
-            else:
-                run = self._remote(logs_command(self.container, tail=LOG_LINES))
-                text = run.stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return []
-        return [line[:300] for line in text.splitlines()[-LOG_LINES:]]
 
 
 # ---------- the loop ----------

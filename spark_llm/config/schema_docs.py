@@ -26,7 +26,14 @@ YAML_BEGIN, YAML_END = (
 )
 
 
+def _required_type(annotation: Any) -> Any:
+    """`X | None` -> X (an optional key's type is its value's)."""
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    return args[0] if len(args) == 1 and type(None) in getattr(annotation, "__args__", ()) else annotation
+
+
 def _pulumi_type(annotation: Any) -> str:
+    annotation = _required_type(annotation)
     origin = getattr(annotation, "__origin__", None)
     if origin is list:
         return "array"
@@ -70,8 +77,10 @@ def declarations() -> dict[str, dict[str, Any]]:
             decl["items"] = {"type": "object"}
         default = _default(field)
         if default is not PydanticUndefined:
-            # Pulumi requires a value for a declared key without a default: optional keys default to "".
-            decl["default"] = "" if default is None else default
+            # Pulumi requires a value for a declared key without a default: optional keys default to "" (to {} or
+            # [] when typed object or array: Pulumi refuses a default of another type), which `parse` reads as unset.
+            empty: Any = {"object": {}, "array": []}.get(decl["type"], "")
+            decl["default"] = empty if default is None else default
         # Secret keys are optional, and Pulumi refuses a "" default on a `secret: true` key: the program itself
         # refuses a plain-text value for them (spark_llm.config.SECRET_KEYS).
         out[key] = decl
@@ -82,7 +91,7 @@ def _leaf_rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str,
     rows = []
     for name, field in model.model_fields.items():
         key = f"{prefix}.{field.alias or name}" if prefix else f"{NAMESPACE}:{field.alias or name}"
-        ann = field.annotation
+        ann = _required_type(field.annotation)
         nested = [a for a in (ann, *getattr(ann, "__args__", ())) if isinstance(a, type) and issubclass(a, BaseModel)]
         default = _default(field)
         shown = "required" if default is PydanticUndefined else json.dumps(default)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from spark_llm.config.base import (
     NAMESPACE,
@@ -22,6 +22,7 @@ from spark_llm.config.base import (
     ConfigModel,
     Int,
     KeyedError,
+    SeveralKeyedError,
     closest,
 )
 from spark_llm.config.base import format_errors as _format_errors
@@ -29,6 +30,15 @@ from spark_llm.config.engine import Engine
 from spark_llm.config.image import Image
 from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
+from spark_llm.config.models import (
+    ONE_MODEL_PER_STACK,
+    Deployment,
+    ModelDeployment,
+    as_single_form,
+    check_models,
+    deployments,
+    single_form_given,
+)
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
 from spark_llm.config.recipe import known_names
@@ -96,9 +106,27 @@ class StackConfig(ConfigModel):
         description="The head and its workers",
         json_schema_extra={"example": "[{name: spark-1, role: head, ...}]"},
     )
-    model: Model
-    image: Image
+    # None only while spark-llm:models stands for them: `parse` returns a config where both are set, so the rest of
+    # the program reads them as the single form's (the ignores say that to mypy).
+    model: Model = Field(  # type: ignore[assignment]
+        None,
+        description="The model served: its name in the API, its weights' source, and their directory on every node"
+        " (or list it in spark-llm:models)",
+    )
+    image: Image = Field(  # type: ignore[assignment]
+        None, description="The engine's container image and how it reaches every node (or in spark-llm:models)"
+    )
     engine: Engine = Field(default_factory=Engine)
+    models: list[ModelDeployment] | None = Field(
+        None,
+        description=(
+            "The stack's models, each with the keys of spark-llm:model plus image, engine and nodes, instead of"
+            " spark-llm:model, image and engine; each model's memory budget is its engine's own setting"
+            " (--gpu-memory-utilization, --mem-fraction-static or --kv-cache-memory-bytes in engine.flags), summed"
+            " per node. This version serves one model per stack: list one"
+        ),
+        json_schema_extra={"example": "[{name: qwen, path: /models/qwen, image: {ref: ...}, engine: {...}}]"},
+    )
     network: Network = Field(default_factory=Network)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     transfer: Transfer = Field(default_factory=Transfer)
@@ -144,6 +172,34 @@ class StackConfig(ConfigModel):
     def _topology(cls, nodes: list[Node]) -> list[Node]:
         return check_topology(nodes)
 
+    @field_validator("models")
+    @classmethod
+    def _models(cls, models: list[ModelDeployment] | None, info: ValidationInfo) -> list[ModelDeployment] | None:
+        if models is None:
+            return None
+        if not models:
+            why = f"an empty list serves no model: list at least one, or remove the key and set {NAMESPACE}:model"
+            raise KeyedError(why, (), "[{name: qwen, path: /models/qwen, image: {ref: vllm/vllm-openai}}]")
+        nodes = info.data.get("nodes")
+        mistakes = check_models(models, nodes) if nodes is not None else []  # bad nodes are named under nodes
+        if mistakes:
+            raise SeveralKeyedError(mistakes)
+        return models
+
+    @model_validator(mode="after")
+    def _a_model(self) -> StackConfig:
+        if self.models:
+            return self
+        for key, value in (("model", self.model), ("image", self.image)):
+            if value is None:
+                raise KeyedError(f"required: this key is missing (or list the models in {NAMESPACE}:models)", (key,))
+        return self
+
+    def deployments(self) -> list[Deployment]:
+        """The stack's models as one list, whichever form the stack file uses (spark_llm.config.models)."""
+        single = (self.model, self.image, self.engine) if self.model is not None else None
+        return deployments(self.nodes, self.models, single)
+
     @property
     def head(self) -> Node:
         return next(n for n in self.nodes if n.role == "head")
@@ -164,6 +220,14 @@ SECRET_KEYS = tuple(
 
 # Top-level keys as written in Pulumi.<stack>.yaml (without the namespace) -> field name.
 TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
+
+
+class SeveralModelsError(ConfigError):
+    """spark-llm:models lists more than one model, each valid: this version serves one (ONE_MODEL_PER_STACK)."""
+
+    def __init__(self, found: list[Deployment]) -> None:
+        super().__init__(ONE_MODEL_PER_STACK)
+        self.deployments = found
 
 
 def format_errors(err: ValidationError) -> str:
@@ -216,7 +280,42 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
             + "\n  ".join(lines)
             + f"\n  known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
         )
+    raw, extra = _one_form(raw)
+    several = isinstance(raw.get("models"), list) and len(raw["models"]) > 1
     try:
-        return StackConfig.model_validate(dict(raw))
+        cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
-        raise ConfigError(format_errors(err)) from None
+        # Every other mistake first: the user learns them all, then that this version serves one model.
+        message = format_errors(err)
+        raise ConfigError("".join([message, *("\n  " + line for line in extra)]) + _one_model_line(several)) from None
+    if extra:
+        raise ConfigError("invalid stack configuration:" + "".join("\n  " + line for line in extra))
+    if several:
+        raise SeveralModelsError(cfg.deployments())
+    if cfg.models:
+        # A list of one deploys exactly as the single form with the same keys.
+        model, image, engine = as_single_form(cfg.models[0])
+        cfg = cfg.model_copy(update={"model": model, "image": image, "engine": engine})
+    return cfg
+
+
+def _one_model_line(several: bool) -> str:
+    return "\n  " + ONE_MODEL_PER_STACK if several else ""
+
+
+def _one_form(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`raw` without what Pulumi.yaml's defaults fill in for an unset key, and a line for each single-form key set
+    beside spark-llm:models (a stack takes one form)."""
+    # Pulumi requires a default for an optional key, {} for an object and [] for a list: those mean unset.
+    raw = {k: v for k, v in raw.items() if not (k in ("model", "image") and v == {})}
+    if raw.get("models") == [] and "model" in raw:
+        del raw["models"]
+    if not raw.get("models"):
+        return raw, []
+    given = single_form_given(raw)
+    lines = [
+        f"{NAMESPACE}:{key}: a stack takes the single form ({NAMESPACE}:model, image, engine) or {NAMESPACE}:models,"
+        f" not both: move its keys into the entry of {NAMESPACE}:models, or remove {NAMESPACE}:models"
+        for key in given
+    ]
+    return {k: v for k, v in raw.items() if k not in (*given, "engine")}, lines

@@ -118,6 +118,17 @@ def rank_weights(weights_bytes: int, tensor_parallel: int, pipeline_parallel: in
     return math.ceil(weights_bytes / max(tensor_parallel * pipeline_parallel, 1))
 
 
+def rank_need(setting: EngineMemory, share: int, total: int) -> tuple[int, str]:
+    """Pure: what one rank takes of a node of MemTotal `total` (bytes), and how, in words."""
+    if setting.kv_bytes is not None:
+        need = share + setting.kv_bytes + ENGINE_RESERVE
+        return need, f"weights {gib(share)} + KV {gib(setting.kv_bytes)} + engine {gib(ENGINE_RESERVE)}"
+    if setting.fraction is not None:
+        return math.ceil(setting.fraction * total), f"{setting.flag} {setting.fraction:g} x {gib(total)}"
+    took = f"weights {gib(share)} + engine {gib(ENGINE_RESERVE)} (the engine sizes its KV cache from the rest)"
+    return share + ENGINE_RESERVE, took
+
+
 # ---------- what a node gives ----------
 
 
@@ -234,16 +245,7 @@ def judge(
     total = info["MemTotal"]
     weights = weights_bytes if weights_bytes is not None else seen.weights
     share = rank_weights(weights, ranks) if weights is not None else 0
-    # What the engine's setting takes.
-    if setting.kv_bytes is not None:
-        need = share + setting.kv_bytes + ENGINE_RESERVE
-        took = f"weights {gib(share)} + KV {gib(setting.kv_bytes)} + engine {gib(ENGINE_RESERVE)}"
-    elif setting.fraction is not None:
-        need = math.ceil(setting.fraction * total)
-        took = f"{setting.flag} {setting.fraction:g} x {gib(total)}"
-    else:
-        need = share + ENGINE_RESERVE
-        took = f"weights {gib(share)} + engine {gib(ENGINE_RESERVE)} (the engine sizes its KV cache from the rest)"
+    need, took = rank_need(setting, share, total)
     weights_said = (
         f"its weights share {gib(share)} (1/{ranks} of {gib(weights)})"
         if weights is not None
@@ -288,7 +290,7 @@ def judge(
     for p in leftovers:
         where = f" in container {p.container}" if p.container else " on the host"
         fixes.append(f"stop the leftover process {p.pid}{where} ({gib(p.used)})")
-    lower = _lower_setting(setting, available, share, total)
+    lower = lower_setting(setting, available, share, total)
     if lower:
         fixes.append(lower)
     verdict = WARN if available >= need else REFUSED
@@ -301,17 +303,19 @@ def _process(p: GpuProcess) -> str:
     return f"pid {p.pid} ({p.container or 'host'}) {gib(p.used)}"
 
 
-def _lower_setting(setting: EngineMemory, available: int, share: int, total: int) -> str:
-    """The setting lowered to what the node gives (with the warn margin), when that still holds the weights."""
+def lower_setting(setting: EngineMemory, available: int, share: int, total: int, whose: str = "") -> str:
+    """The setting lowered to what the node gives (with the warn margin), when that still holds the weights.
+
+    `whose`: the model it is said of (`embed's `), where a node holds several."""
     room = available - WARN_MARGIN
     if setting.fraction is not None:
         value = math.floor(room / total * 100) / 100
         if value > 0 and value * total >= share + ENGINE_RESERVE:
-            return f"lower {setting.flag} to {value:.2f}"
+            return f"lower {whose}{setting.flag} to {value:.2f}"
     elif setting.kv_bytes is not None:
         kv = room - share - ENGINE_RESERVE
         if kv > GIB:
-            return f"lower --kv-cache-memory-bytes to {kv // GIB}g"
+            return f"lower {whose}--kv-cache-memory-bytes to {kv // GIB}g"
     return ""
 
 

@@ -27,6 +27,7 @@ from spark_llm.plan.weights.steps import DRIFT_STEP as WEIGHTS_STEP
 
 CONTAINER_NAME = "spark-llm-supervisor"
 PROGRAM = SCRIPTS_DIR / "supervisor.py"
+NODE_MODULE = SCRIPTS_DIR / "supervisor_node.py"
 GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
 # Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
 CONTAINER_DIR = "/spark-llm-supervisor"
@@ -133,10 +134,11 @@ def spec_json(plan: DeploymentPlan, container_ids: dict[str, str]) -> str:
 
 
 def program_files() -> dict[str, str]:
-    """The program and what it imports, by path under the supervisor's dir: scripts/supervisor.py and the group's
+    """The program and what it imports, by path under the supervisor's dir: scripts/supervisor.py, its
+    supervisor_node.py, and the group's
     room (spark_llm/group, standard library only), so the supervisor judges the group with the very code `pulumi
     preview` and `spark-llm status` use. Python finds the package beside the program (its dir is first on sys.path)."""
-    files = {"supervisor.py": PROGRAM.read_text()}
+    files = {"supervisor.py": PROGRAM.read_text(), "supervisor_node.py": NODE_MODULE.read_text()}
     for path in [GROUP_PACKAGE.parent / "__init__.py", *sorted(GROUP_PACKAGE.glob("*.py"))]:
         files[path.relative_to(GROUP_PACKAGE.parents[1]).as_posix()] = path.read_text()
     return files

@@ -66,7 +66,7 @@ def deployed_state(pulumi, sim_cluster):
     return _node_state(sim_cluster)
 
 
-def preview_with(pulumi, mutate: Mutation) -> subprocess.CompletedProcess[str]:
+def preview_with(pulumi, mutate: Mutation, *args: str) -> subprocess.CompletedProcess[str]:
     """`pulumi preview` of the sim's config with `mutate` applied to its `spark-llm:` keys; the config restored."""
     pulumi.reset_config()
     document = yaml.safe_load(pulumi.config_file.read_text())
@@ -75,7 +75,7 @@ def preview_with(pulumi, mutate: Mutation) -> subprocess.CompletedProcess[str]:
     document["config"] = {NAMESPACE + k: v for k, v in raw.items()}
     pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
     try:
-        return pulumi("preview", check=False)
+        return pulumi("preview", *args, check=False)
     finally:
         pulumi.reset_config()
 
@@ -153,3 +153,36 @@ def test_preview_notes_each_place_a_stack_departs_from_its_recipe(pulumi, deploy
         f"{prefix}image.ref spark-llm/standin-engine:sim (recipe: scitrera/dgx-spark-sglang-mm:v0)",
         f"{prefix}engine.flags --context-length 65536 (recipe: 131072)",
     }, output
+
+
+def _as_models(raw: dict, *more: dict) -> None:
+    """The single form's model, image and engine moved into spark-llm:models as its first entry, then `more`."""
+    entry = {**raw.pop("model"), "image": raw.pop("image"), "engine": raw.pop("engine")}
+    raw["models"] = [entry, *more]
+
+
+def test_a_deployed_stack_moved_into_a_list_of_one_model_previews_no_change(pulumi, deployed_state):
+    """spark-llm:models with one entry is the single form: the deployed stack's resources and inputs stay as they
+    are (Pulumi.yaml's defaults for the unset model, image and engine read as unset)."""
+    result = preview_with(pulumi, _as_models, "--expect-no-changes")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _two_models(raw: dict) -> None:
+    budget = {**raw["engine"], "flags": ["--mem-fraction-static", "0.85"]}
+    raw["engine"] = budget
+    head = raw["nodes"][0]["name"]
+    engine = {**budget, "port": 30001, "distPort": 20001, "flags": ["--mem-fraction-static", "0.2"]}
+    embed = {"name": "embed", "path": "/srv/models/embed", "image": raw["image"], "nodes": [head], "engine": engine}
+    _as_models(raw, embed)
+
+
+def test_two_models_fail_preview_with_their_fit_per_node_then_one_model_per_stack(pulumi, sim_cluster, deployed_state):
+    result = preview_with(pulumi, _two_models)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "spark-llm:models on the nodes (a GB10's MemTotal):" in output, output
+    assert "embed 24.3 GiB = 127.8 GiB of 121.7 GiB MemTotal (4.0 GiB kept free): does not fit: lower embed's" in output
+    assert "spark-llm:models: this version serves one model per stack" in output, output
+    assert "unhandled" not in output and "Traceback" not in output, output
+    assert _node_state(sim_cluster) == deployed_state

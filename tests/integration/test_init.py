@@ -213,3 +213,11 @@ def test_each_bad_input_is_one_clear_line_and_nothing_is_written(sim_nodes: Sim,
     assert any(expected in line for line in lines), result.stderr
     assert lines[-1] == "spark-llm init: nothing written" and "Traceback" not in result.stderr
     assert not list(REPO.glob(f"Pulumi.{BAD}.yaml*")) and BAD not in sim_nodes.stacks()
+
+
+def test_dry_run_prints_the_file_and_makes_nothing(sim_nodes: Sim):
+    result = sim_nodes.init(*sim_nodes.accepts(), "--dry-run", stack=BAD)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("# Written by `spark-llm init`") and "spark-llm:nodes:" in result.stdout
+    assert "wrote" not in result.stderr and "created the stack" not in result.stderr
+    assert not list(REPO.glob(f"Pulumi.{BAD}.yaml*")) and BAD not in sim_nodes.stacks()

@@ -45,7 +45,11 @@ def _keys(model: type[BaseModel]) -> set[str]:
 
 
 TOP_LEVEL = sorted(config_module.TOP_LEVEL_KEYS)
-REQUIRED = {k for k, name in config_module.TOP_LEVEL_KEYS.items() if StackConfig.model_fields[name].is_required()}
+# model and image are required unless spark-llm:models stands for them (the schema's default is None for that).
+REQUIRED = {k for k, name in config_module.TOP_LEVEL_KEYS.items() if StackConfig.model_fields[name].is_required()} | {
+    "model",
+    "image",
+}
 REAL_KEYS = sorted(_keys(StackConfig))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,13 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from spark_llm.group.serving import api_key_of, render_api_config, serving_request
-from spark_llm.plan.supervisor import PROGRAM
 from spark_llm.remote import readiness
+from tests.unit.group.supervisor_program import load
 
-_spec = importlib.util.spec_from_file_location("supervisor_program_serving", PROGRAM)
-assert _spec is not None and _spec.loader is not None
-program = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(program)
+program = load("supervisor_program_serving")
 
 
 @pytest.mark.parametrize("key", ["sk-1", 'with "quotes" and: colons', "ключ-🔑"])

@@ -3,7 +3,6 @@ own entry. The callers read the members their own way; the rule they apply is sp
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from dataclasses import dataclass, field
@@ -19,12 +18,9 @@ from spark_llm.ops.status.read import NodeStatus
 from spark_llm.plan import drift
 from spark_llm.plan.container import LABEL_GENERATION
 from spark_llm.plan.observation import EngineState, NodeObservation
-from spark_llm.plan.supervisor import PROGRAM
+from tests.unit.group.supervisor_program import load
 
-_spec = importlib.util.spec_from_file_location("supervisor_program_verdict", PROGRAM)
-assert _spec is not None and _spec.loader is not None
-program = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(program)
+program = load("supervisor_program_verdict")
 
 ROLLOUT = "g1"
 

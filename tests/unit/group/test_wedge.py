@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.group.wedge import MIN_PROBES, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
-from spark_llm.plan.supervisor import PROGRAM
+from tests.unit.group.supervisor_program import load
 
 BOUND = 30.0
 
@@ -103,10 +102,7 @@ def test_a_probe_waits_a_third_of_the_bound_between_2_and_30_s(bound, seconds):
 
 # ---------- the supervisor's probes (scripts/supervisor.py) against an engine on loopback ----------
 
-_spec = importlib.util.spec_from_file_location("supervisor_program_wedge", PROGRAM)
-assert _spec is not None and _spec.loader is not None
-program = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(program)
+program = load("supervisor_program_wedge")
 
 
 class Engine(BaseHTTPRequestHandler):

@@ -3,7 +3,6 @@ supervisor's own reads of the records (the head's mount, a worker's allow-listed
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 
@@ -12,12 +11,9 @@ import pytest
 from spark_llm.group.memory import MEMORY_REQUEST
 from spark_llm.group.weights import RECORD_REQUEST, UNVERIFIED, parse_record, weights_problem
 from spark_llm.plan import drift
-from spark_llm.plan.supervisor import PROGRAM
+from tests.unit.group.supervisor_program import load
 
-_spec = importlib.util.spec_from_file_location("supervisor_program_weights", PROGRAM)
-assert _spec is not None and _spec.loader is not None
-program = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(program)
+program = load("supervisor_program_weights")
 
 DIGEST = "a" * 64
 OTHER = "b" * 64

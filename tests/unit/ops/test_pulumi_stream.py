@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,14 +45,19 @@ sys.exit(255)
 
 
 @pytest.fixture
-def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     ready = tmp_path / "ready"
     program = tmp_path / "bin" / "pulumi"
     program.parent.mkdir()
     program.write_text(FAKE.format(python=sys.executable, ready=str(ready)))
     program.chmod(0o755)
     monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ['PATH']}")
-    return ready
+    # As `spark-llm` itself does at its start (spark_llm.ops.cli.main): Ctrl-C raises KeyboardInterrupt. After Pulumi
+    # mocks ran in the same process (tests/unit/components), SIGINT is no longer caught at all (/proc/self/status:
+    # SigCgt loses bit 2) though signal.getsignal still shows Python's handler, and a SIGINT ended the test worker.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield ready
+    signal.signal(signal.SIGINT, previous)
 
 
 def ctrl_c_when(ready: Path, times: int) -> threading.Thread:

@@ -1,0 +1,81 @@
+"""spark-llm:models under Pulumi mocks (the whole program, __main__.py): what a user of this version gets.
+
+A list of one deploys exactly as the single form with the same keys (same resources, same inputs: an existing
+stack moved to the list restarts nothing); a list of several is refused before any resource, with the models'
+fit per node first and then one line saying this version serves one model per stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pulumi
+import pytest
+
+from components import bootstrap as stack
+from spark_llm.config.engine import Engine
+from spark_llm.config.models import ONE_MODEL_PER_STACK
+from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned
+from tests.unit.graph_mocks import register as _register
+
+
+def as_list(raw: dict, *more: dict) -> dict:
+    """The single form's model, image and engine as the one entry of spark-llm:models (then `more` entries), with
+    what Pulumi.yaml's defaults fill in for the keys left unset, as the real CLI hands them to the program."""
+    entry = {**raw["model"], "image": raw["image"], "engine": raw["engine"]}
+    out = {k: v for k, v in raw.items() if k not in ("model", "image", "engine")}
+    return {**out, "models": [entry, *more], "model": {}, "image": {}, "engine": Engine().model_dump(by_alias=True)}
+
+
+def graph(registered: dict) -> dict:
+    """Every resource as the engine is told of it: type, parent, inputs, dependencies, options."""
+    return {
+        name: (
+            r.type,
+            r.parent,
+            # Each run has a HOME of its own (graph_mocks.register): the key's path differs by that alone.
+            re.sub(r"spark-llm-graph-[A-Za-z0-9_]+", "spark-llm-graph-HOME", json.dumps(inputs(r), sort_keys=True)),
+            sorted(r.dependencies),
+            r.deleteBeforeReplace,
+            sorted(r.replaceOnChanges),
+            sorted(r.aliasURNs),
+        )
+        for name, r in registered.items()
+        if r.type != "pulumi:pulumi:Stack"  # the mocks register the stack itself in a process's first run only
+    }
+
+
+def test_a_list_of_one_deploys_exactly_as_the_single_form(monkeypatch):
+    single = pinned(dual_spark_stack_file())
+    as_single = graph(_register(monkeypatch, {**single, "models": []}))  # [] is Pulumi.yaml's default
+    as_one = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()))))
+    assert "spark-engine-spark-1" in as_single and len(as_single) > 30
+    assert sorted(as_one) == sorted(as_single)
+    assert [name for name in as_single if as_one[name] != as_single[name]] == []
+
+
+def test_several_models_are_refused_before_any_resource_with_their_fit_per_node(monkeypatch):
+    errors: list[str] = []
+    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: errors.append(msg))
+    raw = pinned(dual_spark_stack_file())
+    raw["engine"] = {**raw["engine"], "flags": ["--gpu-memory-utilization", "0.895"]}
+    embed = {
+        "name": "embed",
+        "path": "/home/aurora/models/embed",
+        "image": raw["image"],
+        "engine": {**raw["engine"], "executor": "native", "port": 30001, "distPort": 20001,
+                   "flags": ["--gpu-memory-utilization", "0.1"]},
+        "nodes": ["spark-1"],
+    }  # fmt: skip
+    with pytest.raises(stack.Refusal) as err:
+        _register(monkeypatch, as_list(raw, embed))
+    assert err.value.code == 32  # shown as the run's one error: no traceback, no "unhandled error"
+    lines = str(err.value).splitlines()
+    assert errors == [str(err.value)]
+    assert lines[:2] == ["invalid stack configuration:", "  spark-llm:models on the nodes (a GB10's MemTotal):"]
+    assert (
+        "    spark-1: Qwen/Qwen3.5-122B-A10B-FP8 108.9 GiB + embed 12.2 GiB = 121.1 GiB of 121.7 GiB MemTotal (4.0 GiB"
+        " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.07" in str(err.value)
+    )
+    assert lines[-2:] == ["  " + ONE_MODEL_PER_STACK, "Nothing was run on any node."]
