@@ -53,36 +53,9 @@ RAY_UNUSED=(ray/jars ray/rllib ray/tune ray/train ray/data ray/serve ray/llm bin
 log() { printf '[build-image %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# The bookworm mirror named in apt's sources (deb822 *.sources or one-line *.list), else Debian's default.
-debian_mirror() {
-  if [[ -n "${DEBIAN_MIRROR:-}" ]]; then
-    printf '%s\n' "$DEBIAN_MIRROR"
-    return
-  fi
-  local source mirror=""
-  for source in /etc/apt/sources.list.d/*.sources; do
-    [[ -f "$source" ]] || continue
-    mirror="$(awk -v suite="$SUITE" 'BEGIN { RS = ""; FS = "\n" }
-      { uris = ""; suites = ""; enabled = 1
-        for (i = 1; i <= NF; i++) {
-          if ($i ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", $i); uris = $i }
-          if ($i ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", $i); suites = " " $i " " }
-          if ($i ~ /^Enabled:[ \t]*no/) enabled = 0
-        }
-        if (enabled && index(suites, " " suite " ")) { split(uris, u, " "); print u[1]; exit } }' "$source")"
-    [[ -n "$mirror" ]] && break
-  done
-  if [[ -z "$mirror" ]]; then
-    for source in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-      [[ -f "$source" ]] || continue
-      mirror="$(awk -v suite="$SUITE" '$1 == "deb" { i = 2
-          if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-          if ($(i + 1) == suite) { print $i; exit } }' "$source")"
-      [[ -n "$mirror" ]] && break
-    done
-  fi
-  printf '%s\n' "${mirror:-http://deb.debian.org/debian}"
-}
+# The root file system both sim images start from, and how both end (saved, printed).
+# shellcheck source=sim/image-steps.sh
+source "$REPO_DIR/sim/image-steps.sh"
 
 ensure_docker() {
   docker info >/dev/null 2>&1 && return
@@ -150,9 +123,7 @@ case "$STANDIN_RAY" in
     ;;
   *) die "STANDIN_RAY must be 0 or 1, got '$STANDIN_RAY'" ;;
 esac
-ROOTFS_KEY="$(printf 'suite=%s variant=%s include=%s arch=%s\n' "$SUITE" "$VARIANT" "$INCLUDE_PACKAGES" "$ARCH" \
-  | sha256sum | cut -c1-16)"
-ROOTFS_TAR="$ROOTFS_DIR/$SUITE-$VARIANT-$ROOTFS_KEY.tar"
+ROOTFS_TAR="$(rootfs_tar_path "$ROOTFS_DIR" "$SUITE" "$VARIANT" "$INCLUDE_PACKAGES")"
 
 mapfile -t IMAGE_FILES < <(image_files)
 [[ ${#IMAGE_FILES[@]} -gt 0 ]] || die "no Python packages found under $ENGINE_DIR"
@@ -160,9 +131,10 @@ mapfile -t CATALOG_FILES < <(cd "$CATALOG_SOURCE" && find . -maxdepth 1 -name '*
 [[ ${#CATALOG_FILES[@]} -gt 0 ]] || die "no flag catalogs (*.json) in $CATALOG_SOURCE"
 RECIPE_HASH="$(
   {
-    printf 'rootfs %s\n' "$ROOTFS_KEY"
+    printf 'rootfs %s\n' "${ROOTFS_TAR##*/}"
     printf 'ray %s\n' "$RAY_KEY"
     printf 'recipe '; sha256sum <"${BASH_SOURCE[0]}"
+    printf 'steps '; sha256sum <"$REPO_DIR/sim/image-steps.sh"
     printf 'ray-requirements '; sha256sum <"$RAY_REQUIREMENTS"
     for file in "${IMAGE_FILES[@]}"; do
       printf 'file %s ' "$file"; sha256sum <"$ENGINE_DIR/$file"
@@ -187,30 +159,10 @@ WORK_DIR="$(mktemp -d "$CACHE_DIR/build.XXXXXX")"
 cleanup() { rm -rf "$WORK_DIR"; }
 trap cleanup EXIT
 
-build_rootfs_tar() {
-  local mirror
-  mirror="$(debian_mirror)"
-  log "debootstrap --variant=$VARIANT --include=$INCLUDE_PACKAGES $SUITE from $mirror (about a minute)"
-  if ! debootstrap --variant="$VARIANT" --include="$INCLUDE_PACKAGES" "$SUITE" "$WORK_DIR/debootstrap" "$mirror" \
-    >"$WORK_DIR/debootstrap.log" 2>&1; then
-    tail -n 30 "$WORK_DIR/debootstrap.log" >&2
-    die "debootstrap failed (last lines above)"
-  fi
-  tar --numeric-owner -C "$WORK_DIR/debootstrap" -cf "$WORK_DIR/rootfs.tar" .
-  mv -f "$WORK_DIR/rootfs.tar" "$ROOTFS_TAR"
-  rm -rf "$WORK_DIR/debootstrap"
-  log "cached the root file system: $ROOTFS_TAR"
-}
-
 build_image() {
-  [[ -f "$ROOTFS_TAR" ]] || build_rootfs_tar
+  ensure_rootfs_tar "$ROOTFS_TAR" "$SUITE" "$VARIANT" "$INCLUDE_PACKAGES" "$WORK_DIR"
   local rootfs="$WORK_DIR/rootfs" file
-  mkdir "$rootfs"
-  tar --numeric-owner -C "$rootfs" -xpf "$ROOTFS_TAR"
-  # Nothing in the image installs packages or reads docs: drop the downloaded .debs, apt lists, man pages, locales.
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-    "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
-  find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
+  unpack_rootfs "$ROOTFS_TAR" "$rootfs"
   for file in "${IMAGE_FILES[@]}"; do
     install -D -m 0644 "$ENGINE_DIR/$file" "$rootfs/opt/standin/$file"
   done
@@ -255,22 +207,4 @@ install_console_script() {
   chmod 0755 "$rootfs/usr/local/bin/$name"
 }
 
-if docker image inspect "$TAG" >/dev/null 2>&1; then
-  log "reusing image $TAG"
-elif [[ -f "$IMAGE_TAR" ]]; then
-  log "loading $TAG from $IMAGE_TAR"
-  docker load -i "$IMAGE_TAR" >/dev/null
-else
-  build_image
-fi
-if [[ -f "$IMAGE_TAR" ]]; then
-  log "reusing $IMAGE_TAR"
-else
-  log "saving $TAG to $IMAGE_TAR"
-  docker save -o "$WORK_DIR/image.tar" "$TAG"
-  chmod 0644 "$WORK_DIR/image.tar"  # docker save writes 0600; the sim copies it to nodes as other users too
-  mv -f "$WORK_DIR/image.tar" "$IMAGE_TAR"
-fi
-
-log "image $TAG: $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1 / 1e6}'), tar $(du -h "$IMAGE_TAR" | cut -f1)"
-printf '%s\n%s\n' "$TAG" "$IMAGE_TAR"
+finish_image "$TAG" "$IMAGE_TAR" "$WORK_DIR" build_image

@@ -1,0 +1,49 @@
+"""The router's launcher (sim/router/launch.py) keeps the API key off the command line: it refuses `--api-key`, and
+a missing, unreadable or empty key file stops it with an error naming SPARK_LLM_ROUTER_API_KEY_FILE, before smg is
+imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAUNCHER = Path(__file__).resolve().parents[3] / "sim" / "router" / "launch.py"
+VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
+
+
+def launch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+@pytest.mark.parametrize("flag", [["--api-key", "sk-on-argv"], ["--api-key=sk-on-argv"]])
+def test_a_key_on_the_command_line_is_refused(tmp_path: Path, flag: list[str]) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-in-file\n")
+    result = launch(["--port", "4000", *flag], {VARIABLE: str(key_file)})
+    assert result.returncode == 2
+    assert "--api-key would put the key on the command line" in result.stderr
+    assert VARIABLE in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key_file", "says"),
+    [
+        (None, f"{VARIABLE} is not set"),
+        ("missing", "cannot read the API key (No such file or directory)"),
+        ("empty", "the file is empty"),
+    ],
+)
+def test_without_a_key_in_a_file_the_router_does_not_start(tmp_path: Path, key_file: str | None, says: str) -> None:
+    env = {}
+    if key_file is not None:
+        path = tmp_path / key_file
+        if key_file == "empty":
+            path.write_text(" \n")
+        env[VARIABLE] = str(path)
+    result = launch(["--port", "4000"], env)
+    assert result.returncode == 2
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
