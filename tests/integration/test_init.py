@@ -9,6 +9,7 @@ The tests run in file order: the first one's stack is what the next two find on 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -221,4 +222,16 @@ def test_dry_run_prints_the_file_and_makes_nothing(sim_nodes: Sim):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("# Written by `spark-llm init`") and "spark-llm:nodes:" in result.stdout
     assert "wrote" not in result.stderr and "created the stack" not in result.stderr
+    assert not list(REPO.glob(f"Pulumi.{BAD}.yaml*")) and BAD not in sim_nodes.stacks()
+
+
+def test_json_says_what_was_found_for_scripts(sim_nodes: Sim):
+    result = sim_nodes.init(*sim_nodes.accepts(), "--dry-run", "--json", stack=BAD)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert (report["stack"], report["written"]) == (BAD, False) and report["text"].startswith("# Written by")
+    head, worker = report["nodes"]
+    assert (head["role"], worker["role"]) == ("head", "worker") and worker["hostname"] == "worker-1"
+    assert worker["fabric"]["roce_devices"] == ["rocep1s0f0", "roceP2p1s0f0"] and worker["fabric"]["mtu"] == 1500
+    assert head["host_key"] == f"ED25519 {sim_nodes.fingerprint('head')}"
     assert not list(REPO.glob(f"Pulumi.{BAD}.yaml*")) and BAD not in sim_nodes.stacks()

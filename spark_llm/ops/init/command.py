@@ -190,10 +190,13 @@ class Init:
         self._unchanged(nodes)
         for found in nodes:
             self.say(describe(found) + "\n")
-        if args.dry_run:
+        if not args.dry_run:
+            write.write(self.pulumi, args.stack, target, text, self.say)
+        if args.json:
+            report = {"stack": args.stack, "file": str(target), "written": not args.dry_run, "text": text}
+            sys.stdout.write(json.dumps({**report, "nodes": [as_json(found) for found in nodes]}, indent=2) + "\n")
+        elif args.dry_run:
             sys.stdout.write(text)
-            return 0
-        write.write(self.pulumi, args.stack, target, text, self.say)
         return 0
 
     @staticmethod
@@ -353,6 +356,28 @@ class Wanted:
             {"present": "every node", "transfer": "head" if source == "head" else ""}.get(mode, ""),
             weights_bytes,
         )
+
+
+def as_json(found: Found) -> dict[str, Any]:
+    """What init found on one node, for `--json` (scripts)."""
+    f = found.facts
+    iface = f.fabric_interface or ""
+    address = f.address_on(iface)
+    return {
+        "node": found.ssh.name,
+        "role": found.role,
+        "address": found.ssh.host,
+        "hostname": f.hostname,
+        "host_key": host_keys.describe(found.ssh.host_key),
+        "arch": f.arch,
+        "gpus": list(f.gpus),
+        "mem_total_bytes": f.mem_total,
+        "disk_free_bytes": f.disk_free,
+        "fabric": {"interface": iface or None, "address": str(address) if address else None,
+                   "mtu": f.interfaces[iface].mtu if iface in f.interfaces else None, "roce_devices": f.twins(iface)},
+        "management_interface": f.management_interface,
+        "docker_runtimes": list(f.runtimes) if f.runtimes is not None else None,
+    }  # fmt: skip
 
 
 def describe(found: Found) -> str:
