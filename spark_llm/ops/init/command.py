@@ -37,6 +37,7 @@ from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.scripts import PROJECT_DIR
 from spark_llm.remote import key_files
+from spark_llm.remote.runner import presented_host_key
 from spark_llm.remote.ssh import fingerprint
 
 # Needs no stack config: it makes one.
@@ -52,6 +53,7 @@ class Spec:
     user: str
     host: str
     port: int
+    scanned: str | None = None  # the host key, when already scanned (a worker found among the neighbours)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -207,19 +209,20 @@ class Init:
     def _neighbours(self, head: SshHost, facts: NodeFacts) -> list[Spec]:
         """The head's fabric neighbours that answer ssh: the workers (one that answers only ping is named, left out)."""
         iface = facts.fabric_interface or ""
-        answering = []
+        answering: list[Spec] = []
         for address in discover.neighbours(head, facts):
-            if host_keys.scan(address, 22, head) is None:
+            key = host_keys.scan(address, 22, head)
+            if key is None:
                 self.say(f"{address} answers on the head's fabric but not ssh: left out (--worker names a worker)\n")
             else:
-                answering.append(address)
+                answering.append(Spec(head.user, address, 22, scanned=key))  # scanned once: _key takes it
         if not answering:
             raise InitError(
                 f"no --worker given and no node answers ssh on the head's fabric ({iface} {facts.address_on(iface)}):"
                 " name each worker with --worker ADDRESS, as the head reaches it"
             )
-        self.say(f"workers among the head's fabric neighbours: {', '.join(answering)}\n")
-        return [Spec(head.user, address, 22) for address in answering]
+        self.say(f"workers among the head's fabric neighbours: {', '.join(s.host for s in answering)}\n")
+        return answering
 
     @staticmethod
     def _reaches(nodes: list[Found]) -> list[Reach]:
@@ -276,7 +279,7 @@ class Init:
         }
 
     def _key(self, name: str, spec: Spec, via: SshHost | None, pinned: dict[tuple[str, int], str]) -> tuple[str, str]:
-        key = host_keys.scan(spec.host, spec.port, via)
+        key = spec.scanned or host_keys.scan(spec.host, spec.port, via)
         if key is None:
             if via is None:
                 raise InitError(
@@ -316,7 +319,7 @@ class Init:
         """Each node still presents the key accepted at the start (a key that changes meanwhile is refused)."""
         for found in nodes:
             ssh = found.ssh
-            now = host_keys.scan(ssh.host, ssh.port, ssh.via)
+            now = presented_host_key(ssh)  # the pinned key's type, from here or through the head
             if now is None or now.split()[:2] != ssh.host_key.split()[:2]:
                 shown = host_keys.describe(now) if now else "no key"
                 raise host_keys.HostKeyError(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 
+from spark_llm.config.nodes import keyscan_type
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote import runner
 from spark_llm.remote.ssh import fingerprint
@@ -55,7 +56,7 @@ def scan(address: str, port: int, via: SshHost | None = None) -> str | None:
 
 def describe(key: str) -> str:
     """`ED25519 SHA256:...`, as `ssh-keygen -lf` names a key."""
-    kind = key.split()[0].removeprefix("ssh-").split("-")[0].upper()
+    kind = keyscan_type(key.split()[0]).upper()
     return f"{kind} {fingerprint(key)}"
 
 
@@ -72,7 +73,7 @@ def accept(
     shown = describe(key)
     if fingerprint(key) in set(accepted):
         return f"{shown}, accepted with --accept"
-    key_file = f"/etc/ssh/ssh_host_{key.split()[0].removeprefix('ssh-').split('-')[0]}_key.pub"
+    key_file = f"/etc/ssh/ssh_host_{keyscan_type(key.split()[0])}_key.pub"
     check = f"on {name}'s console: `ssh-keygen -lf {key_file}`"
     if ask is None and sys.stdin.isatty():
         ask = input

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from spark_llm.config import recipe as recipes
-from spark_llm.ops.init import command, discover
+from spark_llm.ops.init import discover
 from spark_llm.ops.init.command import Init, InitError
 from spark_llm.ops.init.document import document
 from spark_llm.ops.init.stack_file import render, written_config
@@ -53,7 +53,3 @@ def test_the_hubs_answer_is_a_commit_or_a_reason():
     assert discover.parse_hub_revision(f'{{"id": "Qwen/x", "sha": "{SHA}"}}', "") == (SHA, "")
     assert discover.parse_hub_revision("", "curl: (22) The requested URL returned error: 401\n")[1].endswith("401")
     assert discover.parse_hub_revision('{"sha": "main"}', "")[0] is None
-
-
-def test_the_recipe_source_comment_names_the_file():
-    assert command.recipe_source(recipes.load_all()[0]).startswith("from recipe ")
