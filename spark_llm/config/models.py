@@ -7,9 +7,8 @@ engine.flags), read as the memory admission reads it (spark_llm.group.memory); s
 per node.
 
 `deployments` gives the stack's models as one list whichever form the stack uses; `check_models` finds what two
-entries cannot share (a name, a port on a node, a container on a node). This version serves one model per stack
-(the router and the per-model groups come later): spark_llm.config.stack refuses a list of more than one, after
-every other check ran.
+entries cannot share (a name, a port on a node, a container on a node). Each model of several is an engine group of
+its own (spark_llm.config.stack.StackConfig.per_model), led from the stack's head, where the router serves them all.
 """
 
 from __future__ import annotations
@@ -28,10 +27,6 @@ from spark_llm.config.nodes import Node, NodeName
 
 # The single form's engine container; an entry of a list of several is `spark-llm-engine-<its name>`.
 SINGLE_CONTAINER = Engine.model_fields["container_name"].default
-ONE_MODEL_PER_STACK = (
-    f"{NAMESPACE}:models: this version serves one model per stack (the router that serves several behind one"
-    " endpoint is not built yet): list one model"
-)
 
 
 class ModelDeployment(Model):
@@ -49,7 +44,10 @@ class ModelDeployment(Model):
     nodes: list[NodeName] | None = Field(
         None,
         min_length=1,
-        description="The nodes it runs on, by name (default: every node of spark-llm:nodes)",
+        description=(
+            "The nodes it runs on, by name, the head among them: its group is led from the head (default: every"
+            " node of spark-llm:nodes)"
+        ),
         json_schema_extra={"example": ["spark-1"]},
     )
 
@@ -119,8 +117,14 @@ def _required(single: tuple[Model, Image, Engine] | None) -> tuple[Model, Image,
 def check_models(models: list[ModelDeployment], nodes: list[Node]) -> list[KeyedError]:
     """Every mistake of the list, each at its key under `models` (one pass: the user learns them all at once)."""
     names = [n.name for n in nodes]
+    head = next((n.name for n in nodes if n.role == "head"), names[0])
     mistakes: list[KeyedError] = []
     for i, entry in enumerate(models):
+        if entry.nodes is not None and head not in entry.nodes and all(n in names for n in entry.nodes):
+            # Every group is led from the head: its rank 0 serves the API the router reaches, and its workers are
+            # reached through the head (spark-llm:nodes' via). A model on workers only is not built yet.
+            why = f"the head ({head}) is not among them: each model's group is led from the head: add it"
+            mistakes.append(KeyedError(why, (i, "nodes"), [head, *entry.nodes]))
         for j, node in enumerate(entry.nodes or []):
             if node not in names:
                 why = f"{node} is not in {NAMESPACE}:nodes ({', '.join(names)})"
