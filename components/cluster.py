@@ -194,11 +194,16 @@ class SparkCluster(pulumi.ComponentResource):
         )
         if args.observations is not None and not under_mocks():
             # What this state last recorded (its own outputs): said when the nodes are ahead of it.
-            own = pulumi.StackReference(
-                f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}",
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            pulumi.Output.all(identity.stdout, own.get_output("container_ids")).apply(
+            stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+            if plan.unit is None:
+                own = pulumi.StackReference(stack, opts=pulumi.ResourceOptions(parent=self))
+                recorded = own.get_output("container_ids")
+            else:  # one reference per model (a URN of its own); its outputs are under models.<name>
+                own = pulumi.StackReference(f"{name}-recorded", stack, opts=pulumi.ResourceOptions(parent=self))
+                recorded = own.get_output("models").apply(
+                    lambda models: ((models or {}).get(plan.model_name) or {}).get("container_ids")
+                )
+            pulumi.Output.all(identity.stdout, recorded).apply(
                 lambda got: _state_behind_note(plan, args.observations, got[0], got[1]), run_with_unknowns=True
             )
         observed = args.observations
