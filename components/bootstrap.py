@@ -224,7 +224,9 @@ def group_request(plan: DeploymentPlan) -> GroupRequest:
     """What this run's `pulumi` command line asks of the engine group (spark_llm.plan.cli_flags); a `--target` that
     would restart part of it is refused here, before any resource is declared."""
     cli = None if under_mocks() else pulumi_process()
-    request = cli_flags.group_request(cli.argv if cli else [], [n.name for n in plan.nodes])
+    # Among several models, a `--replace` of another model's container is not this group's.
+    members = [n.name for n in plan.nodes]
+    request = cli_flags.group_request(cli.argv if cli else [], members, cli_flags.engine_component(plan.unit))
     if request.refusal:
         refuse(request.refusal)
     return request

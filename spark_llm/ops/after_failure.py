@@ -52,7 +52,7 @@ def config_file_of(argv: list[str], cwd: str) -> str | None:
     return None
 
 
-def start_rollback(stack: str, config_file: str | None, wait_for: int | None) -> Path:
+def start_rollback(stack: str, config_file: str | None, wait_for: int | None, model: str | None = None) -> Path:
     """`spark-llm rollback` in a session of its own, its output in a 0600 log; returns the log's path."""
     STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -60,6 +60,7 @@ def start_rollback(stack: str, config_file: str | None, wait_for: int | None) ->
     argv = [sys.executable, "-m", "spark_llm.ops.cli", "rollback", "--stack", stack]
     argv += ["--config-file", config_file] if config_file else []
     argv += ["--after-pid", str(wait_for)] if wait_for else []
+    argv += ["--model", model] if model else []
     env = {k: v for k, v in os.environ.items() if k not in STRIPPED_ENV}
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
@@ -92,11 +93,12 @@ def after_failure(rollout: Rollout) -> str:
     if cli is None or os.getppid() != STARTED_UNDER:
         return INTERRUPTED
     config_file = config_file_of(cli.argv, cli.cwd)
-    command = rollback_command(stack, config_file)
+    model = str(rollout.get("model") or "") or None  # a model of several: its group alone goes back
+    command = rollback_command(stack, config_file, model)
     if rollout.get("on_failure") != "rollback":
         return stop_note(command)
     try:
-        log = start_rollback(stack, config_file, cli.pid)
+        log = start_rollback(stack, config_file, cli.pid, model)
     except OSError as err:
         return f"spark-llm:rollout.onFailure is rollback, but starting it failed ({err}).\n{stop_note(command)}"
     return started_note(command, str(log))

@@ -12,6 +12,10 @@
 
 Each command reads the stack's config with the Pulumi CLI (`--stack`, `--config-file` as pulumi takes them)
 and builds the same plan as the Pulumi program; `--json` prints one JSON document for scripts.
+
+A stack of several models (spark-llm:models) is one engine group per model: the commands that act on one group
+(logs, smoke, restart, rollback) take `--model NAME` and refuse to guess without it; status shows every model (or
+the one named); preflight and exec are about the nodes, and run once for the stack's nodes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from spark_llm.config import ConfigError
 from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke
 from spark_llm.ops.init import command as init
 from spark_llm.ops.preflight import command as preflight
-from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.pulumi_cli import ModelChoiceError, PulumiCli, PulumiError, StackPlans
 from spark_llm.ops.status import command as status
 from spark_llm.remote import key_files
 
@@ -44,6 +48,31 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
 }
 
 
+# What a command acts on: one model's engine group (the default), every model (status), or the stack's nodes.
+GROUP, MODELS, NODES = "group", "models", "nodes"
+SCOPES = {"status": MODELS, "preflight": NODES, "exec": NODES}
+
+
+def plan_for(command: str, stack: StackPlans, model: str | None) -> object:
+    """What the command's `run` is given: one model's plan, {name: plan} of the models asked, or the nodes' plan."""
+    kind = SCOPES.get(command, GROUP)
+    if kind == NODES:
+        return stack.nodes
+    if kind == MODELS:
+        return stack.models if model is None else {model: stack.choose(model)}
+    return stack.choose(model)
+
+
+ONE_GROUP = "the model whose group it acts on (its name in spark-llm:models); required when the stack lists several"
+TAKE_MODEL = {
+    "status": "only this model (its name in spark-llm:models; default: every model)",
+    "logs": ONE_GROUP,
+    "smoke": ONE_GROUP,
+    "restart": ONE_GROUP,
+    "rollback": ONE_GROUP,
+}
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", "-s", help="Pulumi stack (default: the selected one)")
@@ -56,6 +85,8 @@ def parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in COMMANDS.items():
         sub = commands.add_parser(name, parents=[common], help=help_text, description=module.__doc__)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        if name in TAKE_MODEL:
+            sub.add_argument("--model", metavar="NAME", help=TAKE_MODEL[name])
         module.add_arguments(sub)
     return top
 
@@ -85,14 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     module, _ = COMMANDS[args.command]
-    plan = None
+    plan: object = None
     try:
         # A command that brings back an earlier config needs no plan of the current one (it may not even parse).
         if getattr(module, "USES_PLAN", True):
-            plan = pulumi.load_plan()
+            stack = pulumi.load_stack()
             # Before any ssh: a missing, unreadable or open key is refused here as the program refuses it.
-            key_files.check_keys(plan.key_files)
-    except (ConfigError, PulumiError, key_files.KeyFileError) as err:
+            key_files.check_keys(stack.nodes.key_files)
+            plan = plan_for(args.command, stack, getattr(args, "model", None))
+    except (ConfigError, PulumiError, key_files.KeyFileError, ModelChoiceError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")
         return 2
     try:

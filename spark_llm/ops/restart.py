@@ -5,6 +5,10 @@ Runs `pulumi up --yes --replace URN` for every worker's engine container (its `d
 its labels (it holds the workers' IDs), so the order is the one every rollout uses:
 head stopped, workers stopped, workers started, head started, then the readiness gate. Afterwards
 `pulumi preview --expect-no-changes` must be clean, and the containers' start times show the order.
+
+In a stack of several models, `--model NAME` restarts that model's group alone (the resources under its
+`spark-<key>` component): the other models' containers are not replaced. A group of the head alone is restarted
+by replacing the head's container.
 """
 
 from __future__ import annotations
@@ -18,37 +22,46 @@ from spark_llm.group.times import docker_time
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.status import read as status_read
+from spark_llm.plan.cli_flags import engine_component
 from spark_llm.plan.deployment import DeploymentPlan
 
 ENGINE_CONTAINER_TYPE = "docker:index/container:Container"
 
 
-def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
-    """Pure: the URNs of the workers' engine containers in a `pulumi stack export`, in plan order.
+def _live(export: dict) -> list[dict]:
+    return [r for r in export.get("deployment", {}).get("resources") or [] if not r.get("delete")]
+
+
+def member_urns(export: dict, plan: DeploymentPlan) -> list[str]:
+    """Pure: the URNs this restart replaces, in plan order: the workers' engine containers (the head follows by its
+    labels, which hold the workers' IDs); a group of the head alone (a small model of several): the head's.
 
     A container resource is named `<component>-<node>` (components/engine_group.py); its labels may be a secret
-    in the export (with an API key), so the node is read from the URN's name.
+    in the export (with an API key), so the node is read from the URN's name. Only this group's component counts:
+    another model's containers on the same nodes are not touched.
     """
-    by_node: dict[str, str] = {}
-    for resource in export.get("deployment", {}).get("resources") or []:
-        if resource.get("type") != ENGINE_CONTAINER_TYPE or resource.get("delete"):
-            continue
-        name = str(resource["urn"]).rsplit("::", 1)[-1]
-        for node in plan.workers:
-            if name.endswith(f"-{node.name}"):
-                by_node[node.name] = resource["urn"]
-    return [by_node[n.name] for n in plan.workers if n.name in by_node]
+    replaced = list(plan.workers) or [plan.head]
+    names = {f"{engine_component(plan.unit)}-{node.name}": node.name for node in replaced}
+    by_node = {
+        names[name]: r["urn"]
+        for r in _live(export)
+        if r.get("type") == ENGINE_CONTAINER_TYPE and (name := str(r["urn"]).rsplit("::", 1)[-1]) in names
+    }
+    return [by_node[n.name] for n in replaced if n.name in by_node]
 
 
-def supervisor_stop_urns(export: dict) -> list[str]:
-    """Pure: the URN of the step that stops the supervisor (components.engine_group, with spark-llm:supervisor),
-    if the stack has one. Replaced too, so the supervisor is stopped before any member is (the members' own stop
-    steps do not run for a `--replace`); the new group gets a new supervisor at the end of the `up`."""
-    return [
-        r["urn"]
-        for r in export.get("deployment", {}).get("resources") or []
-        if str(r.get("urn", "")).endswith("-stop-supervisor") and not r.get("delete")
-    ]
+def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
+    """Pure: the URNs of the workers' engine containers in a `pulumi stack export`, in plan order."""
+    return member_urns(export, plan) if plan.workers else []
+
+
+def supervisor_stop_urns(export: dict, plan: DeploymentPlan) -> list[str]:
+    """Pure: the URN of the step that stops this group's supervisor (components.engine_group, with
+    spark-llm:supervisor), if the stack has one. Replaced too, so the supervisor is stopped before any member is
+    (the members' own stop steps do not run for a `--replace`); the new group gets a new supervisor at the end of
+    the `up`."""
+    stop = f"::{engine_component(plan.unit)}-stop-supervisor"
+    return [r["urn"] for r in _live(export) if str(r.get("urn", "")).endswith(stop)]
 
 
 def start_order(statuses: Sequence[status_read.NodeStatus]) -> list[str]:
@@ -62,24 +75,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
-    urns = worker_urns(pulumi.export(), plan)
-    missing = [n.name for n in plan.workers if not any(u.endswith(f"::{n.name}") for u in urns)]
-    if not plan.workers:
+    urns = member_urns(pulumi.export(), plan)
+    if plan.unit is None and not plan.workers:
         sys.stderr.write("spark-llm restart: the stack has no worker; `pulumi up --replace` the head instead\n")
         return 2
-    if len(urns) < len(plan.workers):
+    replaced = list(plan.workers) or [plan.head]
+    if len(urns) < len(replaced):
+        missing = [n.name for n in replaced if not any(u.endswith(f"-{n.name}") for u in urns)]
         sys.stderr.write(
-            f"spark-llm restart: no engine container in the stack's state for {', '.join(missing) or 'some workers'}; "
-            "run `pulumi up` first\n"
+            f"spark-llm restart: no engine container of {plan.model_name} in the stack's state for"
+            f" {', '.join(missing)}; run `pulumi up` first\n"
         )
         return 2
     if not args.yes and sys.stdin.isatty() and not args.json:
-        answer = input(f"Restart the engine group ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
+        group = f"{plan.model_name}'s engine group" if plan.unit is not None else "the engine group"
+        answer = input(f"Restart {group} ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
     before, _, _ = status_read.collect(plan)
     export = pulumi.export()
-    replace = [arg for urn in [*supervisor_stop_urns(export), *urns] for arg in ("--replace", urn)]
+    replace = [arg for urn in [*supervisor_stop_urns(export, plan), *urns] for arg in ("--replace", urn)]
     start = time.monotonic()
     out = sys.stderr if args.json else sys.stdout
     code, up_output = pulumi.stream("up", "--yes", *replace, config=True, out=out)

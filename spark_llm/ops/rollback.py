@@ -9,6 +9,12 @@ revision that failed), and says that it failed to start last time.
 
 A failed start runs this by itself under spark-llm:rollout.onFailure `rollback` (spark_llm.ops.after_failure),
 with `--after-pid`: it first waits for the failed `pulumi up` to end and release the stack's lock.
+
+In a stack of several models, `--model NAME` is required: the stack file goes back to the current one with only
+that model's entry of spark-llm:models as the last good update had it, so its group alone restarts (the others'
+entries and every other key stay as they are now); its history and weights are read in its own directory. Where
+its last good weights would have to be put back from a kept version, the rollback is refused for now (the program
+puts a kept version back for every group it plans).
 """
 
 from __future__ import annotations
@@ -28,15 +34,18 @@ from pathlib import Path
 import yaml
 
 from spark_llm.ops import render
-from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.pulumi_cli import ModelChoiceError, PulumiCli, PulumiError
 from spark_llm.ops.rollback_weights import RESTORE_ENV, weights_to_restore
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
+    MODELS_KEY,
     ROLLBACK_ENV,
     ProjectConfig,
     RollbackRefusedError,
     changed_keys,
     last_good_update,
+    model_names,
+    one_model_stack_file,
     rollback_stack_file,
 )
 from spark_llm.remote.history import read_history
@@ -136,16 +145,31 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
     stack_file = pulumi.cwd / (pulumi.config_file or f"Pulumi.{stack}.yaml")
     current = (yaml.safe_load(stack_file.read_text()) if stack_file.exists() else None) or {}
     project = ProjectConfig.from_project(yaml.safe_load((pulumi.cwd / "Pulumi.yaml").read_text()) or {})
+    model = getattr(args, "model", None)
     try:
         update = last_good_update(json.loads(pulumi.capture("stack", "history", "--json")))
         document = rollback_stack_file(update, current, project)
+        several = model_names(document) or model_names(current)
+        if several:
+            if model is None:
+                raise RollbackRefusedError(
+                    f"the stack serves several models: name the one to roll back with --model ({', '.join(several)});"
+                    " nothing was changed"
+                )
+            # That model's group alone goes back; every other model and key stays as the stack file has it.
+            document = one_model_stack_file(document, current, model)
     except RollbackRefusedError as err:
         sys.stderr.write(f"spark-llm rollback: {err}\n")
         result["refused"] = str(err)
         return 2
-    changed = changed_keys(update, current, project)
+    if several:
+        changed = [f"{MODELS_KEY}[{model}]"] if document != current else []
+        whose = f"{model}'s entry of {MODELS_KEY} from its"
+    else:
+        changed = changed_keys(update, current, project)
+        whose = "its"
     say(
-        f"the update of {update.when} is the last good one; `pulumi up` with its"
+        f"the update of {update.when} is the last good one; `pulumi up` with {whose}"
         f" config ({', '.join(changed) or 'no key'} as then; {stack_file} is left as it is)"
     )
     os.environ[ROLLBACK_ENV] = "1"  # the rollback's own start, if it fails, starts no other rollback
@@ -155,8 +179,16 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
         back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
         # The weights that revision served with, put back where a relaunch replaced them (issue 31, 1).
         try:
-            weights = weights_to_restore(back.load_plan())
-        except RollbackRefusedError as err:
+            weights = weights_to_restore(back.load_plan(model))
+            if weights.restore and several:
+                # The program puts the kept version back for every group it plans (components.bootstrap
+                # .restore_weights): another model's steps would look for weights it never had.
+                raise RollbackRefusedError(
+                    f"{model}'s last good start served weights {weights.digest[:16]}, which its nodes hold only as a"
+                    " kept version: putting them back for one model of several is not built yet, and its old flags"
+                    " on other weights is no rollback. Nothing was changed. Fix the config and run `pulumi up`."
+                )
+        except (RollbackRefusedError, ModelChoiceError) as err:
             sys.stderr.write(f"spark-llm rollback: {err}\n")
             result["refused"] = str(err)
             return 2
@@ -169,11 +201,11 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
             sys.stderr.write(f"spark-llm rollback: the rollback's `pulumi up` failed (exit {code}; its output above)\n")
             result["error"] = f"the rollback's `pulumi up` failed (exit {code})"
             return 1
-        good = back.load_plan()  # after the up: the first completion is timed as soon as the up ends
+        good = back.load_plan(model)  # after the up: the first completion is timed as soon as the up ends
         served = _first_completion(good, deadline)
     failed = _last_failure_at(good)
     try:
-        asked = pulumi.load_plan().group_revision
+        asked = pulumi.load_plan(model).group_revision
     except (PulumiError, ValueError):
         asked = None  # the stack file's config does not parse: the rollback does not need it
     if served is None:

@@ -21,6 +21,13 @@ TARGET_FLAGS = ("--target", "-t", "--target-replace")
 REPLACE_FLAGS = ("--replace", "--target-replace")
 
 
+def engine_component(unit: str | None) -> str:
+    """The name of a group's engine component (components.cluster names it `<cluster>-engine`): `spark-engine`, or
+    `spark-<key>-engine` for a model of several (__main__.py names its cluster `spark-<key>`). What a `--replace`
+    URN is matched against, here and in `spark-llm restart`."""
+    return "spark-engine" if unit is None else f"spark-{unit}-engine"
+
+
 @dataclass(frozen=True)
 class GroupRequest:
     refusal: str | None = None

@@ -12,6 +12,7 @@ the next `pulumi up` would do (relaunch the revision that failed).
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +140,40 @@ def rollback_stack_file(update: GoodUpdate, current: Mapping[str, Any], project:
     return document
 
 
+MODELS_KEY = "spark-llm:models"
+
+
+def model_names(document: Mapping[str, Any]) -> list[str]:
+    """Pure: the names spark-llm:models lists in a stack file document ([] for the single form or a list of one:
+    one model, which a rollback of the whole stack brings back)."""
+    models = (document.get("config") or {}).get(MODELS_KEY)
+    names = [str(m.get("name")) for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    return names if len(names) > 1 else []
+
+
+def one_model_stack_file(good: Mapping[str, Any], current: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Pure: the current stack file with only `model`'s entry of spark-llm:models as the last good update had it
+    (`good`: rollback_stack_file's document): its group alone goes back, every other model and key stays as the
+    file has it now. Raises RollbackRefusedError when either does not list the model."""
+    found = [m for m in (good.get("config") or {}).get(MODELS_KEY) or [] if isinstance(m, dict)]
+    old = next((m for m in found if m.get("name") == model), None)
+    if old is None:
+        raise RollbackRefusedError(
+            f"the last good update listed no model {model} in {MODELS_KEY} (it listed"
+            f" {', '.join(str(m.get('name')) for m in found) or 'none'}): there is no earlier revision of it."
+            " Nothing was changed."
+        )
+    config = dict(current.get("config") or {})
+    now = [m for m in config.get(MODELS_KEY) or [] if isinstance(m, dict)]
+    if not any(m.get("name") == model for m in now):
+        raise RollbackRefusedError(
+            f"the stack file no longer lists {model} in {MODELS_KEY}: `pulumi up` removes its group; there is"
+            " nothing to roll back. Nothing was changed."
+        )
+    config[MODELS_KEY] = [old if m.get("name") == model else m for m in now]
+    return {**current, "config": config}
+
+
 def changed_keys(update: GoodUpdate, current: Mapping[str, Any], project: ProjectConfig) -> list[str]:
     """Pure: the non-secret keys whose value in the current stack file differs from the good update's."""
     current_config = current.get("config") or {}
@@ -153,10 +188,11 @@ def changed_keys(update: GoodUpdate, current: Mapping[str, Any], project: Projec
     return sorted(k for k in set(good) | set(now) if good.get(k) != now.get(k))
 
 
-def rollback_command(stack: str, config_file: str | None = None) -> str:
-    """Pure: the one command that brings back the last good revision."""
+def rollback_command(stack: str, config_file: str | None = None, model: str | None = None) -> str:
+    """Pure: the one command that brings back the last good revision (`model`: of that model's group alone)."""
     command = f"spark-llm rollback --stack {stack}"
-    return command + (f" --config-file {config_file}" if config_file else "")
+    command += f" --config-file {config_file}" if config_file else ""
+    return command + (f" --model {shlex.quote(model)}" if model else "")
 
 
 def stop_note(command: str) -> str:

@@ -2,7 +2,8 @@
 
 User story: an operator lists two models, a big one across head and worker and a small one on the head; `pulumi up`
 serves both. Later they change a flag of the small one: `pulumi preview` names only the small model's group, and
-while `pulumi up` restarts it, a client asking the big model every 100 ms sees no failure.
+while `pulumi up` restarts it, a client asking the big model every 100 ms sees no failure. The operator CLI acts per
+model: `spark-llm status` shows both groups, `spark-llm restart --model` restarts one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import yaml
 
 from bench.steady_client import SMALL, SteadyClient, two_models
 from tests.integration.conftest import complete
+from tests.integration.test_ops import SparkLlm
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +69,30 @@ def test_a_flag_change_to_one_model_restarts_only_its_group_while_the_other_keep
     assert after[BIG]["container_ids"] == big["container_ids"]  # not restarted
     assert after[SMALL]["container_ids"] != two_deployed["models"][SMALL]["container_ids"]
     assert complete(after[SMALL])["model"] == SMALL
+
+
+def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_running(pulumi, two_deployed):
+    """User story: the operator asks `spark-llm status` and sees each model's group (its members, revision, verdict);
+    `spark-llm restart` without --model is refused naming both; `spark-llm restart --model SMALL` restarts the small
+    model's group alone, while the big one's containers stay the same."""
+    cli = SparkLlm(pulumi)
+    refused = cli("restart", "--yes")
+    assert refused.returncode == 2 and refused.stderr == (
+        f"spark-llm restart: the stack serves 2 models: name one with --model ({BIG}, {SMALL})\n"
+    ), refused
+    before = pulumi.outputs()["models"]
+    report = cli.json("status")
+    assert sorted(report["models"]) == [BIG, SMALL]
+    for name, seen in report["models"].items():
+        assert seen["state"] == "in sync", seen
+        assert seen["config_revision"] == before[name]["group_revision"]
+        assert [n["node"] for n in seen["nodes"]] == before[name]["start_order"][::-1]
+        assert seen["head"]["models"] == [name]  # each group's head serves its own model
+        assert seen["start_timeline"]["revision"] == before[name]["group_revision"]
+
+    restarted = cli.json("restart", "--yes", "--model", SMALL, timeout=600)
+    assert restarted["ok"] and restarted["restarted"] == ["head"], restarted
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before[BIG]["container_ids"]  # the big model was not touched
+    assert after[SMALL]["container_ids"] != before[SMALL]["container_ids"]
+    assert complete(after[SMALL])["model"] == SMALL and complete(after[BIG])["model"] == BIG

@@ -2,5 +2,7 @@
 
 - command: the verdict, the table and the command;
 - read: what it reads from each node in one ssh session (the node script, its pure parsers);
-- canary: the canary asked now, against the one recorded at readiness.
+- canary: the canary asked now, against the one recorded at readiness;
+- report: one model's verdict as it prints (table, lines, JSON);
+- several: a stack of several models, a row and a block per model.
 """

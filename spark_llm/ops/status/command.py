@@ -18,10 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
-
-from rich.table import Table
-from rich.text import Text
 
 from spark_llm.group.history import last_failure
 from spark_llm.group.members import UNREACHABLE, Member
@@ -30,22 +26,14 @@ from spark_llm.group.verdict import RESTART, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
-from spark_llm.ops.status.canary import canary_lines, check_canary
+from spark_llm.ops.status import several
+from spark_llm.ops.status.canary import check_canary
 from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
+from spark_llm.ops.status.report import ModelReport
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.host_record import changes_warning, fingerprint_lines, host_changes
-from spark_llm.plan.start.timeline import failed_start_warning, timeline_lines
-
-STATE_STYLES = {
-    "in sync": "green",
-    "drift": "bold red",
-    "failed_start": "bold red",
-    "unhealthy": "yellow",
-    "restarting": "yellow",
-    "wedged": "bold red",
-    "answers changed": "bold red",
-}
+from spark_llm.plan.host_record import changes_warning, host_changes
+from spark_llm.plan.start.timeline import failed_start_warning
 
 
 def restart_order(plan: DeploymentPlan) -> str:
@@ -142,37 +130,6 @@ def wedged_sentence(plan: DeploymentPlan, health: Health) -> str:
     )
 
 
-def status_table(plan: DeploymentPlan, statuses: Sequence[NodeStatus], health: Health | None) -> Table:
-    rows = []
-    for s in statuses:
-        if s.state == "running":
-            since = render.seconds(s.uptime_s) if s.uptime_s is not None else "?"
-        else:
-            since = f"finished {s.finished_at[:19]}" if s.finished_at and not s.finished_at.startswith("0001") else ""
-        revision = s.revision or "-"
-        if s.revision and s.revision != plan.group_revision:
-            revision += " (config: " + plan.group_revision + ")"
-        answer = ""
-        if s.role == "head" and health is not None:
-            answer = f"{health.path} {health.http_code}" if health.http_code else f"{health.path}: {health.error}"
-            if health.models:
-                answer += f"; serves {', '.join(health.models)}"
-        rows.append(
-            [
-                s.node,
-                s.role,
-                s.container + (f" {s.container_id}" if s.container_id else ""),
-                s.state + (f" ({s.error})" if s.error else ""),
-                since,
-                "" if s.exit_code is None else str(s.exit_code),
-                revision,
-                answer,
-            ]
-        )
-    columns = ["node", "role", "container", "state", "uptime", "exit", "revision", "head"]
-    return render.table(f"status: {plan.model_name} at {plan.endpoint}", columns, rows)
-
-
 def stack_outputs(pulumi: PulumiCli) -> dict:
     """This stack's outputs ({} before its first `up` or when they cannot be read)."""
     try:
@@ -195,10 +152,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+def run(pulumi: PulumiCli, plans: DeploymentPlan | dict[str, DeploymentPlan], args: argparse.Namespace) -> int:
+    """`plans`: the models asked (spark_llm.ops.cli), or a stack's one plan; a stack of one model prints as it
+    always has, a stack of several a row per model, then one block each (spark_llm.ops.status.several)."""
+    if isinstance(plans, DeploymentPlan):
+        plans = {plans.model_name: plans}
+    outputs = stack_outputs(pulumi)
+    if all(p.unit is None for p in plans.values()):
+        [plan] = plans.values()
+        report = model_report(plan, outputs, args)
+        if args.json:
+            render.emit_json(report.to_json())
+        else:
+            report.print(render.console(), getattr(args, "hosts", False))
+        return 0 if report.in_sync else 1
+    found = outputs.get("models")
+    recorded: dict = found if isinstance(found, dict) else {}
+    reports = [model_report(plan, recorded.get(name) or {}, args) for name, plan in plans.items()]
+    several.emit(reports, args)
+    return 0 if all(r.in_sync for r in reports) else 1
+
+
+def model_report(plan: DeploymentPlan, outputs: dict, args: argparse.Namespace) -> ModelReport:
+    """Read one model's group on its nodes and judge it; `outputs`: that model's stack outputs ({} before `up`)."""
     with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
         statuses, health, supervised = collect(plan, args.timeout)
-    outputs = stack_outputs(pulumi)
     state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
     if supervised is not None and supervised.gave_up and state != "in sync":
         # The group is stopped on purpose: say why, and what to do, before what differs.
@@ -255,47 +233,6 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 f" {canary.note}: `pulumi up` does nothing (the config did not change)"
             ),
         )
-    if args.json:
-        render.emit_json(
-            {
-                "state": state,
-                "drift": state == "drift",
-                "summary": sentence,
-                "config_revision": plan.group_revision,
-                "endpoint": plan.endpoint,
-                "model": plan.model_name,
-                "nodes": [asdict(s) for s in statuses],
-                "head": asdict(health) if health else None,
-                "start_timeline": timeline,
-                "host_changes": [str(c) for c in changes],
-                "canary": canary.to_json(),
-                "weights": weights,
-                "supervisor": None
-                if supervised is None
-                else {
-                    "restarts": list(supervised.restarts),
-                    "gave_up": supervised.gave_up,
-                    "waiting": supervised.waiting,
-                    "container": watcher,
-                },
-            }
-        )
-    else:
-        out = render.console()
-        out.print(status_table(plan, statuses, health))
-        style = STATE_STYLES.get(state, "")
-        if watcher:
-            out.print(Text(f"supervisor: its container on {plan.head.name} is {watcher}"))
-        for line in supervised.lines() if supervised else []:
-            out.print(Text(line))
-        out.print(Text(f"{state}: ", style=style) + Text(sentence))
-        for line in canary_lines(canary):
-            out.print(Text(line), soft_wrap=True)  # whole lines: both answers stay greppable
-        for line in timeline_lines(timeline):
-            out.print(Text(line))
-        if host_warning:
-            out.print(Text(f"warning: {host_warning}", style="yellow"), soft_wrap=True)
-        if getattr(args, "hosts", False):
-            for line in fingerprint_lines(timeline) if timeline.get("hosts") else ["no host recorded yet"]:
-                out.print(Text(line), soft_wrap=True)
-    return 0 if state == "in sync" else 1
+    return ModelReport(
+        plan, state, sentence, statuses, health, supervised, watcher, timeline, changes, host_warning, canary, weights
+    )

@@ -45,3 +45,19 @@ def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
     monkeypatch.setattr(module, "pulumi_process", lambda: None)  # the shell was gone before the gate looked
     monkeypatch.setattr(module, "STARTED_UNDER", module.os.getppid())
     assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
+
+
+def test_a_failed_start_of_one_model_of_several_names_that_model_in_its_rollback(monkeypatch, raw_config):
+    """The gate of one model's group (spark_llm.plan.readiness.rollout) says which; its rollback command names it,
+    and a stack of one model's gate input stays as it was (no `model` key: an upgrade restarts nothing)."""
+    from spark_llm.ops import after_failure as module
+    from spark_llm.plan.readiness import rollout
+    from tests.unit.ops.node_facts import build
+    from tests.unit.ops.several_models import SMALL, two_models
+
+    monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
+    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up"], "/p"))
+    assert rollout(build(raw_config), "sim") == {"on_failure": "stop", "stack": "sim"}
+    small = rollout(two_models(raw_config).models[SMALL], "sim")
+    assert small == {"on_failure": "stop", "stack": "sim", "model": SMALL}
+    assert f"\n  spark-llm rollback --stack sim --model {SMALL}\n" in after_failure(small)

@@ -68,7 +68,7 @@ def test_ctrl_c_while_the_config_is_read_ends_with_a_line_and_130_not_a_tracebac
     def interrupted(self):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.PulumiCli, "load_plan", interrupted)
+    monkeypatch.setattr(cli.PulumiCli, "load_stack", interrupted)
     assert cli.main(["status", "--stack", "sim"]) == 130
     err = capfd.readouterr().err
     assert err == "spark-llm status: interrupted\n"

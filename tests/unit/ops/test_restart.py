@@ -24,12 +24,12 @@ def test_restart_start_order_by_container_start_time(spark_plan):
     assert restart.start_order(s) == ["spark-2", "spark-1"]
 
 
-def test_restart_also_replaces_the_step_that_stops_the_supervisor_so_it_never_fights_the_replacement():
+def test_restart_also_replaces_the_step_that_stops_the_supervisor_so_it_never_fights_the_replacement(spark_plan):
     resources = [
         {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-supervisor"},
         {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-supervisor", "delete": True},
         {"type": "command:remote:Command", "urn": "urn:x::spark-engine-stop-spark-1"},
     ]
     export = {"deployment": {"resources": resources}}
-    assert restart.supervisor_stop_urns(export) == ["urn:x::spark-engine-stop-supervisor"]
-    assert restart.supervisor_stop_urns({"deployment": {"resources": resources[2:]}}) == []
+    assert restart.supervisor_stop_urns(export, spark_plan) == ["urn:x::spark-engine-stop-supervisor"]
+    assert restart.supervisor_stop_urns({"deployment": {"resources": resources[2:]}}, spark_plan) == []

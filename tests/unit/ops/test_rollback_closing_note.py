@@ -27,7 +27,7 @@ class FakeCli:
     def capture(self, *args: str) -> str:
         return "[]"
 
-    def load_plan(self) -> SimpleNamespace:
+    def load_plan(self, model: str | None = None) -> SimpleNamespace:
         return SimpleNamespace(group_revision=self.good if self.rollback else self.asked)
 
 

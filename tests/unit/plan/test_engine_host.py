@@ -7,7 +7,7 @@ import pytest
 
 from spark_llm.config import parse
 from spark_llm.ops import cli, smoke
-from spark_llm.ops.pulumi_cli import PulumiCli
+from spark_llm.ops.pulumi_cli import PulumiCli, StackPlans
 from spark_llm.plan import deployment as plan
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
@@ -20,7 +20,7 @@ def loopback_plan(raw_config, tmp_path, monkeypatch):
     raw_config["sshKeyPath"] = str(key)
     raw_config.setdefault("engine", {})["host"] = "127.0.0.1"
     deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
-    monkeypatch.setattr(PulumiCli, "load_plan", lambda self: deployment)
+    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlans.one(deployment))
     return deployment
 
 

@@ -10,6 +10,7 @@ import pytest
 from spark_llm.ops.render import render_text
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status import read as status_read
+from spark_llm.ops.status import report
 from tests.unit.ops.node_facts import (
     ABSENT,
     REV,
@@ -92,7 +93,7 @@ def test_status_not_deployed_and_unhealthy(spark_plan):
 def test_status_table_lists_each_node(spark_plan):
     p = with_revision(spark_plan)
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
-    text = render_text(status.status_table(p, s, status.Health(200, (p.model_name,))))
+    text = render_text(report.status_table(p, s, status.Health(200, (p.model_name,))))
     assert "spark-1" in text and "spark-2" in text and "/health 200" in text and REV in text
 
 
