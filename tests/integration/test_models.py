@@ -3,7 +3,8 @@
 User story: an operator lists two models, a big one across head and worker and a small one on the head; `pulumi up`
 serves both. Later they change a flag of the small one: `pulumi preview` names only the small model's group, and
 while `pulumi up` restarts it, a client asking the big model every 100 ms sees no failure. The operator CLI acts per
-model: `spark-llm status` shows both groups, `spark-llm restart --model` restarts one.
+model: `spark-llm status` shows both groups, `spark-llm restart --model` restarts one, and after a failed start of
+the small one `spark-llm rollback --model` brings back that one alone.
 """
 
 from __future__ import annotations
@@ -96,3 +97,27 @@ def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_runni
     assert after[BIG]["container_ids"] == before[BIG]["container_ids"]  # the big model was not touched
     assert after[SMALL]["container_ids"] != before[SMALL]["container_ids"]
     assert complete(after[SMALL])["model"] == SMALL and complete(after[BIG])["model"] == BIG
+
+
+def test_a_failed_start_of_one_model_rolls_back_that_model_alone(pulumi, two_deployed):
+    """User story: a change to the small model crashes its engine at start; `pulumi up` fails and names the command
+    that brings that model back (`spark-llm rollback ... --model SMALL`); that command puts back the small model's
+    last good entry alone: it serves again on the revision it served before, and the big model's containers were
+    never touched."""
+    use_two_models(pulumi, ("--mem-fraction-static", "0.25"))
+    before = pulumi.outputs()["models"]
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    small = next(m for m in document["config"]["spark-llm:models"] if m["name"] == SMALL)
+    small["engine"]["env"] = {**(small["engine"].get("env") or {}), "STANDIN_CRASH_AT_INIT": "all"}
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    failed = pulumi.up(check=False)
+    assert failed.returncode != 0
+    assert f"--config-file {pulumi.config_file} --model {SMALL}\n" in failed.stdout + failed.stderr
+
+    result = SparkLlm(pulumi).json("rollback", "--model", SMALL, timeout=600)
+    assert result["ok"] and result["served"], result
+    assert result["revision"] == before[SMALL]["group_revision"] != result["config_asks_for"]
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before[BIG]["container_ids"]  # the big model was not touched
+    assert complete(after[SMALL])["model"] == SMALL
+    assert yaml.safe_load(pulumi.config_file.read_text()) == document  # the user's stack file is not edited

@@ -106,3 +106,20 @@ def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_the
         " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.36" in str(err.value)
     ), str(err.value)
     assert lines[-1].startswith("Nothing was run on any node.")
+
+
+def test_a_replace_of_one_models_container_restarts_that_group_and_not_the_others(monkeypatch, raw_config):
+    """`spark-llm restart --model embed`'s `pulumi up --replace` names the embed group's head container: the program
+    restarts that group in order (a new generation) and leaves the big model's group, on the same head, as it is."""
+    from spark_llm.remote.pulumi_process import PulumiProcess
+    from tests.unit.ops.several_models import BIG, SMALL, two_models
+
+    plans = two_models(raw_config).models
+    urn = (
+        "urn:pulumi:sim::spark-llm::spark-llm:components:SparkCluster$spark-llm:components:EngineGroup"
+        "$docker:index/container:Container::spark-embed-engine-spark-1"
+    )
+    monkeypatch.setattr(stack, "under_mocks", lambda: False)
+    monkeypatch.setattr(stack, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up", "--replace", urn], "/p"))
+    assert stack.group_request(plans[SMALL]).replaced == ("spark-1",)
+    assert stack.group_request(plans[BIG]).replaced == ()

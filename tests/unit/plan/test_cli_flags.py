@@ -3,7 +3,7 @@ of a member's container a restart of the whole group in order."""
 
 from __future__ import annotations
 
-from spark_llm.plan.cli_flags import flag_values, group_request
+from spark_llm.plan.cli_flags import engine_component, flag_values, group_request
 
 GROUP = "urn:pulumi:sim::spark-llm::spark-llm:components:SparkCluster$spark-llm:components:EngineGroup"
 WORKER = f"{GROUP}$docker:index/container:Container::spark-engine-worker-1"
@@ -40,3 +40,14 @@ def test_a_replace_of_a_member_restarts_the_group_and_other_commands_ask_nothing
     assert group_request(["pulumi", "up", "--replace", STOP], MEMBERS).replaced == ()
     assert group_request(["pulumi", "destroy", "--target", WORKER], MEMBERS).refusal is None
     assert group_request([], MEMBERS).refusal is None
+
+
+def test_among_several_models_a_replace_restarts_the_group_whose_container_it_names_and_no_other():
+    """`spark-llm restart --model embed` replaces `spark-embed-engine-head`: the embed group restarts in order;
+    the big model's group, on the same head, is not asked to."""
+    small = f"{GROUP}$docker:index/container:Container::{engine_component('embed')}-head"
+    argv = ["pulumi", "up", "--replace", small]
+    assert engine_component(None) == "spark-engine" and engine_component("embed") == "spark-embed-engine"
+    assert group_request(argv, ["head"], engine_component("embed")).replaced == ("head",)
+    assert group_request(argv, MEMBERS, engine_component("qwen")).replaced == ()
+    assert group_request(argv, MEMBERS).replaced == ()
