@@ -18,11 +18,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from spark_llm.plan.readiness import Rollout
 from spark_llm.plan.rollback import (
     ROLLBACK_ENV,
     STRIPPED_ENV,
     failed_rollback_note,
+    model_names,
     rollback_command,
     started_note,
     stop_note,
@@ -79,8 +82,20 @@ def start_rollback(stack: str, config_file: str | None, wait_for: int | None, mo
     return log
 
 
-def after_failure(rollout: Rollout) -> str:
-    """What the gate's error says after a failed start; with `rollback`, also starts it. Never raises."""
+def one_of_several(config_file: Path, model: str) -> str | None:
+    """`model` when the stack file lists it among several models (its rollback then names it with --model); None
+    for a stack of one model, or a file that cannot be read (the rollback says what it needs)."""
+    try:
+        document = yaml.safe_load(config_file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    return model if isinstance(document, dict) and model in model_names(document) else None
+
+
+def after_failure(rollout: Rollout, model: str = "") -> str:
+    """What the gate's error says after a failed start; with `rollback`, also starts it. Never raises.
+
+    `model`: the group's model (the gate's spec); named in the rollback command when the stack lists several."""
     stack = str(rollout.get("stack") or "")
     if not stack:
         return ""
@@ -93,12 +108,13 @@ def after_failure(rollout: Rollout) -> str:
     if cli is None or os.getppid() != STARTED_UNDER:
         return INTERRUPTED
     config_file = config_file_of(cli.argv, cli.cwd)
-    model = str(rollout.get("model") or "") or None  # a model of several: its group alone goes back
-    command = rollback_command(stack, config_file, model)
+    # A model of several: its group alone goes back (`--model`).
+    several = one_of_several(Path(config_file or Path(cli.cwd, f"Pulumi.{stack}.yaml")), model) if model else None
+    command = rollback_command(stack, config_file, several)
     if rollout.get("on_failure") != "rollback":
         return stop_note(command)
     try:
-        log = start_rollback(stack, config_file, cli.pid, model)
+        log = start_rollback(stack, config_file, cli.pid, several)
     except OSError as err:
         return f"spark-llm:rollout.onFailure is rollback, but starting it failed ({err}).\n{stop_note(command)}"
     return started_note(command, str(log))

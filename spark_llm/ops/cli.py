@@ -54,12 +54,12 @@ SCOPES = {"status": MODELS, "preflight": NODES, "exec": NODES}
 
 
 def plan_for(command: str, stack: StackPlans, model: str | None) -> object:
-    """What the command's `run` is given: one model's plan, {name: plan} of the models asked, or the nodes' plan."""
+    """What the command's `run` is given: one model's plan, the stack with the models asked, or the nodes' plan."""
     kind = SCOPES.get(command, GROUP)
     if kind == NODES:
         return stack.nodes
     if kind == MODELS:
-        return stack.models if model is None else {model: stack.choose(model)}
+        return stack if model is None else stack.only(model)
     return stack.choose(model)
 
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -87,11 +87,18 @@ class StackPlans:
     nodes: DeploymentPlan
     """A plan over every node of spark-llm:nodes, for the commands about the nodes (preflight, exec): the stack's
     own plan for one model; among several, the first model's settings over every node (a model may use fewer)."""
+    several: bool = False
+    """The stack lists several models (its outputs are under `models.<name>`; the first model's plan, which keeps
+    the single form's names, does not say so itself)."""
 
     @classmethod
     def one(cls, plan: DeploymentPlan) -> StackPlans:
         """A stack of one model."""
         return cls({plan.model_name: plan}, plan)
+
+    def only(self, model: str) -> StackPlans:
+        """This stack with the one model `--model` names; raises ModelChoiceError as `choose` does."""
+        return replace(self, models={model: self.choose(model)})
 
     def choose(self, model: str | None) -> DeploymentPlan:
         """The plan of the model `--model` names (None: the stack's one model); raises ModelChoiceError."""
@@ -126,7 +133,7 @@ def plans_of(cfg: StackConfig) -> StackPlans:
     first, one = per_model[0]
     # The nodes' checks read a model's settings too (its image, its weights' size): the first's, named in the title.
     every = build_plan(one.model_copy(update={"nodes": cfg.nodes}), template, unit=first.key)
-    return StackPlans(models, every)
+    return StackPlans(models, every, several=True)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ head stopped, workers stopped, workers started, head started, then the readiness
 `pulumi preview --expect-no-changes` must be clean, and the containers' start times show the order.
 
 In a stack of several models, `--model NAME` restarts that model's group alone (the resources under its
-`spark-<key>` component): the other models' containers are not replaced. A group of the head alone is restarted
-by replacing the head's container.
+component, `spark` for the first model, `spark-<key>` for the others): the other models' containers are not
+replaced. A group of the head alone is restarted by replacing the head's container (the program then restarts it
+as a new generation, in order).
 """
 
 from __future__ import annotations
@@ -76,9 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
     urns = member_urns(pulumi.export(), plan)
-    if plan.unit is None and not plan.workers:
-        sys.stderr.write("spark-llm restart: the stack has no worker; `pulumi up --replace` the head instead\n")
-        return 2
     replaced = list(plan.workers) or [plan.head]
     if len(urns) < len(replaced):
         missing = [n.name for n in replaced if not any(u.endswith(f"-{n.name}") for u in urns)]
@@ -88,8 +86,8 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         )
         return 2
     if not args.yes and sys.stdin.isatty() and not args.json:
-        group = f"{plan.model_name}'s engine group" if plan.unit is not None else "the engine group"
-        answer = input(f"Restart {group} ({', '.join(plan.start_order)}) with `pulumi up --replace`? [y/N] ")
+        order = ", ".join(plan.start_order)
+        answer = input(f"Restart the engine group of {plan.model_name} ({order}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
     before, _, _ = status_read.collect(plan)

@@ -24,17 +24,6 @@ class Rollout(TypedDict):
     on_failure: str
     """spark-llm:rollout.onFailure: print the rollback command (stop) or run it (rollback)."""
     stack: str
-    model: NotRequired[str]
-    """A model of several: the failed group's, which its rollback names (`--model`). Absent for a stack of one,
-    whose gate's input stays as before several models (an upgrade restarts nothing)."""
-
-
-def rollout(plan: DeploymentPlan, stack: str) -> Rollout:
-    """What the gate does after a failed start (spark_llm.ops.after_failure), and for which stack and model."""
-    found: Rollout = {"on_failure": plan.on_failure, "stack": stack}
-    if plan.unit is not None:
-        found["model"] = plan.model_name
-    return found
 
 
 class FabricSpec(TypedDict):
@@ -100,7 +89,7 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "rendezvous_source": plan.rendezvous[1],
         "weights_path": plan.model_path,
         "history_path": plan.history_path,
-        "rollout": rollout(plan, stack),
+        "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }
     spec["host_probe"] = host_probe(plan)
     if plan.roce_devices and len(plan.nodes) > 1:

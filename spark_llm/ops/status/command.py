@@ -25,7 +25,7 @@ from spark_llm.group.order import restart_steps
 from spark_llm.group.verdict import RESTART, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
-from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError, StackPlans
 from spark_llm.ops.status import several
 from spark_llm.ops.status.canary import check_canary
 from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
@@ -152,14 +152,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(pulumi: PulumiCli, plans: DeploymentPlan | dict[str, DeploymentPlan], args: argparse.Namespace) -> int:
-    """`plans`: the models asked (spark_llm.ops.cli), or a stack's one plan; a stack of one model prints as it
-    always has, a stack of several a row per model, then one block each (spark_llm.ops.status.several)."""
-    if isinstance(plans, DeploymentPlan):
-        plans = {plans.model_name: plans}
+def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlans, args: argparse.Namespace) -> int:
+    """`plans`: the stack with the models asked (spark_llm.ops.cli), or a stack's one plan; a stack of one model
+    prints as it always has, a stack of several a row per model, then one block each (spark_llm.ops.status.several).
+    """
+    stack = StackPlans.one(plans) if isinstance(plans, DeploymentPlan) else plans
     outputs = stack_outputs(pulumi)
-    if all(p.unit is None for p in plans.values()):
-        [plan] = plans.values()
+    if not stack.several:
+        plan = stack.choose(None)
         report = model_report(plan, outputs, args)
         if args.json:
             render.emit_json(report.to_json())
@@ -168,7 +168,7 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | dict[str, DeploymentPlan], ar
         return 0 if report.in_sync else 1
     found = outputs.get("models")
     recorded: dict = found if isinstance(found, dict) else {}
-    reports = [model_report(plan, recorded.get(name) or {}, args) for name, plan in plans.items()]
+    reports = [model_report(plan, recorded.get(name) or {}, args) for name, plan in stack.models.items()]
     several.emit(reports, args)
     return 0 if all(r.in_sync for r in reports) else 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from spark_llm.ops.after_failure import after_failure, config_file_of
 from spark_llm.remote.pulumi_process import PulumiProcess
@@ -47,17 +48,20 @@ def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
     assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
 
 
-def test_a_failed_start_of_one_model_of_several_names_that_model_in_its_rollback(monkeypatch, raw_config):
-    """The gate of one model's group (spark_llm.plan.readiness.rollout) says which; its rollback command names it,
-    and a stack of one model's gate input stays as it was (no `model` key: an upgrade restarts nothing)."""
-    from spark_llm.ops import after_failure as module
-    from spark_llm.plan.readiness import rollout
-    from tests.unit.ops.node_facts import build
-    from tests.unit.ops.several_models import SMALL, two_models
 
+def test_a_failed_start_of_one_model_of_several_names_that_model_in_its_rollback(monkeypatch, tmp_path):
+    """The gate of one model's group passes its model; the rollback command names it (`--model`) when the stack
+    file the failed `up` was given lists several models, and stays as it was for a stack of one."""
+    from spark_llm.ops import after_failure as module
+
+    stack_file = tmp_path / "Pulumi.sim.yaml"
+    argv = ["pulumi", "up", "--config-file", str(stack_file)]
     monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
-    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up"], "/p"))
-    assert rollout(build(raw_config), "sim") == {"on_failure": "stop", "stack": "sim"}
-    small = rollout(two_models(raw_config).models[SMALL], "sim")
-    assert small == {"on_failure": "stop", "stack": "sim", "model": SMALL}
-    assert f"\n  spark-llm rollback --stack sim --model {SMALL}\n" in after_failure(small)
+    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, argv, "/p"))
+    models = [{"name": "big", "path": "/m/big"}, {"name": "org/small", "path": "/m/small"}]
+    stack_file.write_text(yaml.safe_dump({"config": {"spark-llm:models": models}}))
+    note = after_failure({"stack": "sim", "on_failure": "stop"}, "org/small")
+    assert f"\n  spark-llm rollback --stack sim --config-file {stack_file} --model org/small\n" in note
+    stack_file.write_text(yaml.safe_dump({"config": {"spark-llm:model": {"name": "big", "path": "/m/big"}}}))
+    note = after_failure({"stack": "sim", "on_failure": "stop"}, "big")
+    assert f"\n  spark-llm rollback --stack sim --config-file {stack_file}\n" in note

@@ -24,8 +24,7 @@ def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config
     assert set(spec) == set(get_type_hints(ReadinessSpec))
     assert set(spec["fabric"]) == set(get_type_hints(FabricSpec))
     assert set(spec["members"][0]) == set(get_type_hints(GateMember))
-    # `model` only for a model of several (tests/unit/ops/test_after_failure.py): a stack of one's input as before.
-    assert set(spec["rollout"]) == set(get_type_hints(Rollout)) - {"model"} and spec["rollout"]["stack"] == "dual-spark"
+    assert set(spec["rollout"]) == set(get_type_hints(Rollout)) and spec["rollout"]["stack"] == "dual-spark"
     text = readiness.spec_text(spec)
     assert readiness.parse_spec(text) == spec and json.loads(text) == spec
 
