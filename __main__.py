@@ -28,7 +28,13 @@ for model, model_config in config.per_model():
     request = stack.group_request(deployment)
     cluster = SparkCluster(
         "spark" if model.key is None else f"spark-{model.key}",
-        SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced),
+        SparkClusterArgs(
+            plan=deployment,
+            keys=keys,
+            observations=observations,
+            replaced=request.replaced,
+            outputs_under_models=config.several(),
+        ),
     )
     clusters[model.name] = (deployment, cluster)
 

@@ -72,15 +72,15 @@ def with_embed(utilization: str) -> dict:
 
 def test_two_models_are_two_engine_groups_each_with_its_own_names_on_the_nodes(monkeypatch):
     registered = _register(monkeypatch, with_embed("0.2"))
-    big = "spark-qwen-qwen3-5-122b-a10b-fp8"
     containers = {
         name: inputs(r)["name"] for name, r in registered.items() if r.type == "docker:index/container:Container"
     }
+    # The first model keeps the single form's names: a stack that grows a second model restarts nothing serving.
     assert containers == {
-        f"{big}-engine-spark-1": "spark-llm-engine-qwen-qwen3-5-122b-a10b-fp8",
-        f"{big}-engine-spark-2": "spark-llm-engine-qwen-qwen3-5-122b-a10b-fp8",
+        "spark-engine-spark-1": "spark-llm-engine",
+        "spark-engine-spark-2": "spark-llm-engine",
         "spark-embed-engine-spark-1": "spark-llm-engine-embed",
-        f"{big}-supervisor": "spark-llm-supervisor-qwen-qwen3-5-122b-a10b-fp8",
+        "spark-supervisor": "spark-llm-supervisor",
         "spark-embed-supervisor": "spark-llm-supervisor-embed",
     }
     # Each group's files in a directory of its own: one model's relaunch never rewrites the other's script.
@@ -106,3 +106,20 @@ def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_the
         " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.36" in str(err.value)
     ), str(err.value)
     assert lines[-1].startswith("Nothing was run on any node.")
+
+
+def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_it_was(monkeypatch):
+    single = pinned(dual_spark_stack_file())
+    before = graph(_register(monkeypatch, {**single, "models": []}))
+    small = {
+        "name": "embed",
+        "path": "/home/aurora/models/embed",
+        "image": single["image"],
+        "engine": {**single["engine"], "executor": "native", "port": 30001, "distPort": 20001,
+                   "flags": ["--gpu-memory-utilization", "0.05"]},
+        "nodes": ["spark-1"],
+    }  # fmt: skip
+    after = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()), small)))
+    assert [name for name in before if after.get(name) != before[name]] == []
+    added = set(after) - set(before)
+    assert "spark-embed-engine-spark-1" in added and all(name.startswith("spark-embed") for name in added), added
