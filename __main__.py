@@ -15,7 +15,7 @@ from spark_llm.plan import deployment as plan  # noqa: E402
 
 config = stack.load()
 # One engine group per model (a stack of one model: today's names, outputs and resources).
-clusters: dict[str, tuple[plan.DeploymentPlan, SparkCluster]] = {}
+groups = []
 for model, model_config in config.per_model():
     # A rollback's `up` puts back the weights the last good start served (spark_llm.ops.rollback): None otherwise.
     deployment = plan.build_plan(
@@ -24,11 +24,23 @@ for model, model_config in config.per_model():
     keys = stack.load_keys(deployment)
     # One read-only look at every node per program run (preview too): what drift is judged from.
     observations = stack.observe_nodes(deployment, probe_extra(deployment))
+    groups.append((model, deployment, keys, observations))
+if config.several():
+    # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
+    stack.place_models(config, [(deployment, observations) for _, deployment, _, observations in groups])
+clusters: dict[str, tuple[plan.DeploymentPlan, SparkCluster]] = {}
+for model, deployment, keys, observations in groups:
     # `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group in order.
     request = stack.group_request(deployment)
     cluster = SparkCluster(
         "spark" if model.key is None else f"spark-{model.key}",
-        SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced),
+        SparkClusterArgs(
+            plan=deployment,
+            keys=keys,
+            observations=observations,
+            replaced=request.replaced,
+            outputs_under_models=config.several(),
+        ),
     )
     clusters[model.name] = (deployment, cluster)
 

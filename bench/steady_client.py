@@ -19,6 +19,8 @@ from typing import Any
 
 INTERVAL_S = 0.1
 SMALL = "spark-llm/standin-small"
+# The stand-in model's memory budget beside SMALL: half of each node (placement needs one for an SGLang model).
+BIG_FLAGS = ("--mem-fraction-static", "0.5")
 
 
 @dataclass
@@ -103,7 +105,7 @@ def two_models(config: dict[str, Any], small_flags: tuple[str, ...] = ("--mem-fr
     image = config.pop("spark-llm:image")
     engine = config.pop("spark-llm:engine")
     head = next(n["name"] for n in config["spark-llm:nodes"] if n["role"] == "head")
-    big = {**model, "image": image, "engine": {**engine, "flags": ["--mem-fraction-static", "0.5"]}}
+    big = {**model, "image": image, "engine": {**engine, "flags": list(BIG_FLAGS)}}
     small = {
         "name": SMALL,
         "path": "/srv/models/standin-small",

@@ -159,6 +159,8 @@ class SparkClusterArgs:
     """What every node runs now (spark_llm.remote.observe); None: not looked at (unit tests)."""
     replaced: tuple[str, ...] = ()
     """Members whose container this `pulumi up --replace`s (spark_llm.plan.cli_flags): the group restarts in order."""
+    outputs_under_models: bool = False
+    """The stack lists several models: this group's outputs are under `models.<name>`, not at the top level."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -195,14 +197,19 @@ class SparkCluster(pulumi.ComponentResource):
         if args.observations is not None and not under_mocks():
             # What this state last recorded (its own outputs): said when the nodes are ahead of it.
             stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-            if plan.unit is None:
-                own = pulumi.StackReference(stack, opts=pulumi.ResourceOptions(parent=self))
-                recorded = own.get_output("container_ids")
-            else:  # one reference per model (a URN of its own); its outputs are under models.<name>
-                own = pulumi.StackReference(f"{name}-recorded", stack, opts=pulumi.ResourceOptions(parent=self))
-                recorded = own.get_output("models").apply(
+            # The single form's reference keeps its URN; another model's has one of its own.
+            own = (
+                pulumi.StackReference(stack, opts=pulumi.ResourceOptions(parent=self))
+                if plan.unit is None
+                else pulumi.StackReference(f"{name}-recorded", stack, opts=pulumi.ResourceOptions(parent=self))
+            )
+            recorded = (
+                own.get_output("models").apply(
                     lambda models: ((models or {}).get(plan.model_name) or {}).get("container_ids")
                 )
+                if args.outputs_under_models
+                else own.get_output("container_ids")
+            )
             pulumi.Output.all(identity.stdout, recorded).apply(
                 lambda got: _state_behind_note(plan, args.observations, got[0], got[1]), run_with_unknowns=True
             )

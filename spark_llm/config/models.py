@@ -64,8 +64,8 @@ class Deployment:
     nodes: tuple[str, ...]
     """Its nodes, in spark-llm:nodes order."""
     key: str | None
-    """None: the single form's identity (today's resource names and container), which a list of one keeps too;
-    else the entry's own, for resource names beside the others'."""
+    """None: the single form's identity (today's resource names and container), which a list's first entry keeps
+    too; else the entry's own, for resource names beside the others'."""
     config_key: str
     """Where the stack file declares it: `spark-llm:model` or `spark-llm:models[i]`."""
 
@@ -96,12 +96,15 @@ def deployments(
         return [Deployment(model.name, model, image, engine, every, None, config_key)]
     out = []
     for i, entry in enumerate(models):
+        # The first model keeps the single form's identity (resource names, container, files on the nodes): a
+        # stack that grows a second model restarts nothing that serves, and shrinks back to one the same way.
+        key = None if i == 0 else slug(entry.name)
         engine = entry.engine
-        if "container_name" not in engine.model_fields_set:
-            engine = engine.model_copy(update={"container_name": f"{SINGLE_CONTAINER}-{slug(entry.name)}"})
+        if key is not None and "container_name" not in engine.model_fields_set:
+            engine = engine.model_copy(update={"container_name": f"{SINGLE_CONTAINER}-{key}"})
         on = tuple(n for n in every if entry.nodes is None or n in entry.nodes)
         model, image, _ = as_single_form(entry)
-        out.append(Deployment(entry.name, model, image, engine, on, slug(entry.name), f"{NAMESPACE}:models[{i}]"))
+        out.append(Deployment(entry.name, model, image, engine, on, key, f"{NAMESPACE}:models[{i}]"))
     return out
 
 

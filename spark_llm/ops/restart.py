@@ -86,8 +86,8 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
         )
         return 2
     if not args.yes and sys.stdin.isatty() and not args.json:
-        order = ", ".join(plan.start_order)
-        answer = input(f"Restart the engine group of {plan.model_name} ({order}) with `pulumi up --replace`? [y/N] ")
+        planned = ", ".join(plan.start_order)
+        answer = input(f"Restart the engine group of {plan.model_name} ({planned}) with `pulumi up --replace`? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             return 1
     before, _, _ = status_read.collect(plan)

@@ -112,8 +112,9 @@ class DeploymentPlan:
     rendezvous: tuple[float, str] = (TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default")
     """How long the engine itself waits for its group to form, and why (spark_llm.plan.start.rendezvous)."""
     unit: str | None = None
-    """None: the stack's one model. Else this model's key among several (spark_llm.config.models.Deployment.key):
-    what on a node is this group's alone (its directory, supervisor, firewall table) carries it."""
+    """None: the stack's one model, or the first of several (it keeps the single form's names). Else this model's key
+    (spark_llm.config.models.Deployment.key): what on a node is this group's alone (its directory, supervisor,
+    firewall table) carries it."""
 
     def own(self, name: str) -> str:
         """A node-wide name (a container, a table) as this group's own: `name-<unit>` among several models."""

@@ -181,7 +181,7 @@ def test_two_models_that_do_not_fit_together_fail_preview_with_their_fit_per_nod
     result = preview_with(pulumi, _two_models)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "spark-llm:models on the nodes (a GB10's MemTotal):" in output, output
+    assert "spark-llm:models on the nodes (each node's MemTotal):" in output, output
     assert "embed 24.3 GiB = 127.8 GiB of 121.7 GiB MemTotal (4.0 GiB kept free): does not fit: lower embed's" in output
     assert "Nothing was run on any node." in output, output
     assert "unhandled" not in output and "Traceback" not in output, output

@@ -1,10 +1,11 @@
 """Several models in one stack on the sim (spark-llm:models): one engine group each, each living its own life.
 
-User story: an operator lists two models, a big one across head and worker and a small one on the head; `pulumi up`
-serves both. Later they change a flag of the small one: `pulumi preview` names only the small model's group, and
-while `pulumi up` restarts it, a client asking the big model every 100 ms sees no failure. The operator CLI acts per
-model: `spark-llm status` shows both groups, `spark-llm restart --model` restarts one, and after a failed start of
-the small one `spark-llm rollback --model` brings back that one alone.
+User story: an operator serves one model across head and worker, then lists a second, small one on the head beside
+it: `pulumi preview` shows only the new model's resources being created, and `pulumi up` starts it without
+restarting the first. Later they change a flag of the small one: `pulumi preview` names only the small model's
+group, and while `pulumi up` restarts it, a client asking the big model every 100 ms sees no failure. The operator
+CLI acts per model: `spark-llm status` shows both groups, `spark-llm restart --model` restarts one, and after a
+failed start of the small one `spark-llm rollback --model` brings back that one alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import pytest
 import yaml
 
-from bench.steady_client import SMALL, SteadyClient, two_models
+from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
 from tests.integration.conftest import complete
 from tests.integration.test_ops import SparkLlm
 
@@ -38,9 +39,22 @@ def changed_steps(pulumi) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def two_deployed(pulumi):
-    use_two_models(pulumi, ("--mem-fraction-static", "0.2"))
+    """The sim's one model deployed, then a second listed beside it: the first keeps serving from its container."""
+    pulumi.reset_config()
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    # A model beside another needs its memory budget set (placement): this one had it from the start.
+    document["config"]["spark-llm:engine"]["flags"] = list(BIG_FLAGS)
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
     pulumi.up()
-    return pulumi.outputs()
+    single = pulumi.outputs()
+    use_two_models(pulumi, ("--mem-fraction-static", "0.2"))
+    changed = changed_steps(pulumi)
+    assert changed and set(changed.values()) == {"create"}, changed
+    assert all(name.startswith("spark-spark-llm-standin-small") for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert outputs["models"][BIG]["container_ids"] == single["container_ids"]  # the first model never restarted
+    return outputs
 
 
 def test_two_models_each_serve_from_a_group_of_their_own(two_deployed, sim_cluster):
@@ -50,7 +64,7 @@ def test_two_models_each_serve_from_a_group_of_their_own(two_deployed, sim_clust
         assert complete(outputs)["model"] == name
     assert models[BIG]["start_order"] == ["worker-1", "head"] and models[SMALL]["start_order"] == ["head"]
     running = sim_cluster.node_exec("head", "docker", "ps", "--format", "{{.Names}}").stdout.split()
-    assert {"spark-llm-engine-spark-llm-standin-model", "spark-llm-engine-spark-llm-standin-small"} <= set(running)
+    assert {"spark-llm-engine", "spark-llm-engine-spark-llm-standin-small"} <= set(running)
 
 
 def test_a_flag_change_to_one_model_restarts_only_its_group_while_the_other_keeps_answering(pulumi, two_deployed):

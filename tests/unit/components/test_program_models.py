@@ -15,7 +15,11 @@ import pulumi
 import pytest
 
 from components import bootstrap as stack
+from spark_llm.config import raw_from_pulumi
 from spark_llm.config.engine import Engine
+from spark_llm.group.memory import INFO_SECTION
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, build_plan
+from spark_llm.plan.observation import NodeObservation
 from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned
 from tests.unit.graph_mocks import register as _register
 
@@ -55,16 +59,16 @@ def test_a_list_of_one_deploys_exactly_as_the_single_form(monkeypatch):
     assert [name for name in as_single if as_one[name] != as_single[name]] == []
 
 
-def with_embed(utilization: str) -> dict:
+def with_embed(utilization: str, flag: str = "--gpu-memory-utilization", big: str = "0.6") -> dict:
     """The dual-spark stack's model at 0.6 of each node, and a small `embed` beside it on the head."""
     raw = pinned(dual_spark_stack_file())
-    raw["engine"] = {**raw["engine"], "flags": ["--gpu-memory-utilization", "0.6"]}
+    raw["engine"] = {**raw["engine"], "flags": [flag, big]}
     embed = {
         "name": "embed",
         "path": "/home/aurora/models/embed",
         "image": raw["image"],
         "engine": {**raw["engine"], "executor": "native", "port": 30001, "distPort": 20001,
-                   "flags": ["--gpu-memory-utilization", utilization]},
+                   "flags": [flag, utilization]},
         "nodes": ["spark-1"],
     }  # fmt: skip
     return as_list(raw, embed)
@@ -72,15 +76,15 @@ def with_embed(utilization: str) -> dict:
 
 def test_two_models_are_two_engine_groups_each_with_its_own_names_on_the_nodes(monkeypatch):
     registered = _register(monkeypatch, with_embed("0.2"))
-    big = "spark-qwen-qwen3-5-122b-a10b-fp8"
     containers = {
         name: inputs(r)["name"] for name, r in registered.items() if r.type == "docker:index/container:Container"
     }
+    # The first model keeps the single form's names: a stack that grows a second model restarts nothing serving.
     assert containers == {
-        f"{big}-engine-spark-1": "spark-llm-engine-qwen-qwen3-5-122b-a10b-fp8",
-        f"{big}-engine-spark-2": "spark-llm-engine-qwen-qwen3-5-122b-a10b-fp8",
+        "spark-engine-spark-1": "spark-llm-engine",
+        "spark-engine-spark-2": "spark-llm-engine",
         "spark-embed-engine-spark-1": "spark-llm-engine-embed",
-        f"{big}-supervisor": "spark-llm-supervisor-qwen-qwen3-5-122b-a10b-fp8",
+        "spark-supervisor": "spark-llm-supervisor",
         "spark-embed-supervisor": "spark-llm-supervisor-embed",
     }
     # Each group's files in a directory of its own: one model's relaunch never rewrites the other's script.
@@ -106,6 +110,45 @@ def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_the
         " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.36" in str(err.value)
     ), str(err.value)
     assert lines[-1].startswith("Nothing was run on any node.")
+
+
+def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_it_was(monkeypatch):
+    single = pinned(dual_spark_stack_file())
+    before = graph(_register(monkeypatch, {**single, "models": []}))
+    small = {
+        "name": "embed",
+        "path": "/home/aurora/models/embed",
+        "image": single["image"],
+        "engine": {**single["engine"], "executor": "native", "port": 30001, "distPort": 20001,
+                   "flags": ["--gpu-memory-utilization", "0.05"]},
+        "nodes": ["spark-1"],
+    }  # fmt: skip
+    after = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()), small)))
+    assert [name for name in before if after.get(name) != before[name]] == []
+    added = set(after) - set(before)
+    assert "spark-embed-engine-spark-1" in added and all(name.startswith("spark-embed") for name in added), added
+
+
+def test_the_fit_is_judged_with_the_memory_each_node_reports(monkeypatch):
+    """A node with less memory than a GB10 (here 64 GiB, as `/proc/meminfo` says it) refuses a pair that a GB10
+    would hold: the budgets in bytes (--kv-cache-memory-bytes) do not shrink with it."""
+    infos: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: infos.append(msg))
+    raw = with_embed("20G", "--kv-cache-memory-bytes", "40G")
+    cfg = stack.parse(raw_from_pulumi({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()}))
+    plans = [build_plan(one, LAUNCH_TEMPLATE.read_text(), unit=d.key) for d, one in cfg.per_model()]
+    kib = 64 * 1024**2
+
+    def seen(total_kib: int) -> dict[str, NodeObservation]:
+        facts = {INFO_SECTION: f"MemTotal={total_kib} MemFree={total_kib} MemAvailable={total_kib}"}
+        return {n: NodeObservation(n, facts=facts) for n in ("spark-1", "spark-2")}
+
+    stack.place_models(cfg, [(p, seen(128 * 1024**2)) for p in plans])
+    assert "(each node's MemTotal)" in infos[-1] and "spark-1:" in infos[-1] and ": fits" in infos[-1], infos
+    with pytest.raises(stack.Refusal) as err:
+        stack.place_models(cfg, [(p, seen(kib)) for p in plans])
+    assert "of 64.0 GiB MemTotal (4.0 GiB kept free): does not fit" in str(err.value), str(err.value)
+    assert str(err.value).splitlines()[-1].startswith("Nothing was run on any node.")
 
 
 def test_a_replace_of_one_models_container_restarts_that_group_and_not_the_others(monkeypatch, raw_config):

@@ -93,9 +93,9 @@ BAD_LISTS: list[tuple[str, Mutation, str]] = [
         "spark-llm:models[1].nodes[1]: spark-1 is listed twice (e.g. spark-1)",
     ),
     (
-        "two names that make one container name",
-        _set("models.1.name", "QWEN"),
-        "spark-llm:models[1].engine.containerName: spark-llm-engine-qwen is also spark-llm:models[0]'s engine"
+        "a container name the first model keeps",
+        _set("models.1.engine.containerName", "spark-llm-engine"),
+        "spark-llm:models[1].engine.containerName: spark-llm-engine is also spark-llm:models[0]'s engine"
         " container on spark-1 (a name's letters other than a-z and 0-9 become '-'): name one container"
         " (e.g. spark-llm-engine-1)",
     ),
@@ -157,8 +157,9 @@ def test_several_valid_models_each_get_a_config_of_their_own_in_the_single_form(
     found = {d.name: d for d in cfg.deployments()}
     assert (found["qwen"].nodes, found["embed"].nodes) == (("spark-1", "spark-2"), ("spark-1",))
     # Beside another model, each has a container of its own; the single form's name stays the single form's.
-    assert (found["qwen"].container, found["embed"].container) == ("spark-llm-engine-qwen", "spark-llm-engine-embed")
-    assert (found["qwen"].key, found["embed"].config_key) == ("qwen", "spark-llm:models[1]")
+    # The first keeps the single form's names (a stack that grows a second model restarts nothing that serves).
+    assert (found["qwen"].container, found["embed"].container) == ("spark-llm-engine", "spark-llm-engine-embed")
+    assert (found["qwen"].key, found["embed"].key, found["embed"].config_key) == (None, "embed", "spark-llm:models[1]")
     own = {d.name: one for d, one in cfg.per_model()}
     assert [n.name for n in own["embed"].nodes] == ["spark-1"] and own["embed"].head.name == "spark-1"
     assert [n.name for n in own["qwen"].nodes] == ["spark-1", "spark-2"]
@@ -178,7 +179,7 @@ def test_a_model_without_the_head_is_refused_naming_its_nodes_and_the_list_with_
 def test_a_container_name_given_is_kept():
     raw = two_models()
     raw["models"][1]["engine"]["containerName"] = "embedder"
-    assert [d.container for d in parse(raw).deployments()] == ["spark-llm-engine-qwen", "embedder"]
+    assert [d.container for d in parse(raw).deployments()] == ["spark-llm-engine", "embedder"]
 
 
 def test_a_list_of_one_is_the_single_form_with_the_same_keys():
@@ -218,8 +219,12 @@ def test_neither_form_names_both_keys():
     assert "spark-llm:model: required: this key is missing (or list the models in spark-llm:models)" in str(err.value)
 
 
-def test_the_documented_example_is_a_list_of_one_that_loads():
+def test_the_documented_example_loads_as_two_models():
     text = (ROOT / "docs" / "configuration.md").read_text().split("## Several models")[1]
     example = yaml.safe_load(text.split("```yaml")[1].split("```")[0])
     cfg = parse(listed(*example["spark-llm:models"]))
-    assert (cfg.model.name, cfg.engine.executor) == ("Qwen/Qwen3.5-122B-A10B-FP8", "ray")
+    own = {d.name: one for d, one in cfg.per_model()}
+    assert (own["Qwen/Qwen3.5-122B-A10B-FP8"].engine.executor, [n.name for n in own["embed"].nodes]) == (
+        "ray",
+        ["spark-1"],
+    )

@@ -48,7 +48,6 @@ def test_an_interrupted_up_rolls_nothing_back(monkeypatch):
     assert after_failure({"stack": "sim", "on_failure": "rollback"}) == module.INTERRUPTED
 
 
-
 def test_a_failed_start_of_one_model_of_several_names_that_model_in_its_rollback(monkeypatch, tmp_path):
     """The gate of one model's group passes its model; the rollback command names it (`--model`) when the stack
     file the failed `up` was given lists several models, and stays as it was for a stack of one."""

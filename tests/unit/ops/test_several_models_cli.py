@@ -79,9 +79,11 @@ def test_on_a_stack_of_one_model_model_may_name_it_and_nothing_else(given, raw_c
 def test_status_is_given_every_model_or_the_one_named_and_the_node_commands_every_node(given, raw_config):
     stack = two_models(raw_config)
     got = given(stack)
-    assert cli.main(["status", "--stack", "s"]) == 0 and got.pop("status") == stack.models
-    assert cli.main(["status", "--stack", "s", "--model", SMALL]) == 0
-    assert got.pop("status") == {SMALL: stack.models[SMALL]}
+    assert cli.main(["status", "--stack", "s"]) == 0 and got.pop("status") == stack
+    assert cli.main(["status", "--stack", "s", "--model", BIG]) == 0
+    # The first model keeps the single form's names: the stack, not its plan, says that it is one of several.
+    only = got.pop("status")
+    assert only.models == {BIG: stack.models[BIG]} and only.several and stack.models[BIG].unit is None
     assert cli.main(["preflight", "--stack", "s"]) == 0
     assert cli.main(["exec", "--stack", "s", "spark-2", "--", "true"]) == 0
     for command in ("preflight", "exec"):
@@ -97,7 +99,7 @@ COMMAND = "command:remote:Command"
 
 def test_restart_of_one_model_replaces_its_containers_only(raw_config):
     stack = two_models(raw_config)
-    big = "spark-qwen-qwen3-5-122b-a10b-fp8-engine"
+    big = "spark-engine"  # the first model keeps the single form's names
     resources = [
         {"type": CONTAINER, "urn": f"urn:x::{big}-spark-1"},
         {"type": CONTAINER, "urn": f"urn:x::{big}-spark-2"},
@@ -160,7 +162,7 @@ def test_status_of_a_stack_of_one_model_prints_as_before(raw_config, monkeypatch
     one = build(raw_config)
     monkeypatch.setattr(status, "stack_outputs", lambda pulumi: {})
     monkeypatch.setattr(status, "model_report", lambda plan, outputs, args: report(plan))
-    assert status.run(None, {one.model_name: one}, argparse.Namespace(json=True, hosts=False)) == 0
+    assert status.run(None, StackPlans.one(one), argparse.Namespace(json=True, hosts=False)) == 0
     document = json.loads(capsys.readouterr().out)
     assert "models" not in document and document["model"] == one.model_name and document["state"] == "in sync"
 
