@@ -51,11 +51,6 @@ def member_urns(export: dict, plan: DeploymentPlan) -> list[str]:
     return [by_node[n.name] for n in replaced if n.name in by_node]
 
 
-def worker_urns(export: dict, plan: DeploymentPlan) -> list[str]:
-    """Pure: the URNs of the workers' engine containers in a `pulumi stack export`, in plan order."""
-    return member_urns(export, plan) if plan.workers else []
-
-
 def supervisor_stop_urns(export: dict, plan: DeploymentPlan) -> list[str]:
     """Pure: the URN of the step that stops this group's supervisor (components.engine_group, with
     spark-llm:supervisor), if the stack has one. Replaced too, so the supervisor is stopped before any member is

@@ -16,7 +16,7 @@ def test_worker_urns_come_from_the_stack_export(raw_config):
         {"type": kind, "urn": "urn:x::spark-engine-spark-2", "delete": True},  # pending delete: not the live one
         {"type": "command:remote:Command", "urn": "urn:x::spark-engine-spark-2-watch"},
     ]
-    assert restart.worker_urns({"deployment": {"resources": resources}}, p) == ["urn:x::spark-engine-spark-2"]
+    assert restart.member_urns({"deployment": {"resources": resources}}, p) == ["urn:x::spark-engine-spark-2"]
 
 
 def test_restart_start_order_by_container_start_time(spark_plan):
