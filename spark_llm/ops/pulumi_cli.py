@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -64,6 +65,34 @@ def _interrupt_note(pid: int, again: bool) -> str:
             " stack locked (then `pulumi cancel`)\n"
         )
     return f"spark-llm: Ctrl-C passed on to `pulumi` (pid {pid}); waiting for it to end cleanly and free the stack\n"
+
+
+class _HeldCtrlC:
+    """Ctrl-C while a pulumi command is being started is held until the caller can pass it on. Raised inside
+    `subprocess.Popen`, after the child exists, it would leave that pulumi running with no reader (then killed by
+    SIGPIPE, holding the stack's lock): a unit run found `spark-llm`'s own Ctrl-C test losing every line so. Only in
+    the main thread, with a Python handler to put back (the CLI's own, spark_llm.ops.cli.main)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._hold)
+
+    def _hold(self, signum: int, frame: object) -> None:
+        self.pressed = True
+
+    def release(self) -> None:
+        """Ctrl-C is Ctrl-C again; one pressed meanwhile is raised now, as KeyboardInterrupt."""
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        if self.pressed:
+            self.pressed = False
+            raise KeyboardInterrupt
 
 
 class PulumiError(RuntimeError):
@@ -154,8 +183,10 @@ class PulumiCli:
             cmd += ["--config-file", self.config_file]
         return cmd
 
-    def _start(self, cmd: list[str], stderr: int) -> subprocess.Popen:
-        """The command in a session of its own: the terminal's Ctrl-C reaches it only as this process passes it on."""
+    def _start(self, cmd: list[str], stderr: int) -> tuple[subprocess.Popen, _HeldCtrlC]:
+        """The command in a session of its own: the terminal's Ctrl-C reaches it only as this process passes it on.
+        A Ctrl-C while it starts is held (`_HeldCtrlC`): the caller releases it where it can pass it on."""
+        held = _HeldCtrlC()
         try:
             return subprocess.Popen(
                 cmd,
@@ -165,17 +196,22 @@ class PulumiCli:
                 text=True,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )
+            ), held
         except FileNotFoundError:
+            held.release()
             raise PulumiError("the pulumi CLI is not on PATH: run `. tools/env.sh` (after `make tools`)") from None
+        except BaseException:
+            held.release()
+            raise
 
     def capture(self, *args: str, config: bool = False, timeout: float = 300) -> str:
         """Its stdout; raises PulumiError when it fails. Ctrl-C meanwhile is passed on to it and waited out, as in
         `stream`: killed outright, a pulumi command leaves its language host running (a fresh-clone run found one
         after `spark-llm rollback` was interrupted while it read the stack's config)."""
         cmd = self.argv(*args, config=config)
-        proc = self._start(cmd, stderr=subprocess.PIPE)
+        proc, held = self._start(cmd, stderr=subprocess.PIPE)
         try:
+            held.release()
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _end(proc)
@@ -198,7 +234,7 @@ class PulumiCli:
         that left early would kill it with SIGPIPE on its next line, holding the lock (issue 31, 3).
         """
         out = out or sys.stdout
-        proc = self._start(self.argv(*args, config=config), stderr=subprocess.STDOUT)
+        proc, starting = self._start(self.argv(*args, config=config), stderr=subprocess.STDOUT)
         assert proc.stdout is not None
         lines: list[str] = []
         interrupted = False
@@ -206,6 +242,7 @@ class PulumiCli:
         held: list[str] = []
         while True:
             try:
+                starting.release()  # a Ctrl-C while it started is passed on as any other (below)
                 for line in proc.stdout:
                     lines.append(line)
                     if interrupted and (held or TRACEBACK in line):

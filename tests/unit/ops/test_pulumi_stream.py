@@ -94,6 +94,30 @@ def test_ctrl_c_is_passed_on_once_and_pulumi_is_waited_for(fake_pulumi: Path, tm
     assert "Traceback" not in said and "KeyboardInterrupt" not in said  # the program's, interrupted: dropped
 
 
+def test_ctrl_c_while_pulumi_is_being_started_is_passed_on_not_lost(fake_pulumi: Path, tmp_path: Path, monkeypatch):
+    """A Ctrl-C inside `subprocess.Popen`, after pulumi exists (a full unit run found it so: every line lost, pulumi
+    left with no reader): held until `stream` can pass it on, then passed on as any other."""
+    real = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        if args[0][0] != "pulumi":
+            return proc  # `ps`, reading the process tree before the Ctrl-C is passed on
+        deadline = time.monotonic() + 10
+        while not fake_pulumi.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # still inside the start, as the terminal's Ctrl-C can be
+        time.sleep(0.1)  # the handler runs here, in the start
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_ctrl_c)
+    out_file = tmp_path / "out.txt"
+    with out_file.open("w") as out, pytest.raises(KeyboardInterrupt):
+        PulumiCli(cwd=tmp_path).stream("up", "--yes", out=out)
+    said = out_file.read_text()
+    assert "done after 1 sigint" in said and "Ctrl-C passed on to `pulumi`" in said, said
+
+
 def test_without_ctrl_c_the_exit_code_and_output_come_back(fake_pulumi: Path, tmp_path: Path):
     (tmp_path / "bin" / "pulumi").write_text(f"#!{sys.executable}\nprint('fine')\nraise SystemExit(3)\n")
     out_file = tmp_path / "out.txt"
