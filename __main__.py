@@ -19,7 +19,10 @@ groups = []
 for model, model_config in config.per_model():
     # A rollback's `up` puts back the weights the last good start served (spark_llm.ops.rollback): None otherwise.
     deployment = plan.build_plan(
-        model_config, plan.LAUNCH_TEMPLATE.read_text(), restore_weights=stack.restore_weights(), unit=model.key
+        model_config,
+        plan.LAUNCH_TEMPLATE.read_text(),
+        restore_weights=stack.restore_weights(model.name),
+        unit=model.key,
     )
     keys = stack.load_keys(deployment)
     # One read-only look at every node per program run (preview too): what drift is judged from.

@@ -251,10 +251,15 @@ def group_request(plan: DeploymentPlan) -> GroupRequest:
 RESTORE_ENV = "SPARK_LLM_RESTORE_WEIGHTS"
 
 
-def restore_weights() -> str | None:
-    """The weights digest a rollback's `pulumi up` puts back (spark_llm.ops.rollback sets it; None otherwise)."""
+RESTORE_MODEL_ENV = "SPARK_LLM_RESTORE_MODEL"
+
+
+def restore_weights(model: str | None = None) -> str | None:
+    """The weights digest a rollback's `pulumi up` puts back (spark_llm.ops.rollback sets it; None otherwise).
+    `model`: the group asking; a rollback of one model of several (`--model`) names it, and the others keep theirs."""
     value = os.environ.get(RESTORE_ENV, "").strip()
-    if not value:
+    only = os.environ.get(RESTORE_MODEL_ENV, "")
+    if not value or (only and model is not None and model != only):
         return None
     if not re.fullmatch(r"[0-9a-f]{64}", value):
         refuse(f"{RESTORE_ENV}={value!r} is not a weights manifest digest (64 hex digits); unset it")

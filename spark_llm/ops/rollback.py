@@ -12,9 +12,9 @@ with `--after-pid`: it first waits for the failed `pulumi up` to end and release
 
 In a stack of several models, `--model NAME` is required: the stack file goes back to the current one with only
 that model's entry of spark-llm:models as the last good update had it, so its group alone restarts (the others'
-entries and every other key stay as they are now); its history and weights are read in its own directory. Where
-its last good weights would have to be put back from a kept version, the rollback is refused for now (the program
-puts a kept version back for every group it plans).
+entries and every other key stay as they are now); its history and weights are read in its own directory, and
+where a relaunch replaced the weights its last good start served, the kept version is put back for its group alone
+(SPARK_LLM_RESTORE_MODEL names it beside SPARK_LLM_RESTORE_WEIGHTS: the other groups keep theirs).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import yaml
 
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import ModelChoiceError, PulumiCli, PulumiError
-from spark_llm.ops.rollback_weights import RESTORE_ENV, weights_to_restore
+from spark_llm.ops.rollback_weights import RESTORE_ENV, RESTORE_MODEL_ENV, weights_to_restore
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
     MODELS_KEY,
@@ -180,20 +180,14 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
         # The weights that revision served with, put back where a relaunch replaced them (issue 31, 1).
         try:
             weights = weights_to_restore(back.load_plan(model))
-            if weights.restore and several:
-                # The program puts the kept version back for every group it plans (components.bootstrap
-                # .restore_weights): another model's steps would look for weights it never had.
-                raise RollbackRefusedError(
-                    f"{model}'s last good start served weights {weights.digest[:16]}, which its nodes hold only as a"
-                    " kept version: putting them back for one model of several is not built yet, and its old flags"
-                    " on other weights is no rollback. Nothing was changed. Fix the config and run `pulumi up`."
-                )
         except (RollbackRefusedError, ModelChoiceError) as err:
             sys.stderr.write(f"spark-llm rollback: {err}\n")
             result["refused"] = str(err)
             return 2
         if weights.restore:
             os.environ[RESTORE_ENV] = weights.digest
+            if several and model is not None:
+                os.environ[RESTORE_MODEL_ENV] = model  # that model's group alone: the others keep their weights
         say(weights.note)
         result["weights"] = weights.digest or None
         code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)

@@ -25,6 +25,8 @@ from spark_llm.remote.ssh import RemoteError
 
 RESTORE_ENV = "SPARK_LLM_RESTORE_WEIGHTS"
 """Read by the program (components.bootstrap.restore_weights)."""
+RESTORE_MODEL_ENV = "SPARK_LLM_RESTORE_MODEL"
+"""The model whose weights RESTORE_ENV names, when the stack lists several: the other groups keep theirs."""
 
 
 @dataclass(frozen=True)

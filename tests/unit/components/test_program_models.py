@@ -166,3 +166,18 @@ def test_a_replace_of_one_models_container_restarts_that_group_and_not_the_other
     monkeypatch.setattr(stack, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up", "--replace", urn], "/p"))
     assert stack.group_request(plans[SMALL]).replaced == ("spark-1",)
     assert stack.group_request(plans[BIG]).replaced == ()
+
+
+def test_a_rollback_of_one_model_puts_back_that_models_weights_and_no_others(monkeypatch):
+    """`spark-llm rollback --model embed` whose weights were replaced: the rollback's `up` (SPARK_LLM_RESTORE_WEIGHTS
+    with SPARK_LLM_RESTORE_MODEL) puts the kept version back in the embed group's steps alone; the big model's steps
+    stay as they are (they would look for weights they never had)."""
+    before = graph(_register(monkeypatch, with_embed("0.2")))
+    monkeypatch.setenv("SPARK_LLM_RESTORE_WEIGHTS", "a" * 64)
+    monkeypatch.setenv("SPARK_LLM_RESTORE_MODEL", "embed")
+    after = graph(_register(monkeypatch, with_embed("0.2")))
+    changed = [name for name in before if after.get(name) != before[name]]
+    assert changed and all(name.startswith("spark-embed") for name in changed), changed
+    monkeypatch.delenv("SPARK_LLM_RESTORE_MODEL")  # the stack's one model's rollback: every group it plans
+    every = graph(_register(monkeypatch, with_embed("0.2")))
+    assert any(not name.startswith("spark-embed") and every[name] != before[name] for name in before)

@@ -214,3 +214,43 @@ def test_a_rollback_of_a_stack_of_several_models_needs_model(tmp_path, monkeypat
     args.model = "c"
     assert rollback.run(HistoryCli(tmp_path), None, args) == 2
     assert "the last good update listed no model c in spark-llm:models (it listed a, b)" in capsys.readouterr().err
+
+
+def test_a_rollback_of_one_model_that_must_put_back_its_weights_names_that_model_to_the_program(
+    tmp_path, monkeypatch, capsys
+):
+    """Its weights replaced since the last good start: the rollback's `up` gets the kept version's digest and the
+    model it is for (components.bootstrap.restore_weights puts it back in that group alone)."""
+    from types import SimpleNamespace
+
+    from spark_llm.ops import rollback_weights
+
+    (tmp_path / "Pulumi.yaml").write_text("name: spark-llm\n")
+    current = {"config": {"spark-llm:models": [entry("a", ["--new"]), entry("b", [])]}}
+    (tmp_path / "Pulumi.sim.yaml").write_text(yaml.safe_dump(current))
+    monkeypatch.chdir(tmp_path)
+    for name in (rollback_weights.RESTORE_ENV, rollback_weights.RESTORE_MODEL_ENV, rollback.ROLLBACK_ENV):
+        monkeypatch.setenv(name, "")  # recorded: what the rollback sets in this process is undone afterwards
+        monkeypatch.delenv(name)
+    asked: list[str | None] = []
+
+    class Back(HistoryCli):
+        def __init__(self, stack: str = "sim", config_file: str | None = None, cwd: Path | None = None) -> None:
+            super().__init__(cwd or tmp_path)
+            self.config_file = config_file
+
+        def load_plan(self, model: str | None = None) -> SimpleNamespace:
+            asked.append(model)
+            return SimpleNamespace(group_revision="r" * 16)
+
+    seen: dict[str, str] = {}
+    kept = rollback_weights.RollbackWeights("d" * 64, True, "spark-1 runs other weights: the version is put back")
+    monkeypatch.setattr(rollback, "PulumiCli", Back)
+    monkeypatch.setattr(rollback, "weights_to_restore", lambda plan: kept)
+    monkeypatch.setattr(rollback, "_up", lambda back, message, deadline: seen.update(rollback.os.environ) or 0)
+    monkeypatch.setattr(rollback, "_first_completion", lambda plan, deadline: None)
+    monkeypatch.setattr(rollback, "_last_failure_at", lambda plan: None)
+    rollback.run(Back(cwd=tmp_path), None, argparse.Namespace(after_pid=None, model="a", json=False))
+    assert seen[rollback_weights.RESTORE_ENV] == "d" * 64 and seen[rollback_weights.RESTORE_MODEL_ENV] == "a"
+    assert set(asked) == {"a"}  # every plan it read was that model's
+    assert "spark-llm:models[a] as then" in capsys.readouterr().out
