@@ -11,7 +11,9 @@ import pulumi  # noqa: E402
 
 from components import bootstrap as stack  # noqa: E402
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra  # noqa: E402
+from components.router import Router, RouterArgs  # noqa: E402
 from spark_llm.plan import deployment as plan  # noqa: E402
+from spark_llm.plan import router  # noqa: E402
 
 config = stack.load()
 # A rollback's `up` puts back the weights the last good start served (spark_llm.ops.rollback): None otherwise.
@@ -25,7 +27,16 @@ cluster = SparkCluster(
     "spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced)
 )
 
-pulumi.export("endpoint", cluster.endpoint)
+# spark-llm:router: one endpoint on the head in front of the engine, started once the group served (its gate passed).
+routed = router.router_plan(config, [router.engine_worker(deployment)])
+endpoint = cluster.endpoint
+if routed is not None:
+    endpoint = Router(
+        "router",
+        RouterArgs(plan=routed, head=deployment.head.ssh, keys=keys, api_key=deployment.api_key or ""),
+        pulumi.ResourceOptions(depends_on=[cluster]),
+    ).endpoint
+pulumi.export("endpoint", endpoint)
 pulumi.export("model", config.model.name)
 pulumi.export("engine", config.engine.kind)
 pulumi.export("start_order", deployment.start_order)

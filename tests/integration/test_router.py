@@ -1,20 +1,29 @@
-"""The router (smg, sim/router) in front of two stand-in engines on this machine's docker, through the official
-openai client: one endpoint, one key, every model by name.
+"""The router (smg, sim/router): first in front of two stand-in engines on this machine's docker, then as a resource
+of a stack deployed on the sim (spark-llm:router).
 
-User story: a user points the openai client at one base URL with one key and reaches two models by their names,
-chat and streaming alike; `models.list()` shows both; a wrong key is refused at the router. A model added to the
-running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
+User story (the rig): a user points the openai client at one base URL with one key and reaches two models by their
+names, chat and streaming alike; `models.list()` shows both; a wrong key is refused at the router. A model added to
+the running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
 the containers run on the host's docker (bench/router_rig.py), and everything started is removed.
+
+User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up`: the stack's
+endpoint is the router on the head, with the stack's key, for the openai client; the engine's port is no longer
+reachable from the operator's side. A new router port replaces the router only (preview names no engine resource),
+and a router restarted by hand serves its model again by itself.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import openai
 import pytest
 
 from bench.router_rig import RouterRig, listed_models, router_rig
+from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -65,3 +74,99 @@ def test_a_wrong_key_is_refused_at_the_router(rig: RouterRig) -> None:
     with pytest.raises(openai.AuthenticationError) as refused:
         client(rig, "sk-not-the-key").chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
     assert refused.value.status_code == 401
+
+
+# ---------- the router as a resource of a stack on the sim ----------
+
+ROUTER = "spark-llm-router"
+
+
+@pytest.fixture(scope="module")
+def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
+    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head) and
+    an API key, deployed: yields the key. Afterwards `sim up` writes the stack file without the router again, for the
+    next module on this sim."""
+    run([str(SIM), "up", "--load-router"], timeout=1200)
+    try:
+        pulumi.reset_config()
+        key = f"sk-router-{secrets.token_hex(12)}"
+        pulumi("config", "set", "--secret", "apiKey", key)
+        out = pulumi.up()
+        assert key not in out.stdout + out.stderr
+        yield key
+    finally:
+        run([str(SIM), "up"], timeout=1200)
+
+
+def routed_client(endpoint: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=endpoint + "/v1", api_key=key, max_retries=0, timeout=20)
+
+
+def router_listed(sim_cluster: SimCluster, endpoint: str, key: str) -> list[str]:
+    try:
+        return sorted(model.id for model in routed_client(endpoint, key).models.list())
+    except openai.APIError:
+        return []
+
+
+def test_the_stacks_endpoint_is_the_router_with_the_key_and_the_engine_is_out_of_reach(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    head = urlsplit(outputs["endpoint"]).hostname
+    assert outputs["endpoint"] == f"http://{head}:4000"
+    model = outputs["model"]
+    client = routed_client(outputs["endpoint"], routed)
+    assert [m.id for m in client.models.list()] == [model]
+    answer = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=12)
+    assert answer.model == model and answer.choices[0].message.content
+    stream = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=12, stream=True)
+    pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
+    assert len([piece for piece in pieces if piece]) > 1
+    assert "".join(pieces) == answer.choices[0].message.content
+
+    with pytest.raises(openai.AuthenticationError) as refused:
+        routed_client(outputs["endpoint"], "sk-not-the-key").chat.completions.create(
+            model=model, messages=MESSAGES, max_tokens=4
+        )
+    assert refused.value.status_code == 401
+
+    # From this machine (the operator's side): the router answers at the head's address, the engine does not.
+    assert tcp_connect(head, 4000) == "open"
+    assert tcp_connect(head, 30000) != "open"
+    # The key: a 0400 file on the head, on no command line or environment of the router, in state only encrypted.
+    key_file = "/root/spark-llm/router-api-key"
+    assert sim_cluster.node_exec("head", "stat", "-c", "%a", key_file).stdout.strip() == "400"
+    inspect = sim_cluster.node_exec("head", "docker", "inspect", ROUTER).stdout
+    assert routed not in inspect
+    assert routed not in pulumi("stack", "export").stdout
+
+
+def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi, sim_cluster: SimCluster) -> None:
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    pulumi.set("router.port", "4100")
+    preview = json.loads(pulumi("preview", "--json").stdout)
+    changed = {step["urn"].rsplit("::", 1)[-1] for step in preview["steps"] if step["op"] not in ("same", "read")}
+    assert changed and all(name.startswith("router") for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert urlsplit(outputs["endpoint"]).port == 4100
+    assert router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]]
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+
+def test_a_restarted_router_registers_its_model_again_by_itself(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    sim_cluster.node_exec("head", "docker", "restart", ROUTER)
+    # smg keeps its engines in memory only: the launcher in the new process registers the model again.
+    wait_for(
+        "the restarted router to list the model again",
+        lambda: router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]],
+        60,
+    )
+    answer = routed_client(outputs["endpoint"], routed).chat.completions.create(
+        model=outputs["model"], messages=MESSAGES, max_tokens=4
+    )
+    assert answer.choices[0].message.content
