@@ -23,12 +23,13 @@ keys = stack.load_keys(deployment)
 observations = stack.observe_nodes(deployment, probe_extra(deployment))
 # `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group in order.
 request = stack.group_request(deployment)
-cluster = SparkCluster(
-    "spark", SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced)
-)
-
-# spark-llm:router: one endpoint on the head in front of the engine, started once the group served (its gate passed).
+# spark-llm:router: one endpoint on the head in front of the engine (None without one).
 routed = router.router_plan(config, [router.engine_worker(deployment)])
+cluster = SparkCluster(
+    "spark",
+    SparkClusterArgs(plan=deployment, keys=keys, observations=observations, replaced=request.replaced, router=routed),
+)
+# The router starts once the group served (its gate passed), on the head.
 endpoint = cluster.endpoint
 if routed is not None:
     endpoint = Router(

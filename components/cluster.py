@@ -35,6 +35,7 @@ from spark_llm.plan.host_record import (
     last_served_probe,
 )
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.start.timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
 
@@ -159,6 +160,8 @@ class SparkClusterArgs:
     """What every node runs now (spark_llm.remote.observe); None: not looked at (unit tests)."""
     replaced: tuple[str, ...] = ()
     """Members whose container this `pulumi up --replace`s (spark_llm.plan.cli_flags): the group restarts in order."""
+    router: RouterPlan | None = None
+    """spark-llm:router's plan, for the supervisor, which keeps it up too (the router itself: components.router)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -260,6 +263,7 @@ class SparkCluster(pulumi.ComponentResource):
                     container_ids=container_ids,
                     ready=ready,
                     observations=args.observations,
+                    router=args.router,
                 ),
                 child,
             )

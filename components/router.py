@@ -7,9 +7,11 @@
   command line, and in state only encrypted (the step is secret). Each is rewritten, as a replacement, when its
   content changes.
 - `{name}`: the container, host network, both files mounted read-only, `restart: unless-stopped` (docker brings it
-  back after a crash or the head's reboot; with spark-llm:supervisor the supervisor also starts it again when it is
-  removed). Its labels are the router's revision and the key's digest (a secret), so a new image, port, workers
-  list or key replaces this container and nothing else: no engine resource reads anything of the router.
+  back after a crash or the head's reboot; with spark-llm:supervisor the supervisor also brings it back when it is
+  removed or stopped: spark_llm.group.router). Its labels are the router's revision and the key's digest (a
+  secret), so a new image, port, workers list or key replaces this container and nothing else: no engine resource
+  reads anything of the router.
+- `{name}-clear`: before each new container, removes a router the supervisor made in its place (it holds the name).
 - `{name}-ready`: on the head, the launcher in the container waits (bounded, with progress) until smg lists every
   model under its own name, healthy; re-run for each new container. The stack's endpoint waits for it.
 The caller declares it after the engine group (`depends_on` the cluster): it starts once the group served and its
@@ -81,6 +83,16 @@ class Router(pulumi.ComponentResource):
             secret=True,
             opts=pulumi.ResourceOptions(parent=self, provider=commands, delete_before_replace=True),
         )
+        key_digest = secret_digest(key_text)
+        # A router the supervisor made again (it was removed by hand) holds the name: it goes before this `up` makes
+        # the router, each time the container is replaced (the same triggers as its labels).
+        clear = NodeCommand(
+            f"{name}-clear",
+            connection=connection,
+            script=plan.clear_command(),
+            triggers=[plan.revision, key_digest],
+            opts=pulumi.ResourceOptions(parent=self, provider=commands),
+        )
         container = docker.Container(
             name,
             name=plan.container,
@@ -96,7 +108,7 @@ class Router(pulumi.ComponentResource):
             # What replaces it (a new image, port, workers list or key), and only it: the engines read none of it.
             labels=[
                 docker.ContainerLabelArgs(label=router.LABEL_REVISION, value=plan.revision),
-                docker.ContainerLabelArgs(label=router.LABEL_API_KEY, value=secret_digest(key_text)),
+                docker.ContainerLabelArgs(label=router.LABEL_API_KEY, value=key_digest),
             ],
             # Back after a crash or the head's reboot; a `docker stop` keeps it stopped (without a supervisor).
             restart="unless-stopped",
@@ -105,7 +117,7 @@ class Router(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=[workers, key],
+                depends_on=[workers, key, clear],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),

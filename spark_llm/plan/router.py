@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from spark_llm.config import NAMESPACE, StackConfig
+from spark_llm.group.records import RouterSpec
+from spark_llm.group.router import LABEL_RESTORED
 from spark_llm.plan.nodes import remote_dir
 
 CONTAINER = "spark-llm-router"
@@ -35,6 +37,9 @@ WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
 METRICS_PORT = 29000
 # How long `pulumi up` waits for the router to list every model (the engines already served: seconds, normally).
 READY_SECONDS = 120
+# How long the router must be gone or stopped before the supervisor brings it back (`pulumi up` replaces it within
+# seconds, and must not find one the supervisor made in its place: spark_llm.group.router).
+SUPERVISOR_GRACE_SECONDS = 30
 # The label whose value is `RouterPlan.revision` (a new value replaces the container).
 LABEL_REVISION = "spark-llm.router.revision"
 LABEL_API_KEY = "spark-llm.router.api-key"
@@ -92,6 +97,31 @@ class RouterPlan:
         """Digest of what replaces the router's container when it changes (the key's own digest is a secret label)."""
         material = json.dumps({"image": self.image, "command": self.command, "workers": self.workers}, sort_keys=True)
         return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def supervisor_spec(self) -> RouterSpec:
+        """The router as the supervisor makes it again when it was removed: the container `pulumi up` makes
+        (components.router), marked as the supervisor's (`pulumi up` removes such a one before it makes its own)."""
+        return {
+            "container": self.container,
+            "create": {
+                "Image": self.image,
+                "Cmd": list(self.command),
+                "Env": list(self.env),
+                "Labels": {LABEL_REVISION: self.revision, LABEL_RESTORED: "supervisor"},
+                "HostConfig": {
+                    "NetworkMode": "host",
+                    "Binds": [f"{source}:{target}:ro" for source, target in self.mounts],
+                    "RestartPolicy": {"Name": "unless-stopped"},
+                },
+            },
+            "grace_seconds": SUPERVISOR_GRACE_SECONDS,
+        }
+
+    def clear_command(self) -> str:
+        """Removes a router the supervisor made (labelled LABEL_RESTORED) before `pulumi up` makes its own under the
+        same name; a router `pulumi up` made is left to `pulumi up`."""
+        restored = f"docker ps -aq --filter name=^{self.container}$ --filter label={LABEL_RESTORED}"
+        return f"ids=$({restored})\n[ -z \"$ids\" ] || docker rm -f $ids\necho 'no router of the supervisor left'\n"
 
     def ready_command(self) -> str:
         """The head's step after the container started: the launcher in the container waits until smg lists every

@@ -8,8 +8,9 @@ the containers run on the host's docker (bench/router_rig.py), and everything st
 
 User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up`: the stack's
 endpoint is the router on the head, with the stack's key, for the openai client; the engine's port is no longer
-reachable from the operator's side. A new router port replaces the router only (preview names no engine resource),
-and a router restarted by hand serves its model again by itself.
+reachable from the operator's side. A router restarted by hand serves its model again by itself; one removed by
+hand is made again by the supervisor, with no engine restarted; a new router port replaces the router only (preview
+names no engine resource).
 """
 
 from __future__ import annotations
@@ -83,14 +84,15 @@ ROUTER = "spark-llm-router"
 
 @pytest.fixture(scope="module")
 def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
-    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head) and
-    an API key, deployed: yields the key. Afterwards `sim up` writes the stack file without the router again, for the
-    next module on this sim."""
+    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head), an
+    API key and the supervisor, deployed: yields the key. Afterwards `sim up` writes the stack file without the
+    router again, for the next module on this sim."""
     run([str(SIM), "up", "--load-router"], timeout=1200)
     try:
         pulumi.reset_config()
         key = f"sk-router-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", key)
+        pulumi.set("supervisor.enabled", "true")
         out = pulumi.up()
         assert key not in out.stdout + out.stderr
         yield key
@@ -142,19 +144,6 @@ def test_the_stacks_endpoint_is_the_router_with_the_key_and_the_engine_is_out_of
     assert routed not in pulumi("stack", "export").stdout
 
 
-def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi, sim_cluster: SimCluster) -> None:
-    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
-    pulumi.set("router.port", "4100")
-    preview = json.loads(pulumi("preview", "--json").stdout)
-    changed = {step["urn"].rsplit("::", 1)[-1] for step in preview["steps"] if step["op"] not in ("same", "read")}
-    assert changed and all(name.startswith("router") for name in changed), changed
-    pulumi.up()
-    outputs = pulumi.outputs()
-    assert urlsplit(outputs["endpoint"]).port == 4100
-    assert router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]]
-    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
-
-
 def test_a_restarted_router_registers_its_model_again_by_itself(
     routed: str, pulumi: Pulumi, sim_cluster: SimCluster
 ) -> None:
@@ -170,3 +159,39 @@ def test_a_restarted_router_registers_its_model_again_by_itself(
         model=outputs["model"], messages=MESSAGES, max_tokens=4
     )
     assert answer.choices[0].message.content
+
+
+def test_a_router_removed_by_hand_comes_back_by_the_supervisor(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    sim_cluster.node_exec("head", "docker", "rm", "-f", ROUTER)
+    # Gone for its grace (30 s), then made again from the supervisor's spec, which registers the model again.
+    wait_for(
+        "the supervisor to make the router again",
+        lambda: router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]],
+        120,
+        interval_s=2,
+    )
+    state = json.loads(sim_cluster.node_exec("head", "cat", "/root/spark-llm/supervisor-state/state.json").stdout)
+    assert state["router_restarts"][-1]["found"] == "absent"
+    assert state["router_restarts"][-1]["result"] == "created and started"
+    assert not state["restarts"]  # no group restart for the router
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+
+def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi, sim_cluster: SimCluster) -> None:
+    # (After the supervisor made the router again: `up` removes that one before it makes its own.)
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    pulumi.set("router.port", "4100")
+    preview = json.loads(pulumi("preview", "--json").stdout)
+    changed = {step["urn"].rsplit("::", 1)[-1] for step in preview["steps"] if step["op"] not in ("same", "read")}
+    # The router, and the supervisor's files and container (its spec holds the router's); nothing of the engine.
+    assert {"router", "router-ready"} <= changed, changed
+    assert all(name.startswith(("router", "spark-supervisor")) for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert urlsplit(outputs["endpoint"]).port == 4100
+    assert router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]]
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started

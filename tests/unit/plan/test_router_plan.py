@@ -11,7 +11,7 @@ import pytest
 
 from spark_llm.config import parse
 from spark_llm.plan import deployment as plan
-from spark_llm.plan import router
+from spark_llm.plan import router, supervisor
 from tests.conftest import dual_spark_raw
 
 IMAGE = "sha256:" + "cd" * 32
@@ -89,3 +89,26 @@ def test_a_second_model_changes_the_routers_revision() -> None:
     one = router.router_plan(config, [("a", "http://192.168.200.12:30000")])
     two = router.router_plan(config, [("a", "http://192.168.200.12:30000"), ("b", "http://192.168.200.12:30001")])
     assert one is not None and two is not None and one.revision != two.revision
+
+
+def test_the_supervisor_makes_the_router_again_as_pulumi_up_makes_it_and_marks_it_its_own() -> None:
+    config = parse(raw())
+    deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text())
+    routed = router.router_plan(config, [router.engine_worker(deployment)])
+    assert routed is not None
+    spec = routed.supervisor_spec()
+    create = spec["create"]
+    assert spec["container"] == "spark-llm-router" and create["Image"] == IMAGE
+    assert create["Cmd"] == list(routed.command) and create["Env"] == list(routed.env)
+    assert create["HostConfig"]["NetworkMode"] == "host"
+    assert create["HostConfig"]["Binds"] == [f"{source}:{target}:ro" for source, target in routed.mounts]
+    assert create["Labels"] == {router.LABEL_REVISION: routed.revision, "spark-llm.router.restored": "supervisor"}
+    assert "sk-test" not in json.dumps(spec)  # the key stays in its file
+
+
+def test_a_stack_without_a_router_keeps_the_supervisors_spec_it_had() -> None:
+    config = dual_spark_raw()
+    config["supervisor"] = {"enabled": True}
+    deployment = plan.build_plan(parse(config), plan.LAUNCH_TEMPLATE.read_text())
+    ids = {"spark-1": "a", "spark-2": "b"}
+    assert "router" not in supervisor.spec(deployment, ids)
