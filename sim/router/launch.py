@@ -160,7 +160,8 @@ def wait_ready(argv: list[str]) -> None:
         problems = misfiled(wanted, gateway.entries())
         waited = time.monotonic() - started
         if not problems:
-            print(f"router: {', '.join(m for m, _ in wanted)} listed under their names, healthy ({waited:.0f} s)")
+            names = ", ".join(m for m, _ in wanted)
+            print(f"router: every model listed under its own name, healthy: {names} ({waited:.0f} s)")
             return
         if waited > seconds:
             print(f"router: not ready after {seconds:.0f} s: {'; '.join(problems)}", file=sys.stderr)

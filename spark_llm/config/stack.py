@@ -208,15 +208,15 @@ class StackConfig(ConfigModel):
     def _router(self) -> StackConfig:
         if self.router is None:
             return self
-        if self.api_key is None:
-            why = "the router checks the stack's API key: set one with `pulumi config set --secret apiKey sk-...`"
-            raise KeyedError(why, ("apiKey",), show_example=False)
         head = self.head.name
         for d in self.deployments():
             engine_key = f"{NAMESPACE}:engine" if not self.models else f"{d.config_key}.engine"
             collision = check_router_port(self.router, d.engine, engine_key) if head in d.nodes else None
             if collision is not None:
                 raise KeyedError(str(collision), ("router", *collision.loc), collision.example)
+        if self.api_key is None:
+            why = "the router checks the stack's API key: set one with `pulumi config set --secret apiKey sk-...`"
+            raise KeyedError(why, ("apiKey",), show_example=False)
         return self
 
     def deployments(self) -> list[Deployment]:

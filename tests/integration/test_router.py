@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -132,6 +133,15 @@ def test_the_stacks_endpoint_is_the_router_with_the_key_and_the_engine_is_out_of
             model=model, messages=MESSAGES, max_tokens=4
         )
     assert refused.value.status_code == 401
+
+    # The operator's tools keep working: `status` asks the engine from the head, `smoke` goes through the router.
+    cli = [sys.executable, "-m", "spark_llm.ops.cli"]
+    common = ["--stack", "sim", "--config-file", str(pulumi.config_file), "--json"]
+    status = run([*cli, "status", *common], env=pulumi.env, check=False)
+    assert status.returncode == 0 and json.loads(status.stdout)["state"] == "in sync", status.stdout[-3000:]
+    smoke = run([*cli, "smoke", *common, "--requests", "2", "--concurrency", "1"], env=pulumi.env, check=False)
+    report = json.loads(smoke.stdout)
+    assert smoke.returncode == 0 and report["endpoint"] == outputs["endpoint"], smoke.stdout[-3000:]
 
     # From this machine (the operator's side): the router answers at the head's address, the engine does not.
     assert tcp_connect(head, 4000) == "open"
