@@ -13,7 +13,7 @@ import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi, recipe, recipe_departures
-from spark_llm.config.stack import SeveralModelsError
+from spark_llm.group.memory import parse as node_memory
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -68,31 +68,56 @@ def load() -> StackConfig:
     """
     try:
         cfg = parse(raw_stack_config(), secret_keys())
-    except SeveralModelsError as err:
-        # Every other check passed: the models' fit per node (spark_llm.plan.placement) comes before the refusal.
-        placement = "".join("\n    " + line for line in place(err.deployments).lines())
-        refuse(
-            f"invalid stack configuration:\n  {NAMESPACE}:models on the nodes (a GB10's MemTotal):{placement}\n  {err}"
-            "\nNothing was run on any node."
-        )
     except ConfigError as err:
         # The message alone (no traceback, no "unhandled error"): it is the user's input, not our bug.
         refuse(
             f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
             "(or `pulumi config set --path ...`), then run `pulumi preview` again."
         )
-    for warning in cfg.engine.flag_warnings():
-        pulumi.log.warn(warning)
-    if cfg.api_key is None:
+    for _, one in cfg.per_model():
+        for warning in one.engine.flag_warnings():
+            pulumi.log.warn(warning)
+    if cfg.api_key is None and not cfg.several():
         pulumi.log.warn(open_endpoint_warning(cfg))
     note_recipe_departures(cfg)
     return cfg
 
 
+def place_models(cfg: StackConfig, seen: list[tuple[DeploymentPlan, dict[str, NodeObservation] | None]]) -> None:
+    """The models' fit per node (spark_llm.plan.placement), said in preview, with each node's MemTotal as it reports
+    it (a GB10's where it could not be read) and each model's weights as its head holds them; a node they do not fit
+    together stops the program before any resource is declared: nothing stops or starts."""
+    memtotal: dict[str, int] = {}
+    weights: dict[str, int] = {}
+    for plan, observations in seen:
+        for name, observation in (observations or {}).items():
+            memory = node_memory(name, observation.facts)
+            if memory.meminfo is not None:
+                memtotal[name] = memory.meminfo["MemTotal"]
+            if name == plan.head.name and memory.weights is not None:
+                weights[plan.model_name] = memory.weights
+    placement = place(cfg.deployments(), memtotal, weights)
+    read = {n.name for n in cfg.nodes} & set(memtotal)
+    whose = (
+        "a GB10's MemTotal"
+        if not read
+        else "each node's MemTotal"
+        if len(read) == len(cfg.nodes)
+        else f"MemTotal as {', '.join(sorted(read))} reports it, a GB10's elsewhere"
+    )
+    said = f"{NAMESPACE}:models on the nodes ({whose}):" + "".join("\n    " + line for line in placement.lines())
+    if not placement.fits:
+        refuse(
+            f"invalid stack configuration:\n  {said}\nNothing was run on any node. Lower a model's memory setting,"
+            " or move it to another node, then run `pulumi preview` again."
+        )
+    pulumi.log.info(said)
+
+
 def note_recipe_departures(cfg: StackConfig) -> None:
     """Each place the stack departs from its spark-llm:recipe, one line each: a warning for another engine, release
     or model than the recipe ran, a note for a changed image, flag or env. No recipe key: nothing."""
-    if cfg.recipe is None:
+    if cfg.recipe is None or cfg.several():  # a recipe describes one model's stack
         return
     try:
         known = recipe.by_name(cfg.recipe)

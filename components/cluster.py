@@ -160,8 +160,11 @@ class SparkClusterArgs:
     """What every node runs now (spark_llm.remote.observe); None: not looked at (unit tests)."""
     replaced: tuple[str, ...] = ()
     """Members whose container this `pulumi up --replace`s (spark_llm.plan.cli_flags): the group restarts in order."""
+    outputs_under_models: bool = False
+    """The stack lists several models: this group's outputs are under `models.<name>`, not at the top level."""
     router: RouterPlan | None = None
-    """spark-llm:router's plan, for the supervisor, which keeps it up too (the router itself: components.router)."""
+    """spark-llm:router's plan, for this group's supervisor, which keeps it up too (one group's: the first model's;
+    the router itself: components.router)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -197,11 +200,21 @@ class SparkCluster(pulumi.ComponentResource):
         )
         if args.observations is not None and not under_mocks():
             # What this state last recorded (its own outputs): said when the nodes are ahead of it.
-            own = pulumi.StackReference(
-                f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}",
-                opts=pulumi.ResourceOptions(parent=self),
+            stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+            # The single form's reference keeps its URN; another model's has one of its own.
+            own = (
+                pulumi.StackReference(stack, opts=pulumi.ResourceOptions(parent=self))
+                if plan.unit is None
+                else pulumi.StackReference(f"{name}-recorded", stack, opts=pulumi.ResourceOptions(parent=self))
             )
-            pulumi.Output.all(identity.stdout, own.get_output("container_ids")).apply(
+            recorded = (
+                own.get_output("models").apply(
+                    lambda models: ((models or {}).get(plan.model_name) or {}).get("container_ids")
+                )
+                if args.outputs_under_models
+                else own.get_output("container_ids")
+            )
+            pulumi.Output.all(identity.stdout, recorded).apply(
                 lambda got: _state_behind_note(plan, args.observations, got[0], got[1]), run_with_unknowns=True
             )
         observed = args.observations

@@ -53,7 +53,7 @@ class Firewall(pulumi.ComponentResource):
             self.steps[node.name] = NodeCommand(
                 f"{name}-{node.name}",
                 connection=args.connections[node.name],
-                script=firewall.step_script(node, args.rules[node.name], token),
+                script=firewall.step_script(node, args.rules[node.name], token, args.plan.own(firewall.TABLE)),
                 # The script run again with $SPARK_LLM_PHASE=delete: it removes the table (and only it) and its token.
                 delete_phase="delete",
                 triggers=[token],

@@ -161,7 +161,7 @@ class Supervisor(pulumi.ComponentResource):
 
         container = docker.Container(
             name,
-            name=supervisor.CONTAINER_NAME,
+            name=supervisor.container_name(plan),
             image=image,
             entrypoints=list(supervisor.command()),
             # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.

@@ -7,9 +7,8 @@ engine.flags), read as the memory admission reads it (spark_llm.group.memory); s
 per node.
 
 `deployments` gives the stack's models as one list whichever form the stack uses; `check_models` finds what two
-entries cannot share (a name, a port on a node, a container on a node). This version serves one model per stack
-(the router and the per-model groups come later): spark_llm.config.stack refuses a list of more than one, after
-every other check ran.
+entries cannot share (a name, a port on a node, a container on a node). Each model of several is an engine group of
+its own (spark_llm.config.stack.StackConfig.per_model), led from the stack's head, where the router serves them all.
 """
 
 from __future__ import annotations
@@ -28,10 +27,6 @@ from spark_llm.config.nodes import Node, NodeName
 
 # The single form's engine container; an entry of a list of several is `spark-llm-engine-<its name>`.
 SINGLE_CONTAINER = Engine.model_fields["container_name"].default
-ONE_MODEL_PER_STACK = (
-    f"{NAMESPACE}:models: this version serves one model per stack (the router that serves several behind one"
-    " endpoint is not built yet): list one model"
-)
 
 
 class ModelDeployment(Model):
@@ -49,7 +44,10 @@ class ModelDeployment(Model):
     nodes: list[NodeName] | None = Field(
         None,
         min_length=1,
-        description="The nodes it runs on, by name (default: every node of spark-llm:nodes)",
+        description=(
+            "The nodes it runs on, by name, the head among them: its group is led from the head (default: every"
+            " node of spark-llm:nodes)"
+        ),
         json_schema_extra={"example": ["spark-1"]},
     )
 
@@ -66,8 +64,8 @@ class Deployment:
     nodes: tuple[str, ...]
     """Its nodes, in spark-llm:nodes order."""
     key: str | None
-    """None: the single form's identity (today's resource names and container), which a list of one keeps too;
-    else the entry's own, for resource names beside the others'."""
+    """None: the single form's identity (today's resource names and container), which a list's first entry keeps
+    too; else the entry's own, for resource names beside the others'."""
     config_key: str
     """Where the stack file declares it: `spark-llm:model` or `spark-llm:models[i]`."""
 
@@ -98,12 +96,15 @@ def deployments(
         return [Deployment(model.name, model, image, engine, every, None, config_key)]
     out = []
     for i, entry in enumerate(models):
+        # The first model keeps the single form's identity (resource names, container, files on the nodes): a
+        # stack that grows a second model restarts nothing that serves, and shrinks back to one the same way.
+        key = None if i == 0 else slug(entry.name)
         engine = entry.engine
-        if "container_name" not in engine.model_fields_set:
-            engine = engine.model_copy(update={"container_name": f"{SINGLE_CONTAINER}-{slug(entry.name)}"})
+        if key is not None and "container_name" not in engine.model_fields_set:
+            engine = engine.model_copy(update={"container_name": f"{SINGLE_CONTAINER}-{key}"})
         on = tuple(n for n in every if entry.nodes is None or n in entry.nodes)
         model, image, _ = as_single_form(entry)
-        out.append(Deployment(entry.name, model, image, engine, on, slug(entry.name), f"{NAMESPACE}:models[{i}]"))
+        out.append(Deployment(entry.name, model, image, engine, on, key, f"{NAMESPACE}:models[{i}]"))
     return out
 
 
@@ -119,8 +120,14 @@ def _required(single: tuple[Model, Image, Engine] | None) -> tuple[Model, Image,
 def check_models(models: list[ModelDeployment], nodes: list[Node]) -> list[KeyedError]:
     """Every mistake of the list, each at its key under `models` (one pass: the user learns them all at once)."""
     names = [n.name for n in nodes]
+    head = next((n.name for n in nodes if n.role == "head"), names[0])
     mistakes: list[KeyedError] = []
     for i, entry in enumerate(models):
+        if entry.nodes is not None and head not in entry.nodes and all(n in names for n in entry.nodes):
+            # Every group is led from the head: its rank 0 serves the API the router reaches, and its workers are
+            # reached through the head (spark-llm:nodes' via). A model on workers only is not built yet.
+            why = f"the head ({head}) is not among them: each model's group is led from the head: add it"
+            mistakes.append(KeyedError(why, (i, "nodes"), [head, *entry.nodes]))
         for j, node in enumerate(entry.nodes or []):
             if node not in names:
                 why = f"{node} is not in {NAMESPACE}:nodes ({', '.join(names)})"

@@ -31,7 +31,6 @@ from spark_llm.config.image import Image
 from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
 from spark_llm.config.models import (
-    ONE_MODEL_PER_STACK,
     Deployment,
     ModelDeployment,
     as_single_form,
@@ -124,7 +123,7 @@ class StackConfig(ConfigModel):
             "The stack's models, each with the keys of spark-llm:model plus image, engine and nodes, instead of"
             " spark-llm:model, image and engine; each model's memory budget is its engine's own setting"
             " (--gpu-memory-utilization, --mem-fraction-static or --kv-cache-memory-bytes in engine.flags), summed"
-            " per node. This version serves one model per stack: list one"
+            " per node; each model's nodes include the head, where the router serves them all (spark-llm:router)"
         ),
         json_schema_extra={"example": "[{name: qwen, path: /models/qwen, image: {ref: ...}, engine: {...}}]"},
     )
@@ -224,6 +223,24 @@ class StackConfig(ConfigModel):
         single = (self.model, self.image, self.engine) if self.model is not None else None
         return deployments(self.nodes, self.models, single)
 
+    def several(self) -> bool:
+        """The stack lists several models (spark-llm:models): one engine group each, behind the router."""
+        return bool(self.models) and len(self.models or []) > 1
+
+    def per_model(self) -> list[tuple[Deployment, StackConfig]]:
+        """Each model with a config of its own in the single form (its nodes, model, image and engine): what
+        spark_llm.plan.deployment.build_plan takes. The single form (or a list of one) is itself."""
+        found = self.deployments()
+        if not self.several():
+            return [(found[0], self)]
+        out = []
+        for d in found:
+            nodes = [n for n in self.nodes if n.name in d.nodes]  # the head first among them, as in nodes
+            # A stack's recipe describes one model: its departures are not said of each of several.
+            update = {"nodes": nodes, "model": d.model, "image": d.image, "engine": d.engine, "models": None}
+            out.append((d, self.model_copy(update={**update, "recipe": None})))
+        return out
+
     @property
     def head(self) -> Node:
         return next(n for n in self.nodes if n.role == "head")
@@ -244,14 +261,6 @@ SECRET_KEYS = tuple(
 
 # Top-level keys as written in Pulumi.<stack>.yaml (without the namespace) -> field name.
 TOP_LEVEL_KEYS = {field.alias or name: name for name, field in StackConfig.model_fields.items()}
-
-
-class SeveralModelsError(ConfigError):
-    """spark-llm:models lists more than one model, each valid: this version serves one (ONE_MODEL_PER_STACK)."""
-
-    def __init__(self, found: list[Deployment]) -> None:
-        super().__init__(ONE_MODEL_PER_STACK)
-        self.deployments = found
 
 
 def format_errors(err: ValidationError) -> str:
@@ -305,26 +314,21 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
             + f"\n  known keys: {', '.join(sorted(TOP_LEVEL_KEYS))}"
         )
     raw, extra = _one_form(raw)
-    several = isinstance(raw.get("models"), list) and len(raw["models"]) > 1
     try:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
-        # Every other mistake first: the user learns them all, then that this version serves one model.
         message = format_errors(err)
-        raise ConfigError("".join([message, *("\n  " + line for line in extra)]) + _one_model_line(several)) from None
+        raise ConfigError("".join([message, *("\n  " + line for line in extra)])) from None
     if extra:
         raise ConfigError("invalid stack configuration:" + "".join("\n  " + line for line in extra))
-    if several:
-        raise SeveralModelsError(cfg.deployments())
+    if cfg.several():
+        # model, image and engine stay unset: each model's own config is cfg.per_model()'s.
+        return cfg
     if cfg.models:
         # A list of one deploys exactly as the single form with the same keys.
         model, image, engine = as_single_form(cfg.models[0])
         cfg = cfg.model_copy(update={"model": model, "image": image, "engine": engine})
     return cfg
-
-
-def _one_model_line(several: bool) -> str:
-    return "\n  " + ONE_MODEL_PER_STACK if several else ""
 
 
 def _one_form(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

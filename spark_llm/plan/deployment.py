@@ -112,6 +112,14 @@ class DeploymentPlan:
     kept (spark_llm.plan.weights.steps: the weights steps put it back instead of copying from the source)."""
     rendezvous: tuple[float, str] = (TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default")
     """How long the engine itself waits for its group to form, and why (spark_llm.plan.start.rendezvous)."""
+    unit: str | None = None
+    """None: the stack's one model, or the first of several (it keeps the single form's names). Else this model's key
+    (spark_llm.config.models.Deployment.key): what on a node is this group's alone (its directory, supervisor,
+    firewall table) carries it."""
+
+    def own(self, name: str) -> str:
+        """A node-wide name (a container, a table) as this group's own: `name-<unit>` among several models."""
+        return name if self.unit is None else f"{name}-{self.unit}"
 
     @property
     def head(self) -> NodePlan:
@@ -184,9 +192,9 @@ def fabric_key_path(cfg: StackConfig) -> str:
     return cfg.network.fabric_key_path
 
 
-def api_config_path(cfg: StackConfig) -> str | None:
+def api_config_path(cfg: StackConfig, unit: str | None = None) -> str | None:
     """Where the head keeps the API key file, beside its launch script; None when the stack has no key."""
-    return f"{remote_dir(cfg.head.user)}/{API_CONFIG_NAME}" if cfg.api_key else None
+    return f"{remote_dir(cfg.head.user, unit)}/{API_CONFIG_NAME}" if cfg.api_key else None
 
 
 def _url_host(address: str) -> str:
@@ -217,7 +225,7 @@ def endpoint(cfg: StackConfig) -> str:
     return f"http://{_url_host(host)}:{cfg.engine.port}"
 
 
-def topology(cfg: StackConfig) -> Topology:
+def topology(cfg: StackConfig, unit: str | None = None) -> Topology:
     """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
     ordered = [cfg.head, *cfg.workers]
     return Topology(
@@ -231,7 +239,7 @@ def topology(cfg: StackConfig) -> Topology:
         fabric_interfaces=tuple(cfg.network.fabric_interfaces),
         roce_devices=tuple(cfg.network.roce_devices),
         gpus=cfg.engine.gpus,
-        api_config=api_config_path(cfg),
+        api_config=api_config_path(cfg, unit),
         ray_token_file=CONTAINER_RAY_TOKEN if ray_auth(cfg) else None,
     )
 
@@ -241,10 +249,10 @@ def ray_auth(cfg: StackConfig) -> bool:
     return cfg.engine.executor == "ray"
 
 
-def node_launches(cfg: StackConfig) -> dict[str, NodeLaunch]:
+def node_launches(cfg: StackConfig, unit: str | None = None) -> dict[str, NodeLaunch]:
     """Each node's container command and environment, from the engine profile."""
     profile = profile_for(cfg.engine.kind, cfg.engine.executor)
-    topo = topology(cfg)
+    topo = topology(cfg, unit)
     return {m.name: profile.launch(topo, m) for m in topo.members}
 
 
@@ -315,10 +323,14 @@ def engine_flags(launches: dict[str, NodeLaunch]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(w.split("=", 1)[0] for w in words if w.startswith("--")))
 
 
-def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = None) -> DeploymentPlan:
+def build_plan(
+    cfg: StackConfig, template: str, restore_weights: str | None = None, unit: str | None = None
+) -> DeploymentPlan:
+    """`cfg`: one model's config (spark_llm.config.stack.StackConfig.per_model); `unit`: that model's key when the
+    stack lists several (its files on the nodes, its supervisor and firewall table apart from the others')."""
     cfg = engine_behind_router(cfg)  # with a router, the engine's API on the head's fabric address only
     hosts = ssh_hosts(cfg)
-    launches = node_launches(cfg)
+    launches = node_launches(cfg, unit)
     ordered = [cfg.head, *cfg.workers]
     index = {n.name: i for i, n in enumerate(cfg.nodes)}  # the stack file's order (rank order puts the head first)
     nodes = tuple(
@@ -328,7 +340,7 @@ def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = No
             rank=rank,
             ssh=hosts[n.name],
             fabric_address=n.fabric_address,
-            remote_dir=remote_dir(n.user),
+            remote_dir=remote_dir(n.user, unit),
             config_key=f"{NAMESPACE}:nodes[{index[n.name]}]",
         )
         for rank, n in enumerate(ordered)
@@ -349,7 +361,7 @@ def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = No
         model_name=cfg.model.name,
         ready_timeout=cfg.timeouts.ready_seconds,
         api_config=render_api_config(cfg.api_key) if cfg.api_key else None,
-        api_config_path=api_config_path(cfg),
+        api_config_path=api_config_path(cfg, unit),
         api_address=api_address_on_head(cfg.engine.host),
         ray_auth=ray_auth(cfg),
         api_key=cfg.api_key,
@@ -377,4 +389,5 @@ def build_plan(cfg: StackConfig, template: str, restore_weights: str | None = No
         startup_grace=cfg.timeouts.startup_grace_seconds,
         restore_weights=restore_weights,
         rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
+        unit=unit,
     )

@@ -102,7 +102,7 @@ def ruleset(plan: DeploymentPlan, node: NodePlan) -> str:
     rules.append(f"tcp dport $ephemeral reject with tcp reset comment {_quoted(EPHEMERAL_WHAT)}")
     body = "\n".join(f"\t\t{rule}" for rule in rules)
     return (
-        f"table inet {TABLE} {{\n"
+        f"table inet {plan.own(TABLE)} {{\n"
         "\tchain input {\n"
         "\t\ttype filter hook input priority filter; policy accept;\n"
         f"{body}\n"
@@ -111,21 +111,21 @@ def ruleset(plan: DeploymentPlan, node: NodePlan) -> str:
     )
 
 
-def step_script(node: NodePlan, rules: str, token: str) -> str:
+def step_script(node: NodePlan, rules: str, token: str, table: str = TABLE) -> str:
     """The node's firewall step: installs the table (`rules`, from `ruleset`) at create and records its drift token
     with the table's digest as the node lists it; run as the delete ($SPARK_LLM_PHASE=delete: `pulumi destroy`, or
-    the firewall turned off) it removes the table and the token."""
+    the firewall turned off) it removes the table and the token. `table`: the group's own (DeploymentPlan.own)."""
     recorded = f"{node.remote_dir}/{TOKENS_DIR}/{STEP}"
     return (
         bash_lib("firewall")
         + 'if [ "${SPARK_LLM_PHASE:-create}" = delete ]; then\n'
-        + f"  fw_remove {TABLE}\n"
+        + f"  fw_remove {table}\n"
         + f"  rm -f {shlex.quote(recorded)}\n"
         + "else\n"
-        + f"  fw_install {TABLE} <<'SPARK_LLM_RULES'\n"
+        + f"  fw_install {table} <<'SPARK_LLM_RULES'\n"
         + rules
         + "SPARK_LLM_RULES\n"
-        + record_token_script(node.remote_dir, STEP, token, f"$(fw_digest {TABLE})")
+        + record_token_script(node.remote_dir, STEP, token, f"$(fw_digest {table})")
         + "fi\n"
     )
 
@@ -159,7 +159,7 @@ def probe(plan: DeploymentPlan) -> str:
     """Read-only: the table's digest (firewall on); where the node listens over TCP, its addresses by interface, its
     ephemeral range (firewall off)."""
     if enabled(plan):
-        return bash_lib("firewall") + f"printf '{TABLE_SECTION}\\t%s\\n' \"$(fw_digest {TABLE})\"\n"
+        return bash_lib("firewall") + f"printf '{TABLE_SECTION}\\t%s\\n' \"$(fw_digest {plan.own(TABLE)})\"\n"
     return (
         f"printf '{LISTEN_SECTION}\\t%s\\n' \"$(ss -Hltn 2>/dev/null | awk '{{print $4}}' | tr '\\n' ' ')\"\n"
         f"printf '{ADDRS_SECTION}\\t%s\\n' \"$(ip -o addr 2>/dev/null | awk '{{print $2\"=\"$4}}' | tr '\\n' ' ')\"\n"

@@ -40,6 +40,8 @@ class NodePlan:
         return f"{self.remote_dir}/{RAY_TOKEN_NAME}"
 
 
-def remote_dir(user: str) -> str:
-    """Where the launch script and env file live on a node: the login user's home."""
-    return "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
+def remote_dir(user: str, unit: str | None = None) -> str:
+    """Where the launch script and env file live on a node: the login user's home. `unit`: a model of several
+    (spark_llm.config.models.Deployment.key), whose files, records and history are its own, apart from the others'."""
+    home = "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
+    return home if unit is None else f"{home}/models/{unit}"

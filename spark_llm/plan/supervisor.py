@@ -177,11 +177,16 @@ def remove_state_command(plan: DeploymentPlan) -> str:
     return f"rm -rf {shlex.quote(state_dir(plan.head))}"
 
 
-def stop_command() -> str:
+def container_name(plan: DeploymentPlan) -> str:
+    """The supervisor's container on the head: one per model when the stack lists several (each its own budget)."""
+    return plan.own(CONTAINER_NAME)
+
+
+def stop_command(plan: DeploymentPlan) -> str:
     """Stops the supervisor (if there is one) before `pulumi up` stops or replaces any member: it must never restart
     what `up` is replacing. A stopped `unless-stopped` container stays stopped across the head's reboot too, so a
     failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
-    return f"docker stop -t 10 {CONTAINER_NAME} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
+    return f"docker stop -t 10 {container_name(plan)} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
 
 
 def image_check_script(plan: DeploymentPlan, image: str) -> str:
@@ -234,7 +239,7 @@ def probe(plan: DeploymentPlan, node: NodePlan) -> str:
     fmt = shlex.quote(f'{{{{.State.Status}}}} {{{{index .Config.Labels "{LABEL}"}}}}')
     return (
         f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
-        f"if s=$(docker inspect -f {fmt} {CONTAINER_NAME} 2>/dev/null); then\n"
+        f"if s=$(docker inspect -f {fmt} {container_name(plan)} 2>/dev/null); then\n"
         f"  printf '{CONTAINER_SECTION}\\t%s\\n' \"$s\"\nelse\n  printf '{CONTAINER_SECTION}\\tabsent\\n'\nfi\n"
     )
 

@@ -45,14 +45,14 @@ def key_path(head: NodePlan) -> str:
     return f"{key_dir(head)}/{KEY_NAME}"
 
 
-def key_comment(stack: str) -> str:
-    """The public key's comment: whose key it is, as a worker's authorized_keys shows it."""
-    return f"spark-llm-supervisor@{stack}"
+def key_comment(plan: DeploymentPlan, stack: str) -> str:
+    """The public key's comment: whose key it is (the stack's, a model's of several), as authorized_keys shows it."""
+    return f"{plan.own('spark-llm-supervisor')}@{stack}"
 
 
 def keygen_script(plan: DeploymentPlan, stack: str) -> str:
     """The head's step that makes a new key pair (the old one, if any, removed first) and prints its public line."""
-    call = shlex.join(["supervisor_key_make", key_dir(plan.head), key_comment(stack)])
+    call = shlex.join(["supervisor_key_make", key_dir(plan.head), key_comment(plan, stack)])
     return bash_lib("supervisor_key") + call + "\n"
 
 

@@ -8,6 +8,7 @@ the nodes under mocks, and the stacks' addresses are real machines elsewhere.
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import shutil
 import tempfile
@@ -42,9 +43,9 @@ class Mocks(pulumi.runtime.Mocks):
             outs["imageId"] = IMAGE_ID
         elif args.name.endswith("-ray-token") and args.typ == "command:local:Command":
             outs["stdout"] = RAY_TOKEN
-        elif args.name == "spark-supervisor-key":
+        elif re.fullmatch(r"spark(-[a-z0-9-]+)?-supervisor-key", args.name):  # the stack's, or one model's
             outs["stdout"] = SUPERVISOR_PUBLIC_KEY + "\n"
-        elif args.name.startswith("spark-weights-"):
+        elif re.match(r"spark(-[a-z0-9-]+)?-weights-", args.name):
             outs["stdout"] = f"copied\nspark-llm-manifest {WEIGHTS_DIGEST} 3 1024\n"
         return [f"{args.name}-id", outs]
 

@@ -20,8 +20,8 @@ from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.host_record import host_probe, parse_host_lines
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
-from spark_llm.plan.supervisor import CONTAINER_NAME as SUPERVISOR_CONTAINER
 from spark_llm.plan.supervisor import SupervisorReport, state_path
+from spark_llm.plan.supervisor import container_name as supervisor_container
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 
@@ -117,7 +117,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
         if plan.supervisor is not None:
             lines.append(f"capture supervisor cat {quote(state_path(node))}")
             fmt = quote("{{.State.Status}}")
-            lines.append(f"capture supervisor_container docker inspect -f {fmt} {quote(SUPERVISOR_CONTAINER)}")
+            lines.append(f"capture supervisor_container docker inspect -f {fmt} {quote(supervisor_container(plan))}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,9 @@
 """spark-llm:models under Pulumi mocks (the whole program, __main__.py): what a user of this version gets.
 
 A list of one deploys exactly as the single form with the same keys (same resources, same inputs: an existing
-stack moved to the list restarts nothing); a list of several is refused before any resource, with the models'
-fit per node first and then one line saying this version serves one model per stack.
+stack moved to the list restarts nothing); a list of several is one engine group per model, each with its own
+containers, files, supervisor and firewall table on the nodes, or, when they do not fit together on a node, refused
+before any resource with their fit per node.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import pulumi
 import pytest
 
 from components import bootstrap as stack
+from spark_llm.config import raw_from_pulumi
 from spark_llm.config.engine import Engine
-from spark_llm.config.models import ONE_MODEL_PER_STACK
+from spark_llm.group.memory import INFO_SECTION
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, build_plan
+from spark_llm.plan.observation import NodeObservation
 from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned
 from tests.unit.graph_mocks import register as _register
 
@@ -55,27 +59,93 @@ def test_a_list_of_one_deploys_exactly_as_the_single_form(monkeypatch):
     assert [name for name in as_single if as_one[name] != as_single[name]] == []
 
 
-def test_several_models_are_refused_before_any_resource_with_their_fit_per_node(monkeypatch):
-    errors: list[str] = []
-    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: errors.append(msg))
+def with_embed(utilization: str, flag: str = "--gpu-memory-utilization", big: str = "0.6") -> dict:
+    """The dual-spark stack's model at 0.6 of each node, and a small `embed` beside it on the head."""
     raw = pinned(dual_spark_stack_file())
-    raw["engine"] = {**raw["engine"], "flags": ["--gpu-memory-utilization", "0.895"]}
+    raw["engine"] = {**raw["engine"], "flags": [flag, big]}
     embed = {
         "name": "embed",
         "path": "/home/aurora/models/embed",
         "image": raw["image"],
         "engine": {**raw["engine"], "executor": "native", "port": 30001, "distPort": 20001,
-                   "flags": ["--gpu-memory-utilization", "0.1"]},
+                   "flags": [flag, utilization]},
         "nodes": ["spark-1"],
     }  # fmt: skip
+    return as_list(raw, embed)
+
+
+def test_two_models_are_two_engine_groups_each_with_its_own_names_on_the_nodes(monkeypatch):
+    registered = _register(monkeypatch, with_embed("0.2"))
+    containers = {
+        name: inputs(r)["name"] for name, r in registered.items() if r.type == "docker:index/container:Container"
+    }
+    # The first model keeps the single form's names: a stack that grows a second model restarts nothing serving.
+    assert containers == {
+        "spark-engine-spark-1": "spark-llm-engine",
+        "spark-engine-spark-2": "spark-llm-engine",
+        "spark-embed-engine-spark-1": "spark-llm-engine-embed",
+        "spark-supervisor": "spark-llm-supervisor",
+        "spark-embed-supervisor": "spark-llm-supervisor-embed",
+    }
+    # Each group's files in a directory of its own: one model's relaunch never rewrites the other's script.
+    scripts = json.dumps([inputs(r) for name, r in registered.items() if name.startswith("spark-embed-scripts")])
+    assert "/home/aurora/spark-llm/models/embed/launch.sh" in scripts
+    assert "/home/aurora/spark-llm/launch.sh" not in scripts
+    # Each model's supervisor stops only its own group's supervisor before that group restarts.
+    stop = inputs(registered["spark-embed-engine-stop-supervisor"])
+    assert "docker stop -t 10 spark-llm-supervisor-embed " in json.dumps(stop)
+
+
+def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_their_fit_per_node(monkeypatch):
+    errors: list[str] = []
+    monkeypatch.setattr(pulumi.log, "error", lambda msg, *a, **k: errors.append(msg))
     with pytest.raises(stack.Refusal) as err:
-        _register(monkeypatch, as_list(raw, embed))
+        _register(monkeypatch, with_embed("0.4"))
     assert err.value.code == 32  # shown as the run's one error: no traceback, no "unhandled error"
     lines = str(err.value).splitlines()
     assert errors == [str(err.value)]
     assert lines[:2] == ["invalid stack configuration:", "  spark-llm:models on the nodes (a GB10's MemTotal):"]
     assert (
-        "    spark-1: Qwen/Qwen3.5-122B-A10B-FP8 108.9 GiB + embed 12.2 GiB = 121.1 GiB of 121.7 GiB MemTotal (4.0 GiB"
-        " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.07" in str(err.value)
-    )
-    assert lines[-2:] == ["  " + ONE_MODEL_PER_STACK, "Nothing was run on any node."]
+        "    spark-1: Qwen/Qwen3.5-122B-A10B-FP8 73.0 GiB + embed 48.7 GiB = 121.7 GiB of 121.7 GiB MemTotal (4.0 GiB"
+        " kept free): does not fit: lower embed's --gpu-memory-utilization to 0.36" in str(err.value)
+    ), str(err.value)
+    assert lines[-1].startswith("Nothing was run on any node.")
+
+
+def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_it_was(monkeypatch):
+    single = pinned(dual_spark_stack_file())
+    before = graph(_register(monkeypatch, {**single, "models": []}))
+    small = {
+        "name": "embed",
+        "path": "/home/aurora/models/embed",
+        "image": single["image"],
+        "engine": {**single["engine"], "executor": "native", "port": 30001, "distPort": 20001,
+                   "flags": ["--gpu-memory-utilization", "0.05"]},
+        "nodes": ["spark-1"],
+    }  # fmt: skip
+    after = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()), small)))
+    assert [name for name in before if after.get(name) != before[name]] == []
+    added = set(after) - set(before)
+    assert "spark-embed-engine-spark-1" in added and all(name.startswith("spark-embed") for name in added), added
+
+
+def test_the_fit_is_judged_with_the_memory_each_node_reports(monkeypatch):
+    """A node with less memory than a GB10 (here 64 GiB, as `/proc/meminfo` says it) refuses a pair that a GB10
+    would hold: the budgets in bytes (--kv-cache-memory-bytes) do not shrink with it."""
+    infos: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: infos.append(msg))
+    raw = with_embed("20G", "--kv-cache-memory-bytes", "40G")
+    cfg = stack.parse(raw_from_pulumi({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()}))
+    plans = [build_plan(one, LAUNCH_TEMPLATE.read_text(), unit=d.key) for d, one in cfg.per_model()]
+    kib = 64 * 1024**2
+
+    def seen(total_kib: int) -> dict[str, NodeObservation]:
+        facts = {INFO_SECTION: f"MemTotal={total_kib} MemFree={total_kib} MemAvailable={total_kib}"}
+        return {n: NodeObservation(n, facts=facts) for n in ("spark-1", "spark-2")}
+
+    stack.place_models(cfg, [(p, seen(128 * 1024**2)) for p in plans])
+    assert "(each node's MemTotal)" in infos[-1] and "spark-1:" in infos[-1] and ": fits" in infos[-1], infos
+    with pytest.raises(stack.Refusal) as err:
+        stack.place_models(cfg, [(p, seen(kib)) for p in plans])
+    assert "of 64.0 GiB MemTotal (4.0 GiB kept free): does not fit" in str(err.value), str(err.value)
+    assert str(err.value).splitlines()[-1].startswith("Nothing was run on any node.")

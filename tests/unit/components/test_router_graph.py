@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.unit.components.test_program_models import with_embed
 from tests.unit.graph_mocks import (
     RecordingMonitor,
     dual_spark_stack_file,
@@ -83,3 +84,24 @@ def test_the_image_pinned_by_digest_is_pulled_on_the_head(routed):
 
 def test_without_a_router_nothing_of_it_is_made(registered):
     assert not any(name.startswith("router") for name in registered)
+
+
+def test_with_several_models_one_router_lists_each_at_its_engine_and_one_supervisor_keeps_it(
+    monkeypatch, every_request
+):
+    raw = with_embed("0.2")
+    raw["apiKey"] = KEY
+    raw["router"] = {"image": DIGEST}
+    registered = register(monkeypatch, raw, secrets=("apiKey",))
+    workers = inputs(registered["router-workers"])["stdin"]
+    # Each model's engine on the head's fabric address, at its own port (the router on the head reaches both).
+    assert '{"model": "Qwen/Qwen3.5-122B-A10B-FP8", "url": "http://192.168.200.12:30000"}' in workers
+    assert '{"model": "embed", "url": "http://192.168.200.12:30001"}' in workers
+    # The router's spec is in the first model's supervisor only: two would race to make it again.
+    specs = {name: json.dumps(inputs(r)) for name, r in registered.items() if name.endswith("supervisor-files")}
+    assert set(specs) == {"spark-supervisor-files", "spark-embed-supervisor-files"}
+    assert "spark-llm-router" in specs["spark-supervisor-files"]
+    assert "spark-llm-router" not in specs["spark-embed-supervisor-files"]
+    # It waits for both groups' gates.
+    component = next(r for r in every_request if r.type == "spark-llm:components:Router")
+    assert {"spark-engine-ready", "spark-embed-engine-ready"} <= {d.rsplit("::", 1)[-1] for d in component.dependencies}

@@ -16,8 +16,6 @@ import yaml
 
 from spark_llm.config import ConfigError, parse
 from spark_llm.config.engine import Engine
-from spark_llm.config.models import ONE_MODEL_PER_STACK
-from spark_llm.config.stack import SeveralModelsError
 from tests.conftest import dual_spark_raw
 from tests.unit.graph_mocks import ROOT
 
@@ -95,9 +93,9 @@ BAD_LISTS: list[tuple[str, Mutation, str]] = [
         "spark-llm:models[1].nodes[1]: spark-1 is listed twice (e.g. spark-1)",
     ),
     (
-        "two names that make one container name",
-        _set("models.1.name", "QWEN"),
-        "spark-llm:models[1].engine.containerName: spark-llm-engine-qwen is also spark-llm:models[0]'s engine"
+        "a container name the first model keeps",
+        _set("models.1.engine.containerName", "spark-llm-engine"),
+        "spark-llm:models[1].engine.containerName: spark-llm-engine is also spark-llm:models[0]'s engine"
         " container on spark-1 (a name's letters other than a-z and 0-9 become '-'): name one container"
         " (e.g. spark-llm-engine-1)",
     ),
@@ -139,11 +137,10 @@ def test_a_bad_list_is_refused_at_parse_naming_the_key_and_a_valid_value(case: s
     mutate(raw)
     with pytest.raises(ConfigError) as err:
         parse(raw)
-    assert not isinstance(err.value, SeveralModelsError)
     assert line in str(err.value), str(err.value)
 
 
-def test_every_mistake_of_a_list_comes_at_once_then_the_one_model_line():
+def test_every_mistake_of_a_list_comes_at_once():
     raw = two_models()
     raw["models"][1]["name"] = "qwen"
     raw["models"][1]["nodes"] = ["spark-9"]
@@ -151,34 +148,38 @@ def test_every_mistake_of_a_list_comes_at_once_then_the_one_model_line():
         parse(raw)
     lines = str(err.value).splitlines()
     assert lines[0] == "invalid stack configuration:"
-    assert [line.split(":")[1] for line in lines[1:]] == ["models[1].nodes[0]", "models[1].name", "models"]
-    assert lines[-1].strip() == ONE_MODEL_PER_STACK
+    assert [line.split(":")[1] for line in lines[1:]] == ["models[1].nodes[0]", "models[1].name"]
 
 
-def test_several_valid_models_are_refused_with_one_line_carrying_their_deployments():
-    with pytest.raises(SeveralModelsError) as err:
-        parse(two_models())
-    assert str(err.value) == ONE_MODEL_PER_STACK
-    assert "one model per stack" in str(err.value) and "list one model" in str(err.value)
-    found = {d.name: d for d in err.value.deployments}
+def test_several_valid_models_each_get_a_config_of_their_own_in_the_single_form():
+    cfg = parse(two_models())
+    assert cfg.several() and cfg.model is None
+    found = {d.name: d for d in cfg.deployments()}
     assert (found["qwen"].nodes, found["embed"].nodes) == (("spark-1", "spark-2"), ("spark-1",))
     # Beside another model, each has a container of its own; the single form's name stays the single form's.
-    assert (found["qwen"].container, found["embed"].container) == ("spark-llm-engine-qwen", "spark-llm-engine-embed")
-    assert (found["qwen"].key, found["embed"].config_key) == ("qwen", "spark-llm:models[1]")
+    # The first keeps the single form's names (a stack that grows a second model restarts nothing that serves).
+    assert (found["qwen"].container, found["embed"].container) == ("spark-llm-engine", "spark-llm-engine-embed")
+    assert (found["qwen"].key, found["embed"].key, found["embed"].config_key) == (None, "embed", "spark-llm:models[1]")
+    own = {d.name: one for d, one in cfg.per_model()}
+    assert [n.name for n in own["embed"].nodes] == ["spark-1"] and own["embed"].head.name == "spark-1"
+    assert [n.name for n in own["qwen"].nodes] == ["spark-1", "spark-2"]
+    assert (own["embed"].model.name, own["embed"].engine.port, own["embed"].models) == ("embed", 30001, None)
 
 
-def test_ports_may_repeat_on_nodes_two_models_do_not_share():
-    raw = listed(entry("big", 30000, 20000, ["spark-1"]), entry("small", 30000, 20000, ["spark-2"]))
-    with pytest.raises(SeveralModelsError):  # valid: only the one-model limit refuses it
+def test_a_model_without_the_head_is_refused_naming_its_nodes_and_the_list_with_the_head():
+    raw = listed(entry("big", 30000, 20000), entry("small", 30001, 20001, ["spark-2"]))
+    with pytest.raises(ConfigError) as err:
         parse(raw)
+    assert (
+        "spark-llm:models[1].nodes: the head (spark-1) is not among them: each model's group is led from the head:"
+        ' add it (e.g. ["spark-1", "spark-2"])' in str(err.value)
+    ), str(err.value)
 
 
 def test_a_container_name_given_is_kept():
     raw = two_models()
     raw["models"][1]["engine"]["containerName"] = "embedder"
-    with pytest.raises(SeveralModelsError) as err:
-        parse(raw)
-    assert [d.container for d in err.value.deployments] == ["spark-llm-engine-qwen", "embedder"]
+    assert [d.container for d in parse(raw).deployments()] == ["spark-llm-engine", "embedder"]
 
 
 def test_a_list_of_one_is_the_single_form_with_the_same_keys():
@@ -218,8 +219,12 @@ def test_neither_form_names_both_keys():
     assert "spark-llm:model: required: this key is missing (or list the models in spark-llm:models)" in str(err.value)
 
 
-def test_the_documented_example_is_a_list_of_one_that_loads():
+def test_the_documented_example_loads_as_two_models():
     text = (ROOT / "docs" / "configuration.md").read_text().split("## Several models")[1]
     example = yaml.safe_load(text.split("```yaml")[1].split("```")[0])
     cfg = parse(listed(*example["spark-llm:models"]))
-    assert (cfg.model.name, cfg.engine.executor) == ("Qwen/Qwen3.5-122B-A10B-FP8", "ray")
+    own = {d.name: one for d, one in cfg.per_model()}
+    assert (own["Qwen/Qwen3.5-122B-A10B-FP8"].engine.executor, [n.name for n in own["embed"].nodes]) == (
+        "ray",
+        ["spark-1"],
+    )

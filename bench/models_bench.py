@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Requests that fail to model B while model A rolls out (goal: 0), on the simulated cluster with two models, written
+as JSON with B's latency during each rollout beside a quiet window of the same length.
+
+Usage:   . tools/env.sh && python bench/models_bench.py [--repeat N]
+Outputs: bench/results/models-<UTC timestamp>.json and a short table on stdout.
+
+The stack: the sim's stand-in model across head and worker (B) and a small stand-in model on the head (A)
+(bench/steady_client.two_models). Each round changes A's --mem-fraction-static (0.2 and 0.25 in turn), so `pulumi
+up` restarts A's group alone; a client asks B for a one-token completion every 100 ms from just before `up` starts
+until it ends, at the stack's endpoint (the router when the stack has one, else B's engine). Then the same client
+runs as long again with nothing rolling out: the quiet window. Talks only to the sim's containers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import yaml
+from simbench import bench_parser, bench_stack, sh, sim_up, write_result
+from steady_client import SMALL, SteadyClient, two_models
+
+BIG = "spark-llm/standin-model"
+
+
+def write_config(config_file, small_flags: tuple[str, ...]) -> None:
+    document = yaml.safe_load(config_file.read_text())
+    if "spark-llm:models" in document["config"]:
+        document["config"]["spark-llm:models"][1]["engine"]["flags"] = list(small_flags)
+    else:
+        two_models(document["config"], small_flags)
+    config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def b_endpoint(outputs: dict) -> str:
+    """Where clients ask B: the stack's one endpoint (the router) when there is one, else B's own engine."""
+    return outputs.get("endpoint") or outputs["models"][BIG]["endpoint"]
+
+
+def main() -> int:
+    args = bench_parser(__doc__, repeat=3).parse_args()
+    sim_up(args.workers)
+    rounds = []
+    with bench_stack() as (env, stack_args, config):
+        write_config(config, ("--mem-fraction-static", "0.2"))
+        sh(["pulumi", "up", "--yes", "--skip-preview", *stack_args], env)
+        outputs = json.loads(sh(["pulumi", "stack", "output", "--json", "--show-secrets", *stack_args], env).stdout)
+        url = b_endpoint(outputs)
+        for i in range(args.repeat):
+            fraction = ("0.25", "0.2")[i % 2]
+            write_config(config, ("--mem-fraction-static", fraction))
+            start = time.monotonic()
+            with SteadyClient(url, BIG) as during:
+                sh(["pulumi", "up", "--yes", "--skip-preview", *stack_args], env)
+            seconds = time.monotonic() - start
+            with SteadyClient(url, BIG) as quiet:
+                time.sleep(seconds)  # the quiet window: as long as the rollout took, with nothing rolling out
+            after = json.loads(sh(["pulumi", "stack", "output", "--json", *stack_args], env).stdout)["models"]
+            restarted_b = after[BIG]["container_ids"] != outputs["models"][BIG]["container_ids"]
+            rounds.append(
+                {
+                    "a_flag": f"--mem-fraction-static {fraction}",
+                    "up_seconds": round(seconds, 1),
+                    "b_restarted": restarted_b,
+                    "during_a_rollout": during.summary(),
+                    "quiet": quiet.summary(),
+                }
+            )
+            print(
+                f"round {i + 1}: up {seconds:5.1f} s; B during A's rollout: {during.summary()['failed']} of"
+                f" {during.summary()['requests']} failed, p50 {during.summary()['latency_ms']['p50']} ms;"
+                f" quiet: {quiet.summary()['failed']} of {quiet.summary()['requests']} failed,"
+                f" p50 {quiet.summary()['latency_ms']['p50']} ms"
+            )
+        sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack_args], env, check=False)
+    failed = sum(r["during_a_rollout"]["failed"] for r in rounds)
+    path = write_result(
+        "models",
+        {"endpoint": "router" if outputs.get("endpoint") else "engine", "model_a": SMALL, "model_b": BIG,
+         "failed_to_b_during_a_rollouts": failed, "rounds": rounds},
+    )  # fmt: skip
+    print(f"requests failed to B during A's rollouts: {failed}; {path}")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
