@@ -11,6 +11,12 @@ endpoint is the router on the head, with the stack's key, for the openai client;
 reachable from the operator's side. A router restarted by hand serves its model again by itself; one removed by
 hand is made again by the supervisor, with no engine restarted; a new router port replaces the router only (preview
 names no engine resource).
+
+User story (several models): the operator lists a second, small model beside the first (spark-llm:models): preview
+creates only its resources and replaces the router, the first model's engines keep running, and the openai client
+reaches both names at the one endpoint while neither engine port answers from the operator's side. A flag change to
+the small model restarts its group alone (preview names nothing else), and a client asking the first model through
+the router every 100 ms meanwhile sees no failure.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from urllib.parse import urlsplit
 
 import openai
 import pytest
+import yaml
 
 from bench.router_rig import RouterRig, listed_models, router_rig
+from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
 from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.waits import wait_for
 
@@ -94,11 +102,27 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
         key = f"sk-router-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", key)
         pulumi.set("supervisor.enabled", "true")
+        # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
+        # would restart this model's group (tests below add a second model).
+        edit_config(pulumi, lambda config: config["spark-llm:engine"].update(flags=list(BIG_FLAGS)))
         out = pulumi.up()
         assert key not in out.stdout + out.stderr
         yield key
     finally:
         run([str(SIM), "up"], timeout=1200)
+
+
+def edit_config(pulumi: Pulumi, change) -> None:
+    """`change` applied to the `config:` of the stack's private config file."""
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    change(document["config"])
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def changed_steps(pulumi: Pulumi) -> dict[str, str]:
+    """`pulumi preview --json`: each resource that would change, by name, with its operation."""
+    preview = json.loads(pulumi("preview", "--json").stdout)
+    return {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in preview["steps"] if s["op"] not in ("same", "read")}
 
 
 def routed_client(endpoint: str, key: str) -> openai.OpenAI:
@@ -205,3 +229,60 @@ def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi,
     assert urlsplit(outputs["endpoint"]).port == 4100
     assert router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]]
     assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+
+# ---------- several models behind the router ----------
+
+BIG = "spark-llm/standin-model"
+SMALL_GROUP = "spark-spark-llm-standin-small"
+
+
+def test_a_second_model_is_served_beside_the_first_through_the_router_restarting_nothing(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    before = pulumi.outputs()
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    edit_config(pulumi, two_models)
+    changed = changed_steps(pulumi)
+    # The new model's resources, and the router (its list of engines) with the supervisor's spec of it: nothing of
+    # the first model's group.
+    assert {name for name, op in changed.items() if op == "create"} >= {SMALL_GROUP, f"{SMALL_GROUP}-engine-head"}
+    assert all(name.startswith((SMALL_GROUP, "router", "spark-supervisor")) for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert outputs["models"][BIG]["container_ids"] == before["container_ids"]
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+    client = routed_client(outputs["endpoint"], routed)
+    assert sorted(m.id for m in client.models.list()) == [BIG, SMALL]
+    for name in (BIG, SMALL):
+        answer = client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=6)
+        assert answer.model == name and answer.choices[0].message.content
+    stream = client.chat.completions.create(model=SMALL, messages=MESSAGES, max_tokens=6, stream=True)
+    assert len([c for c in stream if c.choices and c.choices[0].delta.content]) > 1
+    head = urlsplit(outputs["endpoint"]).hostname
+    assert tcp_connect(head, urlsplit(outputs["endpoint"]).port) == "open"
+    assert tcp_connect(head, 30000) != "open" and tcp_connect(head, 30001) != "open"
+
+
+def test_a_flag_change_to_one_model_restarts_its_group_alone_while_the_other_answers_every_request(
+    routed: str, pulumi: Pulumi
+) -> None:
+    before = pulumi.outputs()
+    edit_config(pulumi, lambda config: config["spark-llm:models"][1]["engine"].update(
+        flags=["--mem-fraction-static", "0.25"]))  # fmt: skip
+    changed = changed_steps(pulumi)
+    assert changed.get(f"{SMALL_GROUP}-engine-head") == "replace", changed
+    assert all(name.startswith(SMALL_GROUP) for name in changed), changed
+
+    with SteadyClient(before["endpoint"], BIG, routed) as client:
+        pulumi.up()
+    report = client.summary()
+    assert report["requests"] >= 20 and client.failures == [], report
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before["models"][BIG]["container_ids"]
+    assert after[SMALL]["container_ids"] != before["models"][SMALL]["container_ids"]
+    answer = routed_client(before["endpoint"], routed).chat.completions.create(
+        model=SMALL, messages=MESSAGES, max_tokens=4
+    )
+    assert answer.model == SMALL
