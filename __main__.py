@@ -11,7 +11,9 @@ import pulumi  # noqa: E402
 
 from components import bootstrap as stack  # noqa: E402
 from components.cluster import SparkCluster, SparkClusterArgs, probe_extra  # noqa: E402
+from components.router import Router, RouterArgs  # noqa: E402
 from spark_llm.plan import deployment as plan  # noqa: E402
+from spark_llm.plan import router  # noqa: E402
 
 config = stack.load()
 # One engine group per model (a stack of one model: today's names, outputs and resources).
@@ -31,6 +33,8 @@ for model, model_config in config.per_model():
 if config.several():
     # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
     stack.place_models(config, [(deployment, observations) for _, deployment, _, observations in groups])
+# spark-llm:router: one endpoint on the head in front of every model's engine (None without one).
+routed = router.router_plan(config, [router.engine_worker(deployment) for _, deployment, _, _ in groups])
 clusters: dict[str, tuple[plan.DeploymentPlan, SparkCluster]] = {}
 for model, deployment, keys, observations in groups:
     # `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group in order.
@@ -43,9 +47,20 @@ for model, deployment, keys, observations in groups:
             observations=observations,
             replaced=request.replaced,
             outputs_under_models=config.several(),
+            # One supervisor keeps the router up: the first model's (every group has one on the head).
+            router=routed if not clusters else None,
         ),
     )
     clusters[model.name] = (deployment, cluster)
+# The router starts once every group served (its gate passed), on the head.
+gateway = None
+if routed is not None:
+    first, first_keys = groups[0][1], groups[0][2]
+    gateway = Router(
+        "router",
+        RouterArgs(plan=routed, head=first.head.ssh, keys=first_keys, api_key=first.api_key or ""),
+        pulumi.ResourceOptions(depends_on=[cluster for _, cluster in clusters.values()]),
+    )
 
 
 def outputs(deployment: plan.DeploymentPlan, cluster: SparkCluster) -> dict[str, object]:
@@ -70,11 +85,15 @@ def outputs(deployment: plan.DeploymentPlan, cluster: SparkCluster) -> dict[str,
     }
 
 
+# With a router, the stack's one endpoint is the router's, once it lists every model.
+endpoint = {"endpoint": gateway.endpoint} if gateway is not None else {}
 if not config.several():
     # The stack's one model: its outputs at the top level, as every version before several models wrote them.
     [(only, group)] = clusters.values()
-    for key, value in outputs(only, group).items():
+    for key, value in {**outputs(only, group), **endpoint}.items():
         pulumi.export(key, value)
 else:
     # Each model's outputs under its name (the API's `model`).
     pulumi.export("models", {name: outputs(*pair) for name, pair in clusters.items()})
+    for key, value in endpoint.items():
+        pulumi.export(key, value)

@@ -35,6 +35,7 @@ from spark_llm.plan.host_record import (
     last_served_probe,
 )
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.start.timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
 
@@ -161,6 +162,9 @@ class SparkClusterArgs:
     """Members whose container this `pulumi up --replace`s (spark_llm.plan.cli_flags): the group restarts in order."""
     outputs_under_models: bool = False
     """The stack lists several models: this group's outputs are under `models.<name>`, not at the top level."""
+    router: RouterPlan | None = None
+    """spark-llm:router's plan, for this group's supervisor, which keeps it up too (one group's: the first model's;
+    the router itself: components.router)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -272,6 +276,7 @@ class SparkCluster(pulumi.ComponentResource):
                     container_ids=container_ids,
                     ready=ready,
                     observations=args.observations,
+                    router=args.router,
                 ),
                 child,
             )

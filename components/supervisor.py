@@ -39,6 +39,7 @@ from components.drift_notes import noted_step_token
 from spark_llm.plan import supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.router import RouterPlan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +61,8 @@ class SupervisorArgs:
     observations: dict[str, NodeObservation] | None = None
     """What every node runs now (the head's supervisor container, each worker's key line); None: not looked at (unit
     tests)."""
+    router: RouterPlan | None = None
+    """spark-llm:router's plan: the supervisor keeps the router up too (spark_llm.group.router)."""
 
 
 class Supervisor(pulumi.ComponentResource):
@@ -88,7 +91,9 @@ class Supervisor(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         after = [args.ready]
-        spec_text = pulumi.Output.from_input(args.container_ids).apply(lambda ids: supervisor.spec_json(plan, ids))
+        spec_text = pulumi.Output.from_input(args.container_ids).apply(
+            lambda ids: supervisor.spec_json(plan, ids, args.router)
+        )
         program = supervisor.program_files()
         files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))
         files = NodeCommand(

@@ -19,6 +19,9 @@ A group whose containers all run but whose rank 0 answers no completion for `wed
 several probes; during a start only while its /health says 200) is wedged: restarted the same way, within the same
 budget, its record's cause `wedged`.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
+With spark-llm:router it also keeps the router's container up on the head: one removed or stopped (and not back
+within its grace) is made again from the spec, or started, and recorded in STATE's `router_restarts`; no engine is
+touched for it (spark_llm.group.router).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ import signal
 import sys
 import time
 
-# Each member's node, reached the one way it allows (its own file, shipped beside this one).
-from supervisor_node import Node
+# Each member's node, reached the one way it allows, and the router's container (its own file, shipped beside this).
+from supervisor_node import Node, RouterContainer
 
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
@@ -44,11 +47,13 @@ from spark_llm.group.records import (
     Budget,
     GaveUp,
     RestartRecord,
+    RouterRestart,
     SupervisorSpec,
     SupervisorState,
     dumps,
     parse_state,
 )
+from spark_llm.group.router import RouterWatch
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, serving_request
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
@@ -72,6 +77,10 @@ class Supervisor:
         # this program was started), once a restart of its own ended (its wait for serving is over), or once a
         # start's bound passed since this program began (it found the group already running).
         self.began, self.past_start = time.monotonic(), False
+        # spark-llm:router: kept up beside the group, never by touching an engine (spark_llm.group.router).
+        router = spec.get("router")
+        self.router = RouterContainer(spec) if router else None
+        self.router_watch = RouterWatch(router["grace_seconds"]) if router else None
 
     def _load(self) -> SupervisorState:
         fresh: SupervisorState = {
@@ -102,6 +111,8 @@ class Supervisor:
             self.state["gave_up"] = gave_up
         self.state["checked_at"] = iso(time.time())
         self.state["restarts"] = self.state["restarts"][-KEPT_RESTARTS:]
+        if "router_restarts" in self.state:
+            self.state["router_restarts"] = self.state["router_restarts"][-KEPT_RESTARTS:]
         path = self.spec["state_path"]
         with open(path + ".tmp", "w") as f:
             f.write(dumps(self.state))
@@ -263,6 +274,22 @@ class Supervisor:
         except OSError:
             return None
 
+    def keep_router(self) -> None:
+        """Bring the router back when it was removed or stopped (past its grace), and record it in the state."""
+        if self.router is None or self.router_watch is None:
+            return
+        status = self.router.status()
+        if status.startswith("unreachable"):
+            return
+        action = self.router_watch.action(status, time.monotonic())
+        if action is None:
+            return
+        result = self.router.bring_back(action)
+        record: RouterRestart = {"at": iso(time.time()), "found": status, "result": result}
+        self.state.setdefault("router_restarts", []).append(record)
+        self.say(f"the router's container was {status}: {result}")
+        self.save(keep_waiting=True)
+
     def give_up(self, reason: str, budget: Budget) -> None:
         count = len(recent(self.state["restarts"], time.time(), budget))
         self.stop_all()
@@ -275,6 +302,7 @@ class Supervisor:
         self.say(f"watching {', '.join(m.name for m in self.members)} (revision {self.spec['revision']})")
         self.save()
         while not self.state.get("gave_up"):
+            self.keep_router()
             verdict, seen = self.verdict()
             why, cause = verdict.why, ""
             if verdict.state == WHOLE and (wedged := self.wedged()):
@@ -310,8 +338,9 @@ class Supervisor:
                     continue  # read again: it may have come back, or be worse
                 self.restart(why, logs, cause)
             time.sleep(self.spec["poll_seconds"])
-        while True:  # nothing more until a new deployment replaces this container
-            time.sleep(3600)
+        while True:  # nothing more for the group until a new deployment replaces this container; the router still
+            self.keep_router()
+            time.sleep(self.spec["poll_seconds"])
 
 
 def main(argv: list[str]) -> int:

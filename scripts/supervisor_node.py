@@ -1,6 +1,7 @@
 """The supervisor's reach into one member's node (scripts/supervisor.py): the head's engine through its Docker
 socket, a worker's over ssh with the supervisor's own key, which the worker lets run only the requests
-scripts/supervisor_allow.sh allows. Python's standard library only; shipped beside supervisor.py
+scripts/supervisor_allow.sh allows; and the router's container on the head (spark-llm:router). Python's standard
+library only; shipped beside supervisor.py
 (spark_llm.plan.supervisor.program_files).
 """
 
@@ -159,3 +160,50 @@ class Node:
         except (OSError, subprocess.TimeoutExpired):
             return []
         return [line[:300] for line in text.splitlines()[-LOG_LINES:]]
+
+
+class RouterContainer:
+    """The router's container on the head (spark-llm:router), through the head's Docker socket: its status, and
+    started again, or made again from the spec when it was removed."""
+
+    def __init__(self, spec: SupervisorSpec) -> None:
+        router = spec.get("router")
+        if router is None:
+            raise ValueError("the spec has no router")
+        self.socket, self.name, self.create_body = spec["docker_socket"], router["container"], router["create"]
+
+    def _api(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        conn = _UnixHTTPConnection(self.socket, 30)
+        try:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def status(self) -> str:
+        """`running`, `exited`, ... or `absent`; `unreachable: ...` when Docker did not answer."""
+        try:
+            code, body = self._api("GET", f"/containers/{self.name}/json")
+        except OSError as err:
+            return f"unreachable: {err}"
+        if code == 404:
+            return ABSENT
+        if code != 200:
+            return f"unreachable: docker answered {code}"
+        return str((json.loads(body).get("State") or {}).get("Status", "unknown"))
+
+    def bring_back(self, action: str) -> str:
+        """`start` the stopped container, or `create` it again (marked restored) and start it: what came of it."""
+        try:
+            if action == "create":
+                code, body = self._api("POST", f"/containers/create?name={self.name}", self.create_body)
+                if code != 201:
+                    return f"failed: docker create answered {code}: {body.decode(errors='replace')[:200]}"
+            code, body = self._api("POST", f"/containers/{self.name}/start")
+        except OSError as err:
+            return f"failed: {str(err)[:200]}"
+        if code not in (204, 304):
+            return f"failed: docker start answered {code}: {body.decode(errors='replace')[:200]}"
+        return "created and started" if action == "create" else "started"

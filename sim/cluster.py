@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from host import Progress, SimError, docker, run, wait_until
-from images import ensure_engine, ensure_node_image, load_image_into
+from images import ensure_engine, ensure_node_image, load_image_into, load_router_into
 from memory import give_spark_memory
 from names import LABEL_REPO, ClusterNames, check_prefix, default_prefix
 from networks import ensure_networks, network_labels, network_subnet, unblock_fabric_route
@@ -52,6 +52,7 @@ def up(
     load_image: Path | None,
     load_on: str = "head",
     image_tag: str | None = None,
+    load_router: bool = False,
 ) -> ClusterState:
     progress = Progress()
     if load_image is not None and not load_image.is_file():
@@ -124,8 +125,10 @@ def up(
     if load_image is not None:
         load_image_into(names, nodes, load_image, load_on, image_tag, progress)
 
+    router_image = load_router_into(names, nodes[0], progress) if load_router else None
+
     progress.step(f"writing {paths.stack_file}")
-    write_stack_file(paths, nodes)
+    write_stack_file(paths, nodes, router_image)
     progress.step(f"cluster {prefix!r} is up: head + {workers} worker(s)")
     return state
 

@@ -1,5 +1,6 @@
 """The engine and images on this machine and on the nodes: dockerd (sim/docker-engine.sh), the node image
-(sim/node-image.sh), and an image tarball `docker load`ed into nodes' own engines (`sim up --load-image`)."""
+(sim/node-image.sh), an image tarball `docker load`ed into nodes' own engines (`sim up --load-image`), and the
+router's image (sim/router/build-image.sh) loaded into the head's (`sim up --load-router`)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,16 @@ def load_image_into(
         if image_tag:
             docker("exec", names.container(node.name), "docker", "tag", loaded, image_tag)
         progress.step(f"{node.name}: {loaded}" + (f" (tagged {image_tag})" if image_tag else ""))
+
+
+def load_router_into(names: ClusterNames, head: Node, progress: Progress) -> str:
+    """Build (or reuse) the router's image, `docker load` it into the head's engine, and return its image ID there:
+    what spark-llm:router.image names on the sim (an ID is as immutable as a digest; a local image has no digest)."""
+    progress.step("ensuring the router's image (sim/router/build-image.sh)")
+    built = subprocess.run([str(SIM_DIR / "router" / "build-image.sh")], check=True, stdout=subprocess.PIPE, text=True)
+    tag, tarball = built.stdout.strip().splitlines()[-2:]
+    progress.step(f"loading {tarball} into {head.name}'s engine")
+    run(["docker", "exec", "-i", names.container(head.name), "docker", "load"], stdin_file=Path(tarball))
+    image_id = docker("exec", names.container(head.name), "docker", "image", "inspect", "-f", "{{.Id}}", tag).strip()
+    progress.step(f"{head.name}: {tag} ({image_id})")
+    return image_id

@@ -17,8 +17,9 @@ STACK_HEADER = (
     "# sim/stack-defaults.yaml.\n"
 )
 # The keys `sim up` owns: what the cluster it made is. Every other key is the user's (issue 31, 12: `WORKERS=3 make
-# demo` used to drop them, and the next `up` deleted the supervisor a user had enabled).
-SIM_KEYS = ("spark-llm:sshKeyPath", "spark-llm:nodes")
+# demo` used to drop them, and the next `up` deleted the supervisor a user had enabled). spark-llm:router names the
+# image `sim up --load-router` loaded on the head: written by that `up`, dropped by an `up` without the flag.
+SIM_KEYS = ("spark-llm:sshKeyPath", "spark-llm:nodes", "spark-llm:router")
 
 
 class _Quoted(str):
@@ -61,7 +62,7 @@ def node_config(node: Node) -> dict:
     return entry
 
 
-def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
+def stack_text(paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None) -> str:
     document: dict = {}
     user: dict = {}
     # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...) and the user's keys.
@@ -74,6 +75,7 @@ def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
     config = {
         "spark-llm:sshKeyPath": str(paths.operator_key),
         "spark-llm:nodes": [node_config(node) for node in nodes],
+        **({"spark-llm:router": {"image": router_image}} if router_image else {}),
         **user,
     }
     for key, value in load_stack_defaults(paths.stack_defaults).items():
@@ -82,7 +84,7 @@ def stack_text(paths: SimPaths, nodes: Sequence[Node]) -> str:
     return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
 
 
-def write_stack_file(paths: SimPaths, nodes: Sequence[Node]) -> None:
+def write_stack_file(paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None) -> None:
     tmp = paths.stack_file.with_suffix(".yaml.tmp")
-    tmp.write_text(stack_text(paths, nodes))
+    tmp.write_text(stack_text(paths, nodes, router_image))
     tmp.replace(paths.stack_file)

@@ -41,6 +41,7 @@ from spark_llm.config.models import (
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
 from spark_llm.config.recipe import known_names
+from spark_llm.config.router import Router, check_router_port
 from spark_llm.config.supervisor import Supervisor
 
 
@@ -132,6 +133,14 @@ class StackConfig(ConfigModel):
     rollout: Rollout = Field(default_factory=Rollout)
     supervisor: Supervisor = Field(default_factory=Supervisor)
     memory: Memory = Field(default_factory=Memory)
+    router: Router | None = Field(
+        None,
+        description=(
+            "One endpoint on the head in front of the engines (docs/engines.md, The router): the stack's apiKey is"
+            " checked there, and the engines' API listens on the head's fabric address only"
+        ),
+        json_schema_extra={"example": "{image: REPO@sha256:..., port: 4000}"},
+    )
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",
@@ -192,6 +201,21 @@ class StackConfig(ConfigModel):
         for key, value in (("model", self.model), ("image", self.image)):
             if value is None:
                 raise KeyedError(f"required: this key is missing (or list the models in {NAMESPACE}:models)", (key,))
+        return self
+
+    @model_validator(mode="after")
+    def _router(self) -> StackConfig:
+        if self.router is None:
+            return self
+        head = self.head.name
+        for d in self.deployments():
+            engine_key = f"{NAMESPACE}:engine" if not self.models else f"{d.config_key}.engine"
+            collision = check_router_port(self.router, d.engine, engine_key) if head in d.nodes else None
+            if collision is not None:
+                raise KeyedError(str(collision), ("router", *collision.loc), collision.example)
+        if self.api_key is None:
+            why = "the router checks the stack's API key: set one with `pulumi config set --secret apiKey sk-...`"
+            raise KeyedError(why, ("apiKey",), show_example=False)
         return self
 
     def deployments(self) -> list[Deployment]:
@@ -268,7 +292,7 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
     When None (pure tests), secrecy is not checked.
     """
     # Optional keys are declared in Pulumi.yaml with default "" (Pulumi requires a default): "" means unset.
-    raw = {k: v for k, v in raw.items() if v != ""}
+    raw = {k: v for k, v in raw.items() if v != "" and not (k == "router" and v == {})}
     if secret_keys is not None:
         plain = [k for k in SECRET_KEYS if k in raw and k not in secret_keys]
         if plain:

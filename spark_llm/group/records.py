@@ -6,7 +6,7 @@ key from its writer to its reader; `dumps` is the one way either is written.
 from __future__ import annotations
 
 import json
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from spark_llm.group.memory import MemorySpec
 
@@ -33,6 +33,28 @@ class SpecMember(TypedDict):
     port: int
     container_id: str
     """Its engine container as `pulumi up` created it: another container there is not this deployment's."""
+
+
+class RouterSpec(TypedDict):
+    """The router on the head (spark-llm:router), as the supervisor keeps it up: the container `pulumi up` made, and
+    how to make it again (spark_llm.plan.router)."""
+
+    container: str
+    create: dict
+    """The body of Docker's `POST /containers/create` for the router: image, command, environment, labels, host
+    network, the files mounted read-only, restart policy."""
+    grace_seconds: float
+    """How long it must be gone or stopped before the supervisor acts (`pulumi up` replaces it within seconds)."""
+
+
+class RouterRestart(TypedDict):
+    """One time the supervisor brought the router back."""
+
+    at: str
+    found: str
+    """What it found: `absent` (removed) or the container's status (`exited`, `created`, ...)."""
+    result: str
+    """`started`, `created and started`, or `failed: ...`."""
 
 
 class SupervisorSpec(TypedDict):
@@ -67,6 +89,8 @@ class SupervisorSpec(TypedDict):
     """How it judges each node's memory before a restart (spark_llm.group.memory.restart_held)."""
     meminfo: str
     """Where the container sees the head's /proc/meminfo (read-only)."""
+    router: NotRequired[RouterSpec]
+    """With spark-llm:router: the router it keeps up (never restarting an engine for it)."""
 
 
 class GaveUp(TypedDict):
@@ -99,6 +123,8 @@ class SupervisorState(TypedDict, total=False):
     gave_up: GaveUp | None
     waiting: str | None
     checked_at: str
+    router_restarts: list[RouterRestart]
+    """With spark-llm:router: each time the router was brought back (the latest last)."""
 
 
 def dumps(record: SupervisorSpec | SupervisorState) -> str:

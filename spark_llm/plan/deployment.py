@@ -26,6 +26,7 @@ from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
 from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
+from spark_llm.plan.router import engine_behind_router, router_endpoint
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
 from spark_llm.plan.start.rendezvous import TORCH_NCCL_TIMEOUT_SECONDS, rendezvous_timeout
 
@@ -213,8 +214,12 @@ def api_address_on_head(listen: str) -> str:
 
 
 def endpoint(cfg: StackConfig) -> str:
-    """The API's URL: at the head's host (as this machine reaches it) when it listens on every address, else at
-    the one address it listens on (a loopback one answers on the head only: through an ssh tunnel from here)."""
+    """The API's URL: the router's with spark-llm:router (spark_llm.plan.router); else at the head's host (as this
+    machine reaches it) when it listens on every address, else at the one address it listens on (a loopback one
+    answers on the head only: through an ssh tunnel from here)."""
+    routed = router_endpoint(cfg)
+    if routed is not None:
+        return routed
     listen = ipaddress.ip_address(cfg.engine.host)
     host = cfg.head.host if listen.is_unspecified else cfg.engine.host
     return f"http://{_url_host(host)}:{cfg.engine.port}"
@@ -323,6 +328,7 @@ def build_plan(
 ) -> DeploymentPlan:
     """`cfg`: one model's config (spark_llm.config.stack.StackConfig.per_model); `unit`: that model's key when the
     stack lists several (its files on the nodes, its supervisor and firewall table apart from the others')."""
+    cfg = engine_behind_router(cfg)  # with a router, the engine's API on the head's fabric address only
     hosts = ssh_hosts(cfg)
     launches = node_launches(cfg, unit)
     ordered = [cfg.head, *cfg.workers]

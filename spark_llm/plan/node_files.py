@@ -59,13 +59,15 @@ def _write_payload(content: str) -> str:
     return f"base64 -d > \"$tmp\" <<'{delimiter}'\n{payload}\n{delimiter}\n"
 
 
-def file_script(path: str, content: str, mode: str, record: str = "") -> str:
+def file_script(path: str, content: str, mode: str, record: str = "", read_only: bool = False) -> str:
     """Bash that writes `content` to `path` atomically (temp file, mode, rename), creating the directory, and
     checks what landed: the content travels inside the script (as text, see `_write_payload`), so it is on no
     command line.
 
     An empty directory at `path` is what docker leaves when it starts a container whose bind-mounted file was
-    missing: it is removed. `record`: bash run once the file is in place (the drift token).
+    missing: it is removed. `record`: bash run once the file is in place (the drift token). `read_only`: the
+    owner's write bit is taken off once the file is in place (a user who is not root cannot write a 0400 temp
+    file; the next write renames a new file over it, which needs only the directory's).
     """
     quoted = shlex.quote(path)
     digest = sha256_text(content)
@@ -90,7 +92,8 @@ def file_script(path: str, content: str, mode: str, record: str = "") -> str:
         f'[ "$got" = {digest} ] || {{ echo "{path}: wrote sha256 $got, expected'
         f' {digest}; is the disk full?" >&2; exit 1; }}\n'
         + record
-        + f'echo "{path}: {len(content.encode())} bytes, mode {mode}"\n'
+        + (f"chmod u-w {quoted}\n" if read_only else "")
+        + f'echo "{path}: {len(content.encode())} bytes, mode {f"0{int(mode, 8) & ~0o200:o}" if read_only else mode}"\n'
     )
 
 

@@ -22,6 +22,7 @@ from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.node_files import file_script, sha256_text
 from spark_llm.plan.nodes import NodePlan
 from spark_llm.plan.observation import TOKENS_DIR
+from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 from spark_llm.plan.weights.steps import DRIFT_STEP as WEIGHTS_STEP
 
@@ -71,12 +72,13 @@ def known_hosts(plan: DeploymentPlan) -> str:
     return "".join(lines)
 
 
-def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
+def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None) -> SupervisorSpec:
     """What scripts/supervisor.py reads: the members in rank order (head first), how to reach each, the budget.
 
     `container_ids`: each member's engine container as `pulumi up` created it. Their digest is the deployment's
     identity: a new group (any replacement) starts a new budget, and a container that is not one of these is
-    left alone (only `pulumi up` puts the deployment's back).
+    left alone (only `pulumi up` puts the deployment's back). `router`: spark-llm:router's, which it keeps up too
+    (absent from the spec without one: a stack without a router keeps the spec, and so the supervisor, it had).
     """
     cfg = plan.supervisor
     if cfg is None:
@@ -93,7 +95,7 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         for n in plan.nodes
     ]
     ids = ",".join(f"{m['name']}={m['container_id']}" for m in members)
-    return {
+    out: SupervisorSpec = {
         "deployment": hashlib.sha256(f"{plan.group_revision}\0{ids}".encode()).hexdigest()[:16],
         "revision": plan.group_revision,
         "container": plan.container,
@@ -127,10 +129,13 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str]) -> SupervisorSpec:
         },
         "meminfo": CONTAINER_MEMINFO,
     }
+    if router is not None:
+        out["router"] = router.supervisor_spec()
+    return out
 
 
-def spec_json(plan: DeploymentPlan, container_ids: dict[str, str]) -> str:
-    return dumps(spec(plan, container_ids))
+def spec_json(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None) -> str:
+    return dumps(spec(plan, container_ids, router))
 
 
 def program_files() -> dict[str, str]:

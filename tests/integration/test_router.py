@@ -1,20 +1,42 @@
-"""The router (smg, sim/router) in front of two stand-in engines on this machine's docker, through the official
-openai client: one endpoint, one key, every model by name.
+"""The router (smg, sim/router): first in front of two stand-in engines on this machine's docker, then as a resource
+of a stack deployed on the sim (spark-llm:router).
 
-User story: a user points the openai client at one base URL with one key and reaches two models by their names,
-chat and streaming alike; `models.list()` shows both; a wrong key is refused at the router. A model added to the
-running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
+User story (the rig): a user points the openai client at one base URL with one key and reaches two models by their
+names, chat and streaming alike; `models.list()` shows both; a wrong key is refused at the router. A model added to
+the running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
 the containers run on the host's docker (bench/router_rig.py), and everything started is removed.
+
+User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up`: the stack's
+endpoint is the router on the head, with the stack's key, for the openai client; the engine's port is no longer
+reachable from the operator's side. A router restarted by hand serves its model again by itself; one removed by
+hand is made again by the supervisor, with no engine restarted; a new router port replaces the router only (preview
+names no engine resource).
+
+User story (several models): the operator lists a second, small model beside the first (spark-llm:models): preview
+creates only its resources and replaces the router, the first model's engines keep running, and the openai client
+reaches both names at the one endpoint while neither engine port answers from the operator's side. A flag change to
+the small model restarts its group alone (preview names nothing else), and a client asking the first model through
+the router every 100 ms meanwhile sees no failure. The operator CLI acts per model: `spark-llm status` shows both
+groups, `spark-llm restart --model` restarts one, and after a failed start of the small one `spark-llm rollback
+--model` brings back that one alone.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
+import sys
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import openai
 import pytest
+import yaml
 
 from bench.router_rig import RouterRig, listed_models, router_rig
+from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
+from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
+from tests.integration.test_ops import SparkLlm
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -65,3 +87,260 @@ def test_a_wrong_key_is_refused_at_the_router(rig: RouterRig) -> None:
     with pytest.raises(openai.AuthenticationError) as refused:
         client(rig, "sk-not-the-key").chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
     assert refused.value.status_code == 401
+
+
+# ---------- the router as a resource of a stack on the sim ----------
+
+ROUTER = "spark-llm-router"
+
+
+@pytest.fixture(scope="module")
+def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
+    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head), an
+    API key and the supervisor, deployed: yields the key. Afterwards `sim up` writes the stack file without the
+    router again, for the next module on this sim."""
+    run([str(SIM), "up", "--load-router"], timeout=1200)
+    try:
+        pulumi.reset_config()
+        key = f"sk-router-{secrets.token_hex(12)}"
+        pulumi("config", "set", "--secret", "apiKey", key)
+        pulumi.set("supervisor.enabled", "true")
+        # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
+        # would restart this model's group (tests below add a second model).
+        edit_config(pulumi, lambda config: config["spark-llm:engine"].update(flags=list(BIG_FLAGS)))
+        out = pulumi.up()
+        assert key not in out.stdout + out.stderr
+        yield key
+    finally:
+        run([str(SIM), "up"], timeout=1200)
+
+
+def edit_config(pulumi: Pulumi, change) -> None:
+    """`change` applied to the `config:` of the stack's private config file."""
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    change(document["config"])
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def changed_steps(pulumi: Pulumi) -> dict[str, str]:
+    """`pulumi preview --json`: each resource that would change, by name, with its operation."""
+    preview = json.loads(pulumi("preview", "--json").stdout)
+    return {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in preview["steps"] if s["op"] not in ("same", "read")}
+
+
+def routed_client(endpoint: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=endpoint + "/v1", api_key=key, max_retries=0, timeout=20)
+
+
+def router_listed(sim_cluster: SimCluster, endpoint: str, key: str) -> list[str]:
+    try:
+        return sorted(model.id for model in routed_client(endpoint, key).models.list())
+    except openai.APIError:
+        return []
+
+
+def test_the_stacks_endpoint_is_the_router_with_the_key_and_the_engine_is_out_of_reach(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    head = urlsplit(outputs["endpoint"]).hostname
+    assert outputs["endpoint"] == f"http://{head}:4000"
+    model = outputs["model"]
+    client = routed_client(outputs["endpoint"], routed)
+    assert [m.id for m in client.models.list()] == [model]
+    answer = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=12)
+    assert answer.model == model and answer.choices[0].message.content
+    stream = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=12, stream=True)
+    pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
+    assert len([piece for piece in pieces if piece]) > 1
+    assert "".join(pieces) == answer.choices[0].message.content
+
+    with pytest.raises(openai.AuthenticationError) as refused:
+        routed_client(outputs["endpoint"], "sk-not-the-key").chat.completions.create(
+            model=model, messages=MESSAGES, max_tokens=4
+        )
+    assert refused.value.status_code == 401
+
+    # The operator's tools keep working: `status` asks the engine from the head, `smoke` goes through the router.
+    cli = [sys.executable, "-m", "spark_llm.ops.cli"]
+    common = ["--stack", "sim", "--config-file", str(pulumi.config_file), "--json"]
+    status = run([*cli, "status", *common], env=pulumi.env, check=False)
+    assert status.returncode == 0 and json.loads(status.stdout)["state"] == "in sync", status.stdout[-3000:]
+    smoke = run([*cli, "smoke", *common, "--requests", "2", "--concurrency", "1"], env=pulumi.env, check=False)
+    report = json.loads(smoke.stdout)
+    assert smoke.returncode == 0 and report["endpoint"] == outputs["endpoint"], smoke.stdout[-3000:]
+
+    # From this machine (the operator's side): the router answers at the head's address, the engine does not.
+    assert tcp_connect(head, 4000) == "open"
+    assert tcp_connect(head, 30000) != "open"
+    # The key: a 0400 file on the head, on no command line or environment of the router, in state only encrypted.
+    key_file = "/root/spark-llm/router-api-key"
+    assert sim_cluster.node_exec("head", "stat", "-c", "%a", key_file).stdout.strip() == "400"
+    inspect = sim_cluster.node_exec("head", "docker", "inspect", ROUTER).stdout
+    assert routed not in inspect
+    assert routed not in pulumi("stack", "export").stdout
+
+
+def test_a_restarted_router_registers_its_model_again_by_itself(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    sim_cluster.node_exec("head", "docker", "restart", ROUTER)
+    # smg keeps its engines in memory only: the launcher in the new process registers the model again.
+    wait_for(
+        "the restarted router to list the model again",
+        lambda: router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]],
+        60,
+    )
+    answer = routed_client(outputs["endpoint"], routed).chat.completions.create(
+        model=outputs["model"], messages=MESSAGES, max_tokens=4
+    )
+    assert answer.choices[0].message.content
+
+
+def test_a_router_removed_by_hand_comes_back_by_the_supervisor(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    outputs = pulumi.outputs()
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    sim_cluster.node_exec("head", "docker", "rm", "-f", ROUTER)
+    # Gone for its grace (30 s), then made again from the supervisor's spec, which registers the model again.
+    wait_for(
+        "the supervisor to make the router again",
+        lambda: router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]],
+        120,
+        interval_s=2,
+    )
+    state = json.loads(sim_cluster.node_exec("head", "cat", "/root/spark-llm/supervisor-state/state.json").stdout)
+    assert state["router_restarts"][-1]["found"] == "absent"
+    assert state["router_restarts"][-1]["result"] == "created and started"
+    assert not state["restarts"]  # no group restart for the router
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+
+def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi, sim_cluster: SimCluster) -> None:
+    # (After the supervisor made the router again: `up` removes that one before it makes its own.)
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    pulumi.set("router.port", "4100")
+    preview = json.loads(pulumi("preview", "--json").stdout)
+    changed = {step["urn"].rsplit("::", 1)[-1] for step in preview["steps"] if step["op"] not in ("same", "read")}
+    # The router, and the supervisor's files and container (its spec holds the router's); nothing of the engine.
+    assert {"router", "router-ready"} <= changed, changed
+    assert all(name.startswith(("router", "spark-supervisor")) for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert urlsplit(outputs["endpoint"]).port == 4100
+    assert router_listed(sim_cluster, outputs["endpoint"], routed) == [outputs["model"]]
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+
+# ---------- several models behind the router ----------
+
+BIG = "spark-llm/standin-model"
+SMALL_GROUP = "spark-spark-llm-standin-small"
+
+
+def test_a_second_model_is_served_beside_the_first_through_the_router_restarting_nothing(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    before = pulumi.outputs()
+    engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    edit_config(pulumi, two_models)
+    changed = changed_steps(pulumi)
+    # The new model's resources, and the router (its list of engines) with the supervisor's spec of it: nothing of
+    # the first model's group.
+    assert {name for name, op in changed.items() if op == "create"} >= {SMALL_GROUP, f"{SMALL_GROUP}-engine-head"}
+    assert all(name.startswith((SMALL_GROUP, "router", "spark-supervisor")) for name in changed), changed
+    pulumi.up()
+    outputs = pulumi.outputs()
+    assert outputs["models"][BIG]["container_ids"] == before["container_ids"]
+    assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+
+    client = routed_client(outputs["endpoint"], routed)
+    assert sorted(m.id for m in client.models.list()) == [BIG, SMALL]
+    for name in (BIG, SMALL):
+        answer = client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=6)
+        assert answer.model == name and answer.choices[0].message.content
+    stream = client.chat.completions.create(model=SMALL, messages=MESSAGES, max_tokens=6, stream=True)
+    assert len([c for c in stream if c.choices and c.choices[0].delta.content]) > 1
+    head = urlsplit(outputs["endpoint"]).hostname
+    assert tcp_connect(head, urlsplit(outputs["endpoint"]).port) == "open"
+    assert tcp_connect(head, 30000) != "open" and tcp_connect(head, 30001) != "open"
+
+
+def test_a_flag_change_to_one_model_restarts_its_group_alone_while_the_other_answers_every_request(
+    routed: str, pulumi: Pulumi
+) -> None:
+    before = pulumi.outputs()
+    edit_config(pulumi, lambda config: config["spark-llm:models"][1]["engine"].update(
+        flags=["--mem-fraction-static", "0.25"]))  # fmt: skip
+    changed = changed_steps(pulumi)
+    assert changed.get(f"{SMALL_GROUP}-engine-head") == "replace", changed
+    assert all(name.startswith(SMALL_GROUP) for name in changed), changed
+
+    with SteadyClient(before["endpoint"], BIG, routed) as client:
+        pulumi.up()
+    report = client.summary()
+    assert report["requests"] >= 20 and client.failures == [], report
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before["models"][BIG]["container_ids"]
+    assert after[SMALL]["container_ids"] != before["models"][SMALL]["container_ids"]
+    answer = routed_client(before["endpoint"], routed).chat.completions.create(
+        model=SMALL, messages=MESSAGES, max_tokens=4
+    )
+    assert answer.model == SMALL
+
+
+def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_running(routed: str, pulumi: Pulumi) -> None:
+    """User story: the operator asks `spark-llm status` and sees each model's group (its members, revision, verdict);
+    `spark-llm restart` without --model is refused naming both; `spark-llm restart --model SMALL` restarts the small
+    model's group alone, while the big one's containers stay the same."""
+    cli = SparkLlm(pulumi)
+    refused = cli("restart", "--yes")
+    assert refused.returncode == 2 and refused.stderr == (
+        f"spark-llm restart: the stack serves 2 models: name one with --model ({BIG}, {SMALL})\n"
+    ), refused
+    before = pulumi.outputs()["models"]
+    report = cli.json("status")
+    assert sorted(report["models"]) == [BIG, SMALL]
+    for name, seen in report["models"].items():
+        assert seen["state"] == "in sync", seen
+        assert seen["config_revision"] == before[name]["group_revision"]
+        assert [n["node"] for n in seen["nodes"]] == before[name]["start_order"][::-1]
+        assert seen["head"]["models"] == [name]  # each group's head serves its own model
+        assert seen["start_timeline"]["revision"] == before[name]["group_revision"]
+
+    restarted = cli.json("restart", "--yes", "--model", SMALL, timeout=600)
+    assert restarted["ok"] and restarted["restarted"] == ["head"], restarted
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before[BIG]["container_ids"]  # the big model was not touched
+    assert after[SMALL]["container_ids"] != before[SMALL]["container_ids"]
+    client = routed_client(pulumi.outputs()["endpoint"], routed)
+    for name in (BIG, SMALL):
+        assert client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=4).model == name
+
+
+def test_a_failed_start_of_one_model_rolls_back_that_model_alone(routed: str, pulumi: Pulumi) -> None:
+    """User story: a change to the small model crashes its engine at start; `pulumi up` fails and names the command
+    that brings that model back (`spark-llm rollback ... --model SMALL`); that command puts back the small model's
+    last good entry alone: it serves again on the revision it served before, and the big model's containers were
+    never touched."""
+    before = pulumi.outputs()["models"]
+    document = yaml.safe_load(pulumi.config_file.read_text())
+    small = next(m for m in document["config"]["spark-llm:models"] if m["name"] == SMALL)
+    small["engine"]["env"] = {**(small["engine"].get("env") or {}), "STANDIN_CRASH_AT_INIT": "all"}
+    pulumi.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    failed = pulumi.up(check=False)
+    assert failed.returncode != 0
+    assert f"--config-file {pulumi.config_file} --model {SMALL}\n" in failed.stdout + failed.stderr
+
+    result = SparkLlm(pulumi).json("rollback", "--model", SMALL, timeout=600)
+    assert result["ok"] and result["served"], result
+    assert result["revision"] == before[SMALL]["group_revision"] != result["config_asks_for"]
+    after = pulumi.outputs()["models"]
+    assert after[BIG]["container_ids"] == before[BIG]["container_ids"]  # the big model was not touched
+    answer = routed_client(pulumi.outputs()["endpoint"], routed).chat.completions.create(
+        model=SMALL, messages=MESSAGES, max_tokens=4
+    )
+    assert answer.model == SMALL
+    assert yaml.safe_load(pulumi.config_file.read_text()) == document  # the user's stack file is not edited

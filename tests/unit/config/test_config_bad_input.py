@@ -340,7 +340,19 @@ WEDGE = [
     ("wedge-seconds-a-word", _put("supervisor", "wedgeSeconds", "long"), "spark-llm:supervisor.wedgeSeconds", ""),
 ]
 
-BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER + WEDGE
+# spark-llm:router (issue 34): refused before anything runs, whatever the stack's key (the port's is named first).
+ROUTER_ID = "sha256:" + "ab" * 32
+ROUTER = [
+    ("router-image-tag", _set("router", {"image": "lightseekorg/smg:1.13.0"}), "spark-llm:router.image", "@sha256:"),
+    (
+        "router-port-is-the-engines",
+        _set_from("router", lambda raw: {"image": ROUTER_ID, "port": raw.get("engine", {}).get("port", 30000)}),
+        "spark-llm:router.port",
+        "is also spark-llm:engine.port on the head",
+    ),
+]
+
+BROKEN = NODES + MODEL + IMAGE + ENGINE + OTHER + NEW_USER + WEDGE + ROUTER
 
 
 def test_every_case_is_its_own():

@@ -7,8 +7,8 @@ import json
 from typing import get_type_hints
 
 from spark_llm.config import parse
-from spark_llm.group.records import SpecMember, SupervisorSpec
-from spark_llm.plan import deployment, readiness, supervisor
+from spark_llm.group.records import RouterSpec, SpecMember, SupervisorSpec
+from spark_llm.plan import deployment, readiness, router, supervisor
 from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Rollout
 
 
@@ -30,6 +30,12 @@ def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config
 
 
 def test_the_supervisors_spec_has_every_typed_key(raw_config):
-    spec = supervisor.spec(plan_of(raw_config), {"spark-1": "a" * 64, "spark-2": "b" * 64})
+    # With spark-llm:router: the router's part is there only then (spark_llm.plan.router).
+    raw_config["apiKey"] = "sk-test"
+    raw_config["router"] = {"image": "sha256:" + "c" * 64}
+    plan = plan_of(raw_config)
+    routed = router.router_plan(plan.config, [router.engine_worker(plan)])
+    spec = supervisor.spec(plan, {"spark-1": "a" * 64, "spark-2": "b" * 64}, routed)
     assert set(spec) == set(get_type_hints(SupervisorSpec))
+    assert "router" in spec and set(spec["router"]) == set(get_type_hints(RouterSpec))
     assert all(set(m) == set(get_type_hints(SpecMember)) for m in spec["members"])

@@ -1,9 +1,11 @@
 """The router's launcher (sim/router/launch.py) keeps the API key off the command line: it refuses `--api-key`, and
 a missing, unreadable or empty key file stops it with an error naming SPARK_LLM_ROUTER_API_KEY_FILE, before smg is
-imported."""
+imported; so does a workers file it cannot read. Its readiness wait (`--wait-ready`, the deployment's ready step) is
+bounded and says what it waited for."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,4 +48,28 @@ def test_without_a_key_in_a_file_the_router_does_not_start(tmp_path: Path, key_f
     result = launch(["--port", "4000"], env)
     assert result.returncode == 2
     assert says in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_waiting_for_a_router_that_never_answers_ends_at_its_bound_saying_what_it_waited_for(tmp_path: Path) -> None:
+    key_file, workers = tmp_path / "key", tmp_path / "workers.json"
+    key_file.write_text("sk-in-file\n")
+    workers.write_text('[{"model": "alpha", "url": "http://127.0.0.1:9"}]\n')
+    env = {VARIABLE: str(key_file), "SPARK_LLM_ROUTER_WORKERS_FILE": str(workers)}
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = launch(["--wait-ready", "1", "--port", str(port)], env)
+    assert result.returncode == 1
+    assert result.stderr == "router: not ready after 1 s: the router does not answer GET /workers yet\n"
+
+
+def test_a_workers_file_that_is_not_a_list_of_models_stops_the_router_naming_its_variable(tmp_path: Path) -> None:
+    key_file, workers = tmp_path / "key", tmp_path / "workers.json"
+    key_file.write_text("sk-in-file\n")
+    workers.write_text('{"alpha": "http://127.0.0.1:9"}\n')
+    env = {VARIABLE: str(key_file), "SPARK_LLM_ROUTER_WORKERS_FILE": str(workers)}
+    result = launch(["--port", "4000"], env)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"spark-llm-router: error: SPARK_LLM_ROUTER_WORKERS_FILE={workers}: not a list of")
     assert "Traceback" not in result.stderr

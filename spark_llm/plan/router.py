@@ -1,0 +1,180 @@
+"""Pure: the router on the head (spark-llm:router), from the stack config and the engines it fronts.
+
+The router is smg (the Shepherd Model Gateway) in the image sim/router/build-image.sh makes: its launcher
+(sim/router/launch.py) reads the API key from a mounted file, registers every engine of the workers file with smg
+and keeps them registered (smg keeps its registrations in memory only: a restarted router registers again by
+itself), and answers `--wait-ready` with whether smg lists each model under its own name, healthy.
+
+With a router the engines' API is not for clients any more: `engine_behind_router` binds it to the head's fabric
+address (unless the user chose spark-llm:engine.host), which the router on the head reaches and the operator's
+side does not. A change here (image, port, workers, key) replaces the router's container only: nothing of it is
+in the engine group's revision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from spark_llm.config import NAMESPACE, StackConfig
+from spark_llm.group.records import RouterSpec
+from spark_llm.group.router import LABEL_RESTORED
+from spark_llm.plan.nodes import remote_dir
+
+CONTAINER = "spark-llm-router"
+# The router's files on the head, beside the launch script; read-only in its container.
+WORKERS_NAME = "router-workers.json"
+KEY_NAME = "router-api-key"
+CONTAINER_WORKERS = "/run/spark-llm/router-workers.json"
+CONTAINER_KEY = "/run/secrets/router-api-key"
+# The variables the launcher reads (sim/router/launch.py).
+KEY_FILE_VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
+WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
+# smg's Prometheus metrics listen on 0.0.0.0:29000 unless told: on the head's loopback only.
+METRICS_PORT = 29000
+# How long `pulumi up` waits for the router to list every model (the engines already served: seconds, normally).
+READY_SECONDS = 120
+# How long the router must be gone or stopped before the supervisor brings it back (`pulumi up` replaces it within
+# seconds, and must not find one the supervisor made in its place: spark_llm.group.router).
+SUPERVISOR_GRACE_SECONDS = 30
+# The label whose value is `RouterPlan.revision` (a new value replaces the container).
+LABEL_REVISION = "spark-llm.router.revision"
+LABEL_API_KEY = "spark-llm.router.api-key"
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    """What the head runs as the router, and where the operator's side reaches it."""
+
+    image: str
+    """spark-llm:router.image: pinned by digest (REPO@sha256:...) or a local image's ID (sha256:...)."""
+    port: int
+    container: str
+    workers: tuple[tuple[str, str], ...]
+    """Each model the router serves: (its name in the API, the engine's URL as the head reaches it)."""
+    workers_path: str
+    """The workers file on the head (JSON, `workers_file`)."""
+    key_path: str
+    """The API key file on the head (0400): the stack's apiKey, a secret."""
+    endpoint: str
+    """The stack's endpoint: the router at the head's address, as this machine reaches it."""
+    config_key: str = f"{NAMESPACE}:router"
+
+    @property
+    def workers_file(self) -> str:
+        """The workers file's content: `[{"model": NAME, "url": URL}, ...]`, one line and a newline."""
+        return json.dumps([{"model": m, "url": u} for m, u in self.workers]) + "\n"
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        """The container's command: smg's own flags, the key and workers from the files the environment names."""
+        return (
+            "spark-llm-router",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.port),
+            "--prometheus-host",
+            "127.0.0.1",
+            "--prometheus-port",
+            str(METRICS_PORT),
+        )
+
+    @property
+    def env(self) -> tuple[str, ...]:
+        return (f"{KEY_FILE_VARIABLE}={CONTAINER_KEY}", f"{WORKERS_FILE_VARIABLE}={CONTAINER_WORKERS}")
+
+    @property
+    def mounts(self) -> tuple[tuple[str, str], ...]:
+        """(on the head, in the container) pairs, each mounted read-only."""
+        return ((self.workers_path, CONTAINER_WORKERS), (self.key_path, CONTAINER_KEY))
+
+    @property
+    def revision(self) -> str:
+        """Digest of what replaces the router's container when it changes (the key's own digest is a secret label)."""
+        material = json.dumps({"image": self.image, "command": self.command, "workers": self.workers}, sort_keys=True)
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def supervisor_spec(self) -> RouterSpec:
+        """The router as the supervisor makes it again when it was removed: the container `pulumi up` makes
+        (components.router), marked as the supervisor's (`pulumi up` removes such a one before it makes its own)."""
+        return {
+            "container": self.container,
+            "create": {
+                "Image": self.image,
+                "Cmd": list(self.command),
+                "Env": list(self.env),
+                "Labels": {LABEL_REVISION: self.revision, LABEL_RESTORED: "supervisor"},
+                "HostConfig": {
+                    "NetworkMode": "host",
+                    "Binds": [f"{source}:{target}:ro" for source, target in self.mounts],
+                    "RestartPolicy": {"Name": "unless-stopped"},
+                },
+            },
+            "grace_seconds": SUPERVISOR_GRACE_SECONDS,
+        }
+
+    def clear_command(self) -> str:
+        """Removes a router the supervisor made (labelled LABEL_RESTORED) before `pulumi up` makes its own under the
+        same name; a router `pulumi up` made is left to `pulumi up`."""
+        restored = f"docker ps -aq --filter name=^{self.container}$ --filter label={LABEL_RESTORED}"
+        return f"ids=$({restored})\n[ -z \"$ids\" ] || docker rm -f $ids\necho 'no router of the supervisor left'\n"
+
+    def ready_command(self) -> str:
+        """The head's step after the container started: the launcher in the container waits until smg lists every
+        model under its own name, healthy (it reads the key where smg does: the key never leaves the container)."""
+        return f"docker exec {self.container} spark-llm-router --wait-ready {READY_SECONDS} --port {self.port}"
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def engine_behind_router(cfg: StackConfig) -> StackConfig:
+    """With a router, the engine's API listens on the head's fabric address (the router reaches it there, the
+    operator's side does not), unless spark-llm:engine.host was set: then as the user said."""
+    if cfg.router is None or "host" in cfg.engine.model_fields_set:
+        return cfg
+    engine = cfg.engine.model_copy(update={"host": cfg.head.fabric_address})
+    return cfg.model_copy(update={"engine": engine})
+
+
+def router_endpoint(cfg: StackConfig) -> str | None:
+    """The router's URL at the head's address as this machine reaches it; None without a router."""
+    return f"http://{_url_host(cfg.head.host)}:{cfg.router.port}" if cfg.router else None
+
+
+def router_plan(cfg: StackConfig, workers: Sequence[tuple[str, str]]) -> RouterPlan | None:
+    """The router for `workers` ((model name, engine URL) pairs, one per model); None without spark-llm:router."""
+    if cfg.router is None:
+        return None
+    directory = remote_dir(cfg.head.user)
+    return RouterPlan(
+        image=cfg.router.image,
+        port=cfg.router.port,
+        container=CONTAINER,
+        workers=tuple(workers),
+        workers_path=f"{directory}/{WORKERS_NAME}",
+        key_path=f"{directory}/{KEY_NAME}",
+        endpoint=router_endpoint(cfg) or "",
+    )
+
+
+class ServingGroup(Protocol):
+    """What the router needs of an engine group's plan (spark_llm.plan.deployment.DeploymentPlan, which imports this
+    module: named here by shape)."""
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def api_address(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
+
+def engine_worker(plan: ServingGroup) -> tuple[str, str]:
+    """The group's model as the router registers it: (its name in the API, its engine's URL as the head reaches it)."""
+    return plan.model_name, f"http://{plan.api_address}:{plan.port}"
