@@ -309,6 +309,9 @@ def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_runni
         assert [n["node"] for n in seen["nodes"]] == before[name]["start_order"][::-1]
         assert seen["head"]["models"] == [name]  # each group's head serves its own model
         assert seen["start_timeline"]["revision"] == before[name]["group_revision"]
+    table = cli("status")  # for people: a row per model, then each model's block
+    assert table.returncode == 0 and "status: 2 models" in table.stdout, table
+    assert all(f"status: {name} at {pulumi.outputs()['endpoint']}" in table.stdout for name in (BIG, SMALL))
 
     restarted = cli.json("restart", "--yes", "--model", SMALL, timeout=600)
     assert restarted["ok"] and restarted["restarted"] == ["head"], restarted
