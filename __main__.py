@@ -58,7 +58,13 @@ if routed is not None:
     first, first_keys = groups[0][1], groups[0][2]
     gateway = Router(
         "router",
-        RouterArgs(plan=routed, head=first.head.ssh, keys=first_keys, api_key=first.api_key or ""),
+        RouterArgs(
+            plan=routed,
+            head=first.head.ssh,
+            keys=first_keys,
+            api_key=first.api_key or "",
+            state_id=next(iter(clusters.values()))[1].state_id,
+        ),
         pulumi.ResourceOptions(depends_on=[cluster for _, cluster in clusters.values()]),
     )
 

@@ -8,18 +8,21 @@ Outputs: bench/results/models-<UTC timestamp>.json and a short table on stdout.
 The stack: the sim's stand-in model across head and worker (B) and a small stand-in model on the head (A)
 (bench/steady_client.two_models). Each round changes A's --mem-fraction-static (0.2 and 0.25 in turn), so `pulumi
 up` restarts A's group alone; a client asks B for a one-token completion every 100 ms from just before `up` starts
-until it ends, at the stack's endpoint (the router when the stack has one, else B's engine). Then the same client
-runs as long again with nothing rolling out: the quiet window. Talks only to the sim's containers.
+until it ends, at the stack's endpoint: the router (`sim up --load-router`), with the stack's API key. Then the same
+client runs as long again with nothing rolling out: the quiet window. Talks only to the sim's containers.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import subprocess
 import sys
 import time
 
 import yaml
-from simbench import bench_parser, bench_stack, sh, sim_up, write_result
+from simbench import REPO, bench_parser, bench_stack, sh, sim_up, write_result
 from steady_client import SMALL, SteadyClient, two_models
 
 BIG = "spark-llm/standin-model"
@@ -34,30 +37,30 @@ def write_config(config_file, small_flags: tuple[str, ...]) -> None:
     config_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
-def b_endpoint(outputs: dict) -> str:
-    """Where clients ask B: the stack's one endpoint (the router) when there is one, else B's own engine."""
-    return outputs.get("endpoint") or outputs["models"][BIG]["endpoint"]
-
-
 def main() -> int:
     args = bench_parser(__doc__, repeat=3).parse_args()
     sim_up(args.workers)
+    sh([str(REPO / "sim/sim"), "up", "--load-router"], dict(os.environ))  # the router's image on the head
     rounds = []
+    key = f"sk-bench-{secrets.token_hex(12)}"
     with bench_stack() as (env, stack_args, config):
         write_config(config, ("--mem-fraction-static", "0.2"))
+        # The key on pulumi's stdin, never on a command line.
+        cmd = ["pulumi", "config", "set", "--secret", "apiKey", *stack_args]
+        subprocess.run(cmd, input=key, text=True, env=env, cwd=REPO, check=True, capture_output=True)
         sh(["pulumi", "up", "--yes", "--skip-preview", *stack_args], env)
-        outputs = json.loads(sh(["pulumi", "stack", "output", "--json", "--show-secrets", *stack_args], env).stdout)
-        url = b_endpoint(outputs)
+        outputs = json.loads(sh(["pulumi", "stack", "output", "--json", "--show-secrets", *stack_args[:2]], env).stdout)
+        url = outputs["endpoint"]  # the router
         for i in range(args.repeat):
             fraction = ("0.25", "0.2")[i % 2]
             write_config(config, ("--mem-fraction-static", fraction))
             start = time.monotonic()
-            with SteadyClient(url, BIG) as during:
+            with SteadyClient(url, BIG, key) as during:
                 sh(["pulumi", "up", "--yes", "--skip-preview", *stack_args], env)
             seconds = time.monotonic() - start
-            with SteadyClient(url, BIG) as quiet:
+            with SteadyClient(url, BIG, key) as quiet:
                 time.sleep(seconds)  # the quiet window: as long as the rollout took, with nothing rolling out
-            after = json.loads(sh(["pulumi", "stack", "output", "--json", *stack_args], env).stdout)["models"]
+            after = json.loads(sh(["pulumi", "stack", "output", "--json", *stack_args[:2]], env).stdout)["models"]
             restarted_b = after[BIG]["container_ids"] != outputs["models"][BIG]["container_ids"]
             rounds.append(
                 {
@@ -78,7 +81,7 @@ def main() -> int:
     failed = sum(r["during_a_rollout"]["failed"] for r in rounds)
     path = write_result(
         "models",
-        {"endpoint": "router" if outputs.get("endpoint") else "engine", "model_a": SMALL, "model_b": BIG,
+        {"endpoint": "router", "model_a": SMALL, "model_b": BIG,
          "failed_to_b_during_a_rollouts": failed, "rounds": rounds},
     )  # fmt: skip
     print(f"requests failed to B during A's rollouts: {failed}; {path}")

@@ -79,6 +79,8 @@ def load() -> StackConfig:
             pulumi.log.warn(warning)
     if cfg.api_key is None and not cfg.several():
         pulumi.log.warn(open_endpoint_warning(cfg))
+    if cfg.several() and cfg.router is None:
+        pulumi.log.warn(several_without_router_warning(cfg))
     note_recipe_departures(cfg)
     return cfg
 
@@ -138,6 +140,18 @@ def open_endpoint_warning(cfg: StackConfig) -> str:
         f" (`pulumi config set --secret {NAMESPACE}:apiKey sk-...`: clients then send `Authorization: Bearer`),"
         f" or bind the API to one address of the head (`pulumi config set --path {NAMESPACE}:engine.host 127.0.0.1`:"
         " then reached through an ssh tunnel only)."
+    )
+
+
+def several_without_router_warning(cfg: StackConfig) -> str:
+    """What `pulumi preview` says of several models with no router: one endpoint per model, each on the engine's
+    own port, reached by anyone who reaches the head there."""
+    ports = ", ".join(f"{d.name} at {d.engine.port}" for d in cfg.deployments())
+    return (
+        f"{NAMESPACE}:router is not set: each model answers at its own engine port on the head ({ports}), with no"
+        ' one endpoint in front. Set spark-llm:router (an image pinned by digest, docs/engines.md "The router")'
+        " and spark-llm:apiKey: one endpoint and one key for every model, the engines then out of reach beyond the"
+        " fabric."
     )
 
 

@@ -43,6 +43,8 @@ class RouterArgs:
     """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
     api_key: str
     """spark-llm:apiKey: written to the key file, a secret in state."""
+    state_id: pulumi.Input[str] = ""
+    """This state's identity (components.state_identity): the container's owner label, and what `-clear` keeps."""
 
 
 class Router(pulumi.ComponentResource):
@@ -89,8 +91,8 @@ class Router(pulumi.ComponentResource):
         clear = NodeCommand(
             f"{name}-clear",
             connection=connection,
-            script=plan.clear_command(),
-            triggers=[plan.revision, key_digest],
+            script=pulumi.Output.from_input(args.state_id).apply(plan.clear_command),
+            triggers=[plan.revision, key_digest, args.state_id],
             opts=pulumi.ResourceOptions(parent=self, provider=commands),
         )
         container = docker.Container(
@@ -109,6 +111,7 @@ class Router(pulumi.ComponentResource):
             labels=[
                 docker.ContainerLabelArgs(label=router.LABEL_REVISION, value=plan.revision),
                 docker.ContainerLabelArgs(label=router.LABEL_API_KEY, value=key_digest),
+                docker.ContainerLabelArgs(label=router.LABEL_OWNER, value=args.state_id),
             ],
             # Back after a crash or the head's reboot; a `docker stop` keeps it stopped (without a supervisor).
             restart="unless-stopped",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,6 +44,9 @@ SUPERVISOR_GRACE_SECONDS = 30
 # The label whose value is `RouterPlan.revision` (a new value replaces the container).
 LABEL_REVISION = "spark-llm.router.revision"
 LABEL_API_KEY = "spark-llm.router.api-key"
+# The state whose `pulumi up` made the container (components.state_identity): a router of another state (another
+# checkout's, a lost state's) holds the name this state's needs, and goes before this state makes its own.
+LABEL_OWNER = "spark-llm.router.owner"
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,26 @@ class RouterPlan:
             "grace_seconds": SUPERVISOR_GRACE_SECONDS,
         }
 
-    def clear_command(self) -> str:
-        """Removes a router the supervisor made (labelled LABEL_RESTORED) before `pulumi up` makes its own under the
-        same name; a router `pulumi up` made is left to `pulumi up`."""
-        restored = f"docker ps -aq --filter name=^{self.container}$ --filter label={LABEL_RESTORED}"
-        return f"ids=$({restored})\n[ -z \"$ids\" ] || docker rm -f $ids\necho 'no router of the supervisor left'\n"
+    def clear_command(self, state_id: str) -> str:
+        """Removes, before `pulumi up` makes its own under the same name, a router the supervisor made (labelled
+        LABEL_RESTORED) and one another state made (LABEL_OWNER not `state_id`: another checkout's, a lost
+        state's); a router this state's `pulumi up` made is left to `pulumi up`."""
+        # `with`: a missing label prints nothing (`index` alone prints `<no value>`).
+        labels = "|".join(
+            f'{{{{with index .Config.Labels "{label}"}}}}{{{{.}}}}{{{{end}}}}'
+            for label in (LABEL_OWNER, LABEL_RESTORED)
+        )
+        return (
+            f"for id in $(docker ps -aq --filter name=^{self.container}$); do\n"
+            f'  IFS="|" read -r made restored <<<"$(docker inspect -f {shlex.quote(labels)} "$id")"\n'
+            f'  if [ -n "$restored" ] || [ "$made" != {shlex.quote(state_id)} ]; then\n'
+            '    docker rm -f "$id" >/dev/null\n'
+            "    why=${restored:+made by the supervisor}\n"
+            '    echo "removed router ${id:0:12}: ${why:-made by another state (owner ${made:-unknown})}"\n'
+            "  fi\n"
+            "done\n"
+            "echo 'no router of the supervisor or of another state left'\n"
+        )
 
     def ready_command(self) -> str:
         """The head's step after the container started: the launcher in the container waits until smg lists every

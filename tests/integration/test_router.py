@@ -263,6 +263,10 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
         assert answer.model == name and answer.choices[0].message.content
     stream = client.chat.completions.create(model=SMALL, messages=MESSAGES, max_tokens=6, stream=True)
     assert len([c for c in stream if c.choices and c.choices[0].delta.content]) > 1
+    with pytest.raises(openai.AuthenticationError):  # one key for every model
+        routed_client(outputs["endpoint"], "sk-not-the-key").chat.completions.create(
+            model=SMALL, messages=MESSAGES, max_tokens=4
+        )
     head = urlsplit(outputs["endpoint"]).hostname
     assert tcp_connect(head, urlsplit(outputs["endpoint"]).port) == "open"
     assert tcp_connect(head, 30000) != "open" and tcp_connect(head, 30001) != "open"

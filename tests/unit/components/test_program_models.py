@@ -151,6 +151,19 @@ def test_the_fit_is_judged_with_the_memory_each_node_reports(monkeypatch):
     assert str(err.value).splitlines()[-1].startswith("Nothing was run on any node.")
 
 
+def test_several_models_without_a_router_are_each_at_their_own_port_and_preview_says_so(monkeypatch):
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
+    _register(monkeypatch, with_embed("0.2"))
+    said = [w for w in warnings if w.startswith("spark-llm:router is not set")]
+    assert said == [
+        "spark-llm:router is not set: each model answers at its own engine port on the head"
+        " (Qwen/Qwen3.5-122B-A10B-FP8 at 30000, embed at 30001), with no one endpoint in front. Set spark-llm:router"
+        ' (an image pinned by digest, docs/engines.md "The router") and spark-llm:apiKey: one endpoint and one key'
+        " for every model, the engines then out of reach beyond the fabric."
+    ]
+
+
 def test_a_replace_of_one_models_container_restarts_that_group_and_not_the_others(monkeypatch, raw_config):
     """`spark-llm restart --model embed`'s `pulumi up --replace` names the embed group's head container: the program
     restarts that group in order (a new generation) and leaves the big model's group, on the same head, as it is."""

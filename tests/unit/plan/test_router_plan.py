@@ -112,3 +112,39 @@ def test_a_stack_without_a_router_keeps_the_supervisors_spec_it_had() -> None:
     deployment = plan.build_plan(parse(config), plan.LAUNCH_TEMPLATE.read_text())
     ids = {"spark-1": "a", "spark-2": "b"}
     assert "router" not in supervisor.spec(deployment, ids)
+
+
+FAKE_DOCKER = r"""#!/bin/bash
+# A docker that knows three routers by ID, each with its labels; `rm -f ID` is recorded.
+case "$1" in
+  ps) printf '%s\n' mine other restored ;;
+  inspect)
+    case "$4" in
+      mine) echo "state-1|" ;;
+      other) echo "state-0|" ;;
+      restored) echo "|supervisor" ;;
+    esac ;;
+  rm) echo "$3" >> "$REMOVED" ;;
+esac
+"""
+
+
+def test_the_clear_step_removes_another_states_router_and_the_supervisors_copy_and_keeps_its_own(tmp_path) -> None:
+    """A state lost and made again (or another checkout's) left a router holding the name: this state's `pulumi up`
+    would fail on it forever; the clear step removes it, as the supervisor's copy, and leaves this state's own."""
+    import os
+    import subprocess
+
+    config = parse(raw())
+    routed = router.router_plan(config, [router.engine_worker(build(raw()))])
+    assert routed is not None
+    (tmp_path / "docker").write_text(FAKE_DOCKER)
+    (tmp_path / "docker").chmod(0o755)
+    removed = tmp_path / "removed"
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "REMOVED": str(removed)}
+    out = subprocess.run(
+        ["bash", "-c", routed.clear_command("state-1")], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert removed.read_text().split() == ["other", "restored"]
+    assert "removed router other: made by another state (owner state-0)" in out
+    assert "removed router restored: made by the supervisor" in out
