@@ -42,6 +42,9 @@ FITS, WARN, REFUSED, UNREAD = "fits", "warn", "refused", "unread"
 # The probe's sections: `mem-info` (meminfo fields in kB, or `!why`), `mem-weights` (bytes of the weight files
 # under model.path), `mem-gpu` (`=PID:MIB:CONTAINER ...`, or `!why` when nvidia-smi cannot be asked).
 INFO_SECTION, WEIGHTS_SECTION, GPU_SECTION = "mem-info", "mem-weights", "mem-gpu"
+# spark-llm's engine containers (spark_llm.config.engine's default name, `-<model>` beside another model): a GPU
+# process in one that is not this group's is another model's engine, not a leftover.
+ENGINE_CONTAINERS = "spark-llm-engine"
 # ---------- what the engine's setting takes ----------
 
 
@@ -288,6 +291,13 @@ def judge(
             " `pulumi config set --path spark-llm:memory.dropCaches true`"
         )
     for p in leftovers:
+        if p.container.startswith(ENGINE_CONTAINERS):
+            # Another model's engine of this stack (spark-llm:models), or another stack's: nothing left over to stop.
+            fixes.append(
+                f"make room beside {p.container} ({gib(p.used)}), another spark-llm engine on {seen.node}: lower its"
+                " model's or this model's memory setting, or move one of them to another node"
+            )
+            continue
         where = f" in container {p.container}" if p.container else " on the host"
         fixes.append(f"stop the leftover process {p.pid}{where} ({gib(p.used)})")
     lower = lower_setting(setting, available, share, total)

@@ -82,6 +82,18 @@ def test_our_own_engine_counts_as_coming_back_and_a_leftover_is_named_with_its_c
     assert "stop the leftover process 303 on the host (0.5 GiB)" in got.fix
 
 
+def test_another_models_engine_on_the_node_is_named_as_such_not_as_a_leftover_to_stop():
+    seen = parse("head", facts(meminfo(121, 20, 20), gpu=f"=101:{24 * 1024}:spark-llm-engine-embed"))
+    got = judge(seen, SEEDS, ranks=2, own_container="spark-llm-engine", drop_caches=False)
+    assert got.verdict == memory.REFUSED
+    assert "held by others: pid 101 (spark-llm-engine-embed) 24.0 GiB" in got.detail
+    assert got.fix.startswith(
+        "make room beside spark-llm-engine-embed (24.0 GiB), another spark-llm engine on head: lower its model's or"
+        " this model's memory setting, or move one of them to another node"
+    ), got.fix
+    assert "leftover" not in got.fix
+
+
 def test_a_refusal_offers_the_setting_lowered_to_what_the_node_gives():
     seen = parse("worker-1", facts(meminfo(121, 60, 60), weights=20 * GIB))
     got = judge(seen, engine_memory("sglang", "0.5.23", ["--mem-fraction-static", "0.8"]), ranks=2,
