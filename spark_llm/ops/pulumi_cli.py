@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from spark_llm.config import NAMESPACE, StackConfig, parse, raw_from_pulumi
 from spark_llm.ops.left_behind import end_left_behind, process_tree
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
+from spark_llm.plan.router import RouterPlan, engine_worker, router_plan
 from spark_llm.plan.scripts import PROJECT_DIR
 
 TRACEBACK = "Traceback (most recent call last):"
@@ -119,6 +120,8 @@ class StackPlans:
     several: bool = False
     """The stack lists several models (its outputs are under `models.<name>`; the first model's plan, which keeps
     the single form's names, does not say so itself)."""
+    router: RouterPlan | None = None
+    """spark-llm:router in front of the models (None: none)."""
 
     @classmethod
     def one(cls, plan: DeploymentPlan) -> StackPlans:
@@ -157,12 +160,13 @@ def plans_of(cfg: StackConfig) -> StackPlans:
     template = LAUNCH_TEMPLATE.read_text()
     per_model = cfg.per_model()
     models = {model.name: build_plan(one, template, unit=model.key) for model, one in per_model}
+    routed = router_plan(cfg, [engine_worker(plan) for plan in models.values()])
     if not cfg.several():
-        return StackPlans.one(next(iter(models.values())))
+        return replace(StackPlans.one(next(iter(models.values()))), router=routed)
     first, one = per_model[0]
     # The nodes' checks read a model's settings too (its image, its weights' size): the first's, named in the title.
     every = build_plan(one.model_copy(update={"nodes": cfg.nodes}), template, unit=first.key)
-    return StackPlans(models, every, several=True)
+    return StackPlans(models, every, several=True, router=routed)
 
 
 @dataclass(frozen=True)

@@ -323,6 +323,10 @@ def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_runni
     before = pulumi.outputs()["models"]
     report = cli.json("status")
     assert sorted(report["models"]) == [BIG, SMALL]
+    # The router: its container on the head, listing each model the stack serves.
+    assert report["router"] == {
+        "state": "running", "endpoint": pulumi.outputs()["endpoint"], "listed": [BIG, SMALL], "missing": []
+    }  # fmt: skip
     for name, seen in report["models"].items():
         assert seen["state"] == "in sync", seen
         assert seen["config_revision"] == before[name]["group_revision"]
@@ -332,6 +336,7 @@ def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_runni
     table = cli("status")  # for people: a row per model, then each model's block
     assert table.returncode == 0 and "status: 2 models" in table.stdout, table
     assert all(f"status: {name} at {pulumi.outputs()['endpoint']}" in table.stdout for name in (BIG, SMALL))
+    assert f"router: running at {pulumi.outputs()['endpoint']}, lists {BIG}, {SMALL}" in table.stdout
 
     restarted = cli.json("restart", "--yes", "--model", SMALL, timeout=600)
     assert restarted["ok"] and restarted["restarted"] == ["head"], restarted

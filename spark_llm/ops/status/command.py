@@ -19,6 +19,8 @@ import argparse
 import json
 from collections.abc import Sequence
 
+from rich.text import Text
+
 from spark_llm.group.history import last_failure
 from spark_llm.group.members import UNREACHABLE, Member
 from spark_llm.group.order import restart_steps
@@ -26,7 +28,7 @@ from spark_llm.group.verdict import RESTART, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError, StackPlans
-from spark_llm.ops.status import several
+from spark_llm.ops.status import router, several
 from spark_llm.ops.status.canary import check_canary
 from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
 from spark_llm.ops.status.report import ModelReport
@@ -158,19 +160,31 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlans, args: argparse.Na
     """
     stack = StackPlans.one(plans) if isinstance(plans, DeploymentPlan) else plans
     outputs = stack_outputs(pulumi)
+    gateway = router_status(stack, args)
     if not stack.several:
         plan = stack.choose(None)
         report = model_report(plan, outputs, args)
         if args.json:
-            render.emit_json(report.to_json())
+            render.emit_json({**report.to_json(), **({"router": gateway.to_json()} if gateway else {})})
         else:
             report.print(render.console(), getattr(args, "hosts", False))
-        return 0 if report.in_sync else 1
+            if gateway is not None:
+                render.console().print(Text(gateway.sentence()))
+        return 0 if report.in_sync and (gateway is None or gateway.ok) else 1
     found = outputs.get("models")
     recorded: dict = found if isinstance(found, dict) else {}
     reports = [model_report(plan, recorded.get(name) or {}, args) for name, plan in stack.models.items()]
-    several.emit(reports, args)
-    return 0 if all(r.in_sync for r in reports) else 1
+    several.emit(reports, args, gateway)
+    return 0 if all(r.in_sync for r in reports) and (gateway is None or gateway.ok) else 1
+
+
+def router_status(stack: StackPlans, args: argparse.Namespace) -> router.RouterStatus | None:
+    """The router's container and the models it lists (None: the stack has no router)."""
+    if stack.router is None:
+        return None
+    head = next(iter(stack.models.values())).head
+    with render.progress("status: asking the router", enabled=not args.json):
+        return router.read(head, stack.router, tuple(sorted(stack.models)), stack.router.endpoint, args.timeout)
 
 
 def model_report(plan: DeploymentPlan, outputs: dict, args: argparse.Namespace) -> ModelReport:

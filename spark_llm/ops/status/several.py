@@ -15,6 +15,7 @@ from rich.text import Text
 
 from spark_llm.ops import render
 from spark_llm.ops.status.report import ModelReport
+from spark_llm.ops.status.router import RouterStatus
 
 COLUMNS = ["model", "members", "revision", "state", "canary", "last start", "supervisor", "weights"]
 
@@ -77,19 +78,23 @@ def row(report: ModelReport) -> list[str]:
     ]
 
 
-def to_json(reports: Sequence[ModelReport]) -> dict:
-    return {
-        "state": "in sync" if all(r.in_sync for r in reports) else "attention",
+def to_json(reports: Sequence[ModelReport], gateway: RouterStatus | None = None) -> dict:
+    ok = all(r.in_sync for r in reports) and (gateway is None or gateway.ok)
+    out = {
+        "state": "in sync" if ok else "attention",
         "models": {r.plan.model_name: {**r.to_json(), "supervisor_budget": budget(r)} for r in reports},
     }
+    return {**out, "router": gateway.to_json()} if gateway is not None else out
 
 
-def emit(reports: Sequence[ModelReport], args: argparse.Namespace) -> None:
+def emit(reports: Sequence[ModelReport], args: argparse.Namespace, gateway: RouterStatus | None = None) -> None:
     if args.json:
-        render.emit_json(to_json(reports))
+        render.emit_json(to_json(reports, gateway))
         return
     out = render.console()
     out.print(render.table(f"status: {len(reports)} models", COLUMNS, [row(r) for r in reports]))
+    if gateway is not None:
+        out.print(Text(gateway.sentence()))
     for report in reports:
         out.print(Text(""))
         report.print(out, getattr(args, "hosts", False))
