@@ -112,6 +112,8 @@ class DeploymentPlan:
     kept (spark_llm.plan.weights.steps: the weights steps put it back instead of copying from the source)."""
     rendezvous: tuple[float, str] = (TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default")
     """How long the engine itself waits for its group to form, and why (spark_llm.plan.start.rendezvous)."""
+    router_port: int | None = None
+    """spark-llm:router.port on the head (None: no router): `spark-llm preflight` checks nothing else holds it."""
     unit: str | None = None
     """None: the stack's one model, or the first of several (it keeps the single form's names). Else this model's key
     (spark_llm.config.models.Deployment.key): what on a node is this group's alone (its directory, supervisor,
@@ -389,5 +391,6 @@ def build_plan(
         startup_grace=cfg.timeouts.startup_grace_seconds,
         restore_weights=restore_weights,
         rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
+        router_port=cfg.router.port if cfg.router is not None else None,
         unit=unit,
     )

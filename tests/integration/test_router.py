@@ -182,6 +182,9 @@ def test_the_stacks_endpoint_is_the_router_with_the_key_and_the_engine_is_out_of
     common = ["--stack", "sim", "--config-file", str(pulumi.config_file), "--json"]
     status = run([*cli, "status", *common], env=pulumi.env, check=False)
     assert status.returncode == 0 and json.loads(status.stdout)["state"] == "in sync", status.stdout[-3000:]
+    preflight = run([*cli, "preflight", *common], env=pulumi.env, check=False)
+    ports = next(c for c in json.loads(preflight.stdout)["checks"] if (c["node"], c["check"]) == ("head", "ports"))
+    assert ports["status"] == "pass" and "4000 (router.port) held by our router spark-llm-router" in ports["detail"]
     smoke = run([*cli, "smoke", *common, "--requests", "2", "--concurrency", "1"], env=pulumi.env, check=False)
     report = json.loads(smoke.stdout)
     assert smoke.returncode == 0 and report["endpoint"] == outputs["endpoint"], smoke.stdout[-3000:]

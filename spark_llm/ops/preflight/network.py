@@ -7,11 +7,19 @@ from __future__ import annotations
 import ipaddress
 
 from spark_llm.ops.preflight.checks import Check
-from spark_llm.ops.preflight.script import engine_running, parse_addrs, parse_links, parse_listeners, ping_rtt
+from spark_llm.ops.preflight.script import (
+    engine_running,
+    parse_addrs,
+    parse_links,
+    parse_listeners,
+    ping_rtt,
+    router_running,
+)
 from spark_llm.ops.render import FAIL, PASS, SKIP, WARN
 from spark_llm.ops.sections import Section
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.node_commands import SELECTED, StackRef
+from spark_llm.plan.router import CONTAINER as ROUTER_CONTAINER
 
 
 def check_interfaces(
@@ -129,22 +137,29 @@ def check_ports(plan: DeploymentPlan, node: str, sections: dict[str, Section], s
         return Check(node, "ports", SKIP, "`ss -Hltn` did not answer")
     listening = parse_listeners(section.body)
     ours = engine_running(sections)
-    free, held, busy = [], [], []
-    for key, port in (("engine.port", plan.port), ("engine.distPort", plan.dist_port)):
+    free: list[str] = []
+    busy: list[str] = []
+    held: dict[str, list[str]] = {}  # whose -> its ports
+    ports = [("engine.port", plan.port, ours, f"our engine {plan.container}")]
+    ports.append(("engine.distPort", plan.dist_port, ours, f"our engine {plan.container}"))
+    if plan.router_port is not None:
+        ports.append(("router.port", plan.router_port, router_running(sections), f"our router {ROUTER_CONTAINER}"))
+    for key, port, running, whose in ports:
         if port not in listening:
             free.append(f"{port} ({key}) free")
-        elif ours:
-            held.append(f"{port} ({key})")
+        elif running:
+            held.setdefault(whose, []).append(f"{port} ({key})")
         else:
             busy.append(f"{port} ({key})")
     if busy:
+        section_key = "router" if all("router" in b for b in busy) else "engine"
         return Check(
             node,
             "ports",
             FAIL,
             f"in use by something other than our engine: {', '.join(busy)}",
             f"stop what listens there (`{stack.exec_on(node, ['sudo', 'ss', '-ltnp'])}` names it), "
-            "or choose other spark-llm:engine ports",
+            f"or choose other spark-llm:{section_key} ports",
         )
-    detail = "; ".join([*free, *([f"{', '.join(held)} held by our engine {plan.container}"] if held else [])])
+    detail = "; ".join([*free, *(f"{', '.join(taken)} held by {whose}" for whose, taken in held.items())])
     return Check(node, "ports", PASS, detail)

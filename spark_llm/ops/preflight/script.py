@@ -15,6 +15,7 @@ from spark_llm.ops.sections import SECTION_FUNCTION, Section
 from spark_llm.plan import memory
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, parse_probe
+from spark_llm.plan.router import CONTAINER as ROUTER_CONTAINER
 from spark_llm.remote.runner import quote
 
 # Written on every sim node by `sim up` (sim/nodes.py): a node without a GPU on purpose.
@@ -77,6 +78,8 @@ def node_script(plan: DeploymentPlan, node: NodePlan, *, check_flags: bool) -> s
     ]
     if node.role == "head":
         lines.append("capture ports ss -Hltn")
+        if plan.router_port is not None:
+            lines.append(f"capture router docker inspect -f '{{{{.State.Status}}}}' {ROUTER_CONTAINER}")
         for worker in plan.workers:
             lines.append(f"capture fabric:{worker.name} ping_mtu {quote(worker.fabric_address)} {payload}")
         source = plan.model_source
@@ -142,6 +145,12 @@ def parse_listeners(text: str) -> set[int]:
         if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
             ports.add(int(fields[3].rsplit(":", 1)[-1]))
     return ports
+
+
+def router_running(sections: dict[str, Section]) -> bool:
+    """The head's router container (spark-llm:router) runs: its port is ours."""
+    section = sections.get("router")
+    return section is not None and section.ok and section.first_line.strip() == "running"
 
 
 def engine_running(sections: dict[str, Section]) -> bool:

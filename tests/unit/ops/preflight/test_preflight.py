@@ -183,6 +183,19 @@ def test_ports_held_by_our_engine_pass_and_by_another_process_fail(spark_plan):
     assert check.status == FAIL and "30000 (engine.port), 20000 (engine.distPort)" in check.detail
 
 
+def test_the_router_port_is_checked_too_held_by_our_router_or_taken_by_another_process(spark_plan):
+    plan = dataclasses.replace(spark_plan, router_port=4000)
+    listening = Section(0, "LISTEN 0 5 0.0.0.0:4000 0.0.0.0:*")
+    free = preflight_network.check_ports(plan, "spark-1", {"ports": Section(0, ""), "engine": Section(*ABSENT)})
+    assert free.status == PASS and "4000 (router.port) free" in free.detail
+    ours = {"ports": listening, "engine": Section(*ABSENT), "router": Section(0, "running")}
+    held = preflight_network.check_ports(plan, "spark-1", ours)
+    assert held.status == PASS and "4000 (router.port) held by our router spark-llm-router" in held.detail
+    theirs = preflight_network.check_ports(plan, "spark-1", {**ours, "router": Section(1, "No such object")})
+    assert theirs.status == FAIL and theirs.detail == "in use by something other than our engine: 4000 (router.port)"
+    assert theirs.fix.endswith("or choose other spark-llm:router ports")
+
+
 @pytest.mark.parametrize(
     ("host", "status"), [("0.0.0.0", PASS), ("127.0.0.1", PASS), ("10.1.230.180", PASS), ("10.1.230.99", FAIL)]
 )
