@@ -5,6 +5,11 @@ when it ends: SIGINT, 5 s, then SIGKILL (sdk/go/common/resource/plugin/plugin.go
 the language host and setting its SIGINT handler (~50 ms, measured with 3.274.1) a SIGINT kills `pulumi` outright
 (exit -2): its plugins are then nobody's, and the language host checks that its engine is alive only every 5 minutes.
 A SIGKILL after our own grace (PulumiCli's `_end`) does the same. This module lets the CLI do Pulumi's part then.
+
+What was below `pulumi` just before the Ctrl-C (`process_tree`) misses a plugin started after that look, and once
+`pulumi` is gone its orphans are init's children. But PulumiCli starts `pulumi` as the leader of a session of its
+own, and a plugin gets only a process group of its own: every process it started is still in that session
+(`session_members`), whenever it started and whoever its parent is now.
 """
 
 from __future__ import annotations
@@ -39,6 +44,22 @@ def process_tree(pid: int) -> list[int]:
         found.append(child)
         queue.extend(children.get(child, []))
     return found
+
+
+def session_members(sid: int) -> list[int]:
+    """Every process of session `sid` now but its leader (`ps`: Linux and macOS). Empty when ps cannot say."""
+    try:
+        table = subprocess.run(
+            ["ps", "-A", "-o", "pid=", "-o", "sess="], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    members = []
+    for row in table.splitlines():
+        fields = row.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1] == str(sid) and int(fields[0]) != sid:
+            members.append(int(fields[0]))
+    return members
 
 
 def running(pid: int) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spark_llm.config import NAMESPACE, StackConfig, parse, raw_from_pulumi
-from spark_llm.ops.left_behind import end_left_behind, process_tree
+from spark_llm.ops.left_behind import end_left_behind, process_tree, session_members
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
 from spark_llm.plan.router import RouterPlan, engine_worker, router_plan
 from spark_llm.plan.scripts import PROJECT_DIR
@@ -36,9 +36,11 @@ def _interrupt(proc: subprocess.Popen) -> list[int]:
 def _ended(proc: subprocess.Popen, below: list[int]) -> None:
     """After an interrupted pulumi command ended: when a signal ended it (a SIGINT before it set its handler, or our
     SIGKILL), it could not end its plugins, so what still runs of `below` is ended here (spark_llm.ops.left_behind).
-    Ended by its own hand, it ended them itself."""
+    Whatever ended it, what still runs in its session is left behind too: a plugin started after `below` was taken
+    (a fresh-clone run found a language host 30 s after a Ctrl-C in `spark-llm restart`, its pulumi ended cleanly)."""
     if proc.returncode is not None and proc.returncode < 0:
         end_left_behind(below)
+    end_left_behind(session_members(proc.pid))
 
 
 def _end(proc: subprocess.Popen, grace: float = 30) -> None:

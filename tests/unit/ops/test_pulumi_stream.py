@@ -193,3 +193,38 @@ def test_what_pulumi_left_behind_is_ended_with_sigint_first_then_sigkill(tmp_pat
     assert polite.wait(5) != -signal.SIGKILL and ignores.wait(5) == -signal.SIGKILL
     assert time.monotonic() - started >= 1.0
     assert end_left_behind([ignores.pid, polite.pid]) == []  # nothing left: nothing signalled, no wait
+
+
+# A pulumi that cancels cleanly (its handler set, exit 255) yet leaves a "plugin" running, one it started after the
+# CLI looked below it: what a fresh-clone run found after a Ctrl-C in `spark-llm restart` (a language host 30 s on).
+LEAVES_A_LATE_PLUGIN = """#!{python}
+import os, signal, subprocess, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+open({ready!r}, "w").close()
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    time.sleep(0.02)
+plugin = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(60)"],
+    process_group=0,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+)
+open({ready!r} + ".plugin", "w").write(str(plugin.pid))
+sys.exit(255)
+"""
+
+
+@pytest.mark.parametrize("how", ["stream", "capture"])
+def test_a_plugin_pulumi_left_in_its_session_after_a_clean_cancel_is_ended_too(
+    fake_pulumi: Path, tmp_path: Path, how: str
+):
+    (tmp_path / "bin" / "pulumi").write_text(LEAVES_A_LATE_PLUGIN.format(python=sys.executable, ready=str(fake_pulumi)))
+    thread = ctrl_c_when(fake_pulumi, 1)
+    cli = PulumiCli(cwd=tmp_path)
+    with pytest.raises(KeyboardInterrupt), open(tmp_path / "out.txt", "w") as out:
+        cli.stream("up", "--yes", out=out) if how == "stream" else cli.capture("config", "--json")
+    thread.join()
+    plugin = int(Path(str(fake_pulumi) + ".plugin").read_text())
+    assert not running(plugin), f"the plugin (pid {plugin}) was left running"
