@@ -16,6 +16,7 @@ from spark_llm.config.base import (
     SeveralKeyedError,
 )
 from spark_llm.config.nodes import ListenIp, NodeName
+from spark_llm.group.memory import ENGINE_CONTAINERS
 
 # Ray's head port with executor ray, and Ray's token authentication settings: spark-llm's alone
 # (spark-llm:engine.ports and engine.env may not take them; spark_llm.plan.engines.vllm uses them).
@@ -56,7 +57,7 @@ class Engine(ConfigModel):
         20000, description="Rendezvous port on the head's fabric address", json_schema_extra={"example": 20000}
     )
     container_name: NodeName = Field(
-        "spark-llm-engine",
+        ENGINE_CONTAINERS,
         description="Engine container name on every node",
         json_schema_extra={"example": "spark-llm-engine"},
     )

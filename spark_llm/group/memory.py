@@ -42,8 +42,8 @@ FITS, WARN, REFUSED, UNREAD = "fits", "warn", "refused", "unread"
 # The probe's sections: `mem-info` (meminfo fields in kB, or `!why`), `mem-weights` (bytes of the weight files
 # under model.path), `mem-gpu` (`=PID:MIB:CONTAINER ...`, or `!why` when nvidia-smi cannot be asked).
 INFO_SECTION, WEIGHTS_SECTION, GPU_SECTION = "mem-info", "mem-weights", "mem-gpu"
-# spark-llm's engine containers (spark_llm.config.engine's default name, `-<model>` beside another model): a GPU
-# process in one that is not this group's is another model's engine, not a leftover.
+# spark-llm's engine container (spark_llm.config.engine's default takes it from here; `-<model>` beside another
+# model): a GPU process in one that is not this group's is another model's engine, not a leftover.
 ENGINE_CONTAINERS = "spark-llm-engine"
 # ---------- what the engine's setting takes ----------
 

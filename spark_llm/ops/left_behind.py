@@ -24,19 +24,23 @@ from pathlib import Path
 GRACE_SECONDS = 5.0  # Pulumi's own, before it kills a plugin that did not end on SIGINT
 
 
-def process_tree(pid: int) -> list[int]:
-    """Every process below `pid` now (`ps`: Linux and macOS), nearest first. Empty when ps cannot say."""
+def _ps(column: str) -> list[tuple[int, int]]:
+    """(pid, `column`) of every process now (`ps`: Linux and macOS). Empty when ps cannot say."""
     try:
         table = subprocess.run(
-            ["ps", "-A", "-o", "pid=", "-o", "ppid="], capture_output=True, text=True, timeout=10
+            ["ps", "-A", "-o", "pid=", "-o", f"{column}="], capture_output=True, text=True, timeout=10
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    rows = (row.split() for row in table.splitlines())
+    return [(int(f[0]), int(f[1])) for f in rows if len(f) == 2 and f[0].isdigit() and f[1].isdigit()]
+
+
+def process_tree(pid: int) -> list[int]:
+    """Every process below `pid` now, nearest first."""
     children: dict[int, list[int]] = {}
-    for row in table.splitlines():
-        fields = row.split()
-        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
-            children.setdefault(int(fields[1]), []).append(int(fields[0]))
+    for child, parent in _ps("ppid"):
+        children.setdefault(parent, []).append(child)
     found: list[int] = []
     queue = list(children.get(pid, []))
     while queue:
@@ -47,19 +51,8 @@ def process_tree(pid: int) -> list[int]:
 
 
 def session_members(sid: int) -> list[int]:
-    """Every process of session `sid` now but its leader (`ps`: Linux and macOS). Empty when ps cannot say."""
-    try:
-        table = subprocess.run(
-            ["ps", "-A", "-o", "pid=", "-o", "sess="], capture_output=True, text=True, timeout=10
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    members = []
-    for row in table.splitlines():
-        fields = row.split()
-        if len(fields) == 2 and fields[0].isdigit() and fields[1] == str(sid) and int(fields[0]) != sid:
-            members.append(int(fields[0]))
-    return members
+    """Every process of session `sid` now but its leader."""
+    return [pid for pid, session in _ps("sess") if session == sid and pid != sid]
 
 
 def running(pid: int) -> bool:

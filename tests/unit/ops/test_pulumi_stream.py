@@ -158,20 +158,6 @@ time.sleep(30)
 """
 
 
-@pytest.mark.parametrize("how", ["stream", "capture"])
-def test_a_pulumi_killed_by_ctrl_c_before_it_set_its_handler_leaves_no_plugin_running(
-    fake_pulumi: Path, tmp_path: Path, how: str
-):
-    (tmp_path / "bin" / "pulumi").write_text(DIES_ON_SIGINT.format(python=sys.executable, ready=str(fake_pulumi)))
-    thread = ctrl_c_when(fake_pulumi, 1)
-    cli = PulumiCli(cwd=tmp_path)
-    with pytest.raises(KeyboardInterrupt), open(tmp_path / "out.txt", "w") as out:
-        cli.stream("up", "--yes", out=out) if how == "stream" else cli.capture("config", "--json")
-    thread.join()
-    plugin = int(fake_pulumi.read_text())
-    assert not running(plugin), f"the plugin (pid {plugin}) was left running"
-
-
 def test_what_pulumi_left_behind_is_ended_with_sigint_first_then_sigkill(tmp_path: Path):
     ready = tmp_path / "ready"
     ignores = subprocess.Popen(
@@ -217,14 +203,19 @@ sys.exit(255)
 
 
 @pytest.mark.parametrize("how", ["stream", "capture"])
-def test_a_plugin_pulumi_left_in_its_session_after_a_clean_cancel_is_ended_too(
-    fake_pulumi: Path, tmp_path: Path, how: str
+@pytest.mark.parametrize(
+    ("program", "plugin_file"),
+    [(DIES_ON_SIGINT, ""), (LEAVES_A_LATE_PLUGIN, ".plugin")],
+    ids=["killed-before-its-handler", "clean-cancel-late-plugin"],
+)
+def test_no_plugin_of_an_interrupted_pulumi_is_left_running(
+    fake_pulumi: Path, tmp_path: Path, how: str, program: str, plugin_file: str
 ):
-    (tmp_path / "bin" / "pulumi").write_text(LEAVES_A_LATE_PLUGIN.format(python=sys.executable, ready=str(fake_pulumi)))
+    (tmp_path / "bin" / "pulumi").write_text(program.format(python=sys.executable, ready=str(fake_pulumi)))
     thread = ctrl_c_when(fake_pulumi, 1)
     cli = PulumiCli(cwd=tmp_path)
     with pytest.raises(KeyboardInterrupt), open(tmp_path / "out.txt", "w") as out:
         cli.stream("up", "--yes", out=out) if how == "stream" else cli.capture("config", "--json")
     thread.join()
-    plugin = int(Path(str(fake_pulumi) + ".plugin").read_text())
+    plugin = int(Path(str(fake_pulumi) + plugin_file).read_text())
     assert not running(plugin), f"the plugin (pid {plugin}) was left running"
