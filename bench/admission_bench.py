@@ -28,6 +28,7 @@ import yaml  # noqa: E402
 
 from bench.simbench import REPO, STACK_FILE, bench_parser, sh, sim_up, write_result  # noqa: E402
 from spark_llm import config  # noqa: E402
+from spark_llm.config.group import groups  # noqa: E402
 from spark_llm.plan import deployment as plan  # noqa: E402
 from spark_llm.plan import memory  # noqa: E402
 from spark_llm.plan.observation import parse_probe  # noqa: E402
@@ -40,7 +41,7 @@ def _plan() -> plan.DeploymentPlan:
     raw = yaml.safe_load(STACK_FILE.read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("spark-llm:")}
     values["engine"] = dict(values["engine"], kind="vllm", version="0.16.0")
-    return plan.build_plan(config.parse(values), plan.LAUNCH_TEMPLATE.read_text())
+    return plan.build_plan(groups(config.parse(values))[0], plan.LAUNCH_TEMPLATE.read_text())
 
 
 def _ms(samples: list[float]) -> dict:

@@ -23,6 +23,7 @@ import yaml
 
 from bench.simbench import STACK_FILE
 from spark_llm import config
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.fabric import fabric_ssh_setup
 from spark_llm.plan.image import steps as image
@@ -39,7 +40,7 @@ def _plan(ref: str) -> plan.DeploymentPlan:
     raw = yaml.safe_load(STACK_FILE.read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("spark-llm:")}
     values["image"] = dict(values["image"], ref=ref, mode="transfer", source="head")
-    return plan.build_plan(config.parse(values), plan.LAUNCH_TEMPLATE.read_text())
+    return plan.build_plan(groups(config.parse(values))[0], plan.LAUNCH_TEMPLATE.read_text())
 
 
 def worker_step(ref: str, head_id: str) -> str:

@@ -29,6 +29,7 @@ import yaml  # noqa: E402
 from bench import image_transfer  # noqa: E402
 from bench.simbench import REPO, STACK_FILE, CpuMeter, sh, sim_up, write_result  # noqa: E402
 from spark_llm import config  # noqa: E402
+from spark_llm.config.group import GroupConfig, groups  # noqa: E402
 from spark_llm.plan import deployment as plan  # noqa: E402
 from spark_llm.plan.weights import steps as weights  # noqa: E402
 from spark_llm.plan.weights.fanout import fanout_sources, render_fanout  # noqa: E402
@@ -51,11 +52,11 @@ def sh_in(cmd: list[str], stdin: str, check: bool = True) -> subprocess.Complete
     return result
 
 
-def stack() -> tuple[config.StackConfig, plan.DeploymentPlan]:
+def stack() -> tuple[GroupConfig, plan.DeploymentPlan]:
     raw = yaml.safe_load(STACK_FILE.read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("spark-llm:")}
     values["model"] = dict(values["model"], path=DATA, source={"kind": "head", "path": DATA})
-    cfg = config.parse(values)
+    cfg = groups(config.parse(values))[0]
     return cfg, plan.build_plan(cfg, plan.LAUNCH_TEMPLATE.read_text())
 
 
@@ -68,7 +69,7 @@ def clear(workers: list[str], path: str) -> None:
         on(w, f"rm -rf {path}")
 
 
-def baseline(cfg: config.StackConfig, worker: plan.NodePlan) -> float:
+def baseline(cfg: GroupConfig, worker: plan.NodePlan) -> float:
     """Plain rsync over ssh, one stream, OpenSSH's default cipher, from the head: the seeds' way."""
     dst = "/srv/models/bench-baseline"
     kh = f"{worker.fabric_address} {worker.ssh.host_key}"
@@ -84,7 +85,7 @@ def baseline(cfg: config.StackConfig, worker: plan.NodePlan) -> float:
     return elapsed
 
 
-def project(cfg: config.StackConfig, p: plan.DeploymentPlan, workers: list[plan.NodePlan]) -> tuple[float, str]:
+def project(cfg: GroupConfig, p: plan.DeploymentPlan, workers: list[plan.NodePlan]) -> tuple[float, str]:
     """The product's fan-out step, as the ModelWeights component renders it, run on the head."""
     tokens = {w.name: "bench" for w in workers}
     script = render_fanout(cfg, p.head, workers, weights.MANIFEST_TOOL.read_text(), fanout_sources(), tokens, "bench")
@@ -93,7 +94,7 @@ def project(cfg: config.StackConfig, p: plan.DeploymentPlan, workers: list[plan.
     return time.perf_counter() - start, out
 
 
-def p_streams(cfg: config.StackConfig) -> int:
+def p_streams(cfg: GroupConfig) -> int:
     """The streams per link the fan-out uses with this config (its default: the head's cores, at most 4)."""
     return cfg.transfer.streams or min(4, os.cpu_count() or 1)
 

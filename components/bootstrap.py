@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import pulumi
@@ -13,13 +13,15 @@ import pulumi.runtime
 from pulumi.runtime.mocks import MockMonitor
 
 from spark_llm.config import NAMESPACE, ConfigError, StackConfig, parse, raw_from_pulumi, recipe, recipe_departures
+from spark_llm.config.group import groups
 from spark_llm.group.memory import parse as node_memory
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
-from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, NodePlan
 from spark_llm.plan.host_record import host_fields, missing_verbs_devices
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.placement import place
+from spark_llm.plan.stack import Restore, StackPlan, build_stack
 from spark_llm.remote import key_files, observe
 from spark_llm.remote.pulumi_process import pulumi_process
 
@@ -74,8 +76,8 @@ def load() -> StackConfig:
             f"{err}\nNothing was run on any node. Fix the key in Pulumi.{pulumi.get_stack()}.yaml "
             "(or `pulumi config set --path ...`), then run `pulumi preview` again."
         )
-    for _, one in cfg.per_model():
-        for warning in one.engine.flag_warnings():
+    for group in groups(cfg):
+        for warning in group.engine.flag_warnings():
             pulumi.log.warn(warning)
     if cfg.api_key is None and not cfg.several():
         pulumi.log.warn(open_endpoint_warning(cfg))
@@ -125,17 +127,18 @@ def note_recipe_departures(cfg: StackConfig) -> None:
         known = recipe.by_name(cfg.recipe)
     except recipe.RecipeError as err:  # the name is checked by the schema: a recipe file that no longer loads
         refuse(str(err))
-    for line in recipe_departures.departures(known, cfg):
+    for line in recipe_departures.departures(known, groups(cfg)[0]):
         say = pulumi.log.warn if recipe_departures.is_warning(line) else pulumi.log.info
         say(f"stack departs from recipe {cfg.recipe}: {line}")
 
 
 def open_endpoint_warning(cfg: StackConfig) -> str:
     """What `pulumi preview` says when the API takes requests from anyone who reaches it (no spark-llm:apiKey)."""
-    listen = cfg.engine.host
+    engine = groups(cfg)[0].engine
+    listen = engine.host
     where = "every address of the head" if ipaddress.ip_address(listen).is_unspecified else "that address"
     return (
-        f"{NAMESPACE}:apiKey is not set: the API on {cfg.head.name} listens on {listen}:{cfg.engine.port}"
+        f"{NAMESPACE}:apiKey is not set: the API on {cfg.head.name} listens on {listen}:{engine.port}"
         f" ({where}) and answers anyone who reaches it. Set a key as a secret"
         f" (`pulumi config set --secret {NAMESPACE}:apiKey sk-...`: clients then send `Authorization: Bearer`),"
         f" or bind the API to one address of the head (`pulumi config set --path {NAMESPACE}:engine.host 127.0.0.1`:"
@@ -155,12 +158,18 @@ def several_without_router_warning(cfg: StackConfig) -> str:
     )
 
 
-def load_keys(plan: DeploymentPlan) -> dict[str, str]:
+def load_keys(stack: StackPlan) -> dict[str, str]:
     """The nodes' ssh private keys, read now (preview too): a missing key stops the program naming its config key."""
     try:
-        return key_files.read_keys(plan.key_files)
+        return key_files.read_keys(stack.key_files)
     except key_files.KeyFileError as err:
         refuse(str(err))
+
+
+def stack_plan(cfg: StackConfig) -> StackPlan:
+    """What the stack deploys (spark_llm.plan.stack, the one builder the CLI asks too), with the weights a
+    rollback's `pulumi up` puts back."""
+    return build_stack(cfg, LAUNCH_TEMPLATE.read_text(), restore())
 
 
 def _remove_command(node: NodePlan, container: str) -> str:
@@ -172,10 +181,10 @@ def under_mocks() -> bool:
     return isinstance(pulumi.runtime.settings.SETTINGS.monitor, MockMonitor)
 
 
-def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) -> list[str]:
+def node_faults(nodes: Sequence[NodePlan], observations: dict[str, NodeObservation]) -> list[str]:
     """One line per node that cannot be read now: which node, what is wrong and what to do."""
     faults = []
-    for node in plan.nodes:
+    for node in nodes:
         seen = observations[node.name]
         via = node.ssh.via
         if seen.error is None:
@@ -199,24 +208,33 @@ def node_faults(plan: DeploymentPlan, observations: dict[str, NodeObservation]) 
     return faults
 
 
-def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dict[str, NodeObservation] | None:
-    """What every node runs now (one read-only ssh session each); stops before anything runs if a node already
-    runs a container under the engine's name that spark-llm did not start (a deployment made by hand).
+def observe_nodes(
+    stack: StackPlan, extras: Sequence[Callable[[NodePlan], str]]
+) -> list[dict[str, NodeObservation] | None]:
+    """What every node runs now, for each group in the stack's order: one read-only ssh session a node, whatever
+    the number of models (spark_llm.remote.observe.observe_stack). Stops before anything runs if a node already runs
+    a container under an engine's name that spark-llm did not start (a deployment made by hand).
 
-    `extra(node)`: more read-only probe sections for that node (the weights' live digest). None under Pulumi's
-    mocks (unit tests): a mocked program must never reach the stack's real addresses.
+    `extras[i](node)`: more read-only probe sections of group i for that node (the weights' live digest). [None...]
+    under Pulumi's mocks (unit tests): a mocked program must never reach the stack's real addresses.
     """
     if under_mocks():
-        return None
-    observations = observe.observe(plan, extra)
-    refused = sorted({o.host_key_refused for o in observations.values() if o.host_key_refused})
+        return [None for _ in stack.groups]
+    seen = observe.observe_stack(list(zip(stack.groups, extras, strict=True)))
+    # Each node once (its faults, its host key, its RDMA devices are the node's, whichever group read it).
+    every: dict[str, NodeObservation] = {}
+    for observations in seen:
+        for name, observation in observations.items():
+            every.setdefault(name, observation)
+    first = stack.first
+    refused = sorted({o.host_key_refused for o in every.values() if o.host_key_refused})
     if refused:
         # A host key that is not the pinned one fails preview too: no provider may be declared with that pin.
         refuse(
-            "\n".join(node_commands.host_key_refused(plan, pulumi.get_stack(), name) for name in refused)
+            "\n".join(node_commands.host_key_refused(first, pulumi.get_stack(), name) for name in refused)
             + "\nNothing was run on any node."
         )
-    faults = node_faults(plan, observations)
+    faults = node_faults(stack.nodes, every)
     if faults and not pulumi.runtime.is_dry_run():
         # Every node has steps to redo while it cannot be read: `up` would fail at one of them, after the steps on
         # the other nodes had run (an engine stopped). Stop here instead, before anything runs anywhere.
@@ -226,28 +244,35 @@ def observe_nodes(plan: DeploymentPlan, extra: Callable[[NodePlan], str]) -> dic
         )
     for fault in faults:
         pulumi.log.warn(fault)
-    no_rdma = missing_verbs_devices(plan, {n: host_fields(o.facts) for n, o in observations.items() if o.reachable})
+    no_rdma = missing_verbs_devices(first, {n: host_fields(o.facts) for n, o in every.items() if o.reachable})
     if no_rdma and not pulumi.runtime.is_dry_run():
         refuse("\n".join(no_rdma) + "\nNothing was run on any node (no engine was stopped).")
     for line in no_rdma:
         pulumi.log.warn(line)
+    for plan, observations in zip(stack.groups, seen, strict=True):
+        _refuse_foreign(plan, observations)
+    return list(seen)
+
+
+def _refuse_foreign(plan: DeploymentPlan, observations: dict[str, NodeObservation]) -> None:
+    """Stop when a node runs a container under this group's engine name that spark-llm did not start."""
     foreign = drift.foreign_containers(observations)
-    if foreign:
-        lines = [
-            f"{name} already runs a container named {plan.container} that this stack's `pulumi up` did not start "
-            f"({observations[name].engine.status}, id {observations[name].engine.container_id[:12]}, "
-            "by hand or by an older spark-llm); spark-llm's own container needs that name."
-            for name in foreign
-        ]
-        nodes = {n.name: n for n in plan.nodes}
-        fixes = [f"  {_remove_command(nodes[name], plan.container)}" for name in foreign]
-        refuse(
-            "\n".join(lines)
-            + "\nNothing was run on any node. Stop and remove it (this ends that engine), then run `pulumi up`:\n"
-            + "\n".join(fixes)
-            + "\n(or set spark-llm:engine.containerName to another name to keep it running beside ours)."
-        )
-    return observations
+    if not foreign:
+        return
+    lines = [
+        f"{name} already runs a container named {plan.container} that this stack's `pulumi up` did not start "
+        f"({observations[name].engine.status}, id {observations[name].engine.container_id[:12]}, "
+        "by hand or by an older spark-llm); spark-llm's own container needs that name."
+        for name in foreign
+    ]
+    nodes = {n.name: n for n in plan.nodes}
+    fixes = [f"  {_remove_command(nodes[name], plan.container)}" for name in foreign]
+    refuse(
+        "\n".join(lines)
+        + "\nNothing was run on any node. Stop and remove it (this ends that engine), then run `pulumi up`:\n"
+        + "\n".join(fixes)
+        + "\n(or set spark-llm:engine.containerName to another name to keep it running beside ours)."
+    )
 
 
 def group_request(plan: DeploymentPlan) -> GroupRequest:
@@ -263,18 +288,15 @@ def group_request(plan: DeploymentPlan) -> GroupRequest:
 
 
 RESTORE_ENV = "SPARK_LLM_RESTORE_WEIGHTS"
-
-
 RESTORE_MODEL_ENV = "SPARK_LLM_RESTORE_MODEL"
 
 
-def restore_weights(model: str | None = None) -> str | None:
-    """The weights digest a rollback's `pulumi up` puts back (spark_llm.ops.rollback sets it; None otherwise).
-    `model`: the group asking; a rollback of one model of several (`--model`) names it, and the others keep theirs."""
+def restore() -> Restore | None:
+    """The weights a rollback's `pulumi up` puts back (spark_llm.ops.rollback sets them; None otherwise): a digest,
+    and the one model it is for when a rollback names one (`--model`): the others keep theirs."""
     value = os.environ.get(RESTORE_ENV, "").strip()
-    only = os.environ.get(RESTORE_MODEL_ENV, "")
-    if not value or (only and model is not None and model != only):
+    if not value:
         return None
     if not re.fullmatch(r"[0-9a-f]{64}", value):
         refuse(f"{RESTORE_ENV}={value!r} is not a weights manifest digest (64 hex digits); unset it")
-    return value
+    return Restore(value, os.environ.get(RESTORE_MODEL_ENV, "") or None)

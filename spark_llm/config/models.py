@@ -8,7 +8,7 @@ per node.
 
 `deployments` gives the stack's models as one list whichever form the stack uses; `check_models` finds what two
 entries cannot share (a name, a port on a node, a container on a node). Each model of several is an engine group of
-its own (spark_llm.config.stack.StackConfig.per_model), led from the stack's head, where the router serves them all.
+its own (spark_llm.config.group.groups), led from the stack's head, where the router serves them all.
 """
 
 from __future__ import annotations

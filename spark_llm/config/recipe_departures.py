@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from spark_llm.config.engine_catalog import load_catalog
 from spark_llm.config.flag_values import is_option
+from spark_llm.config.group import GroupConfig
 from spark_llm.config.recipe import Recipe
-from spark_llm.config.stack import StackConfig
 
 NOT_SET = "not set"
 # A change of these is a warning in preview (another engine, release or model than the one the recipe ran);
@@ -52,7 +52,7 @@ def _shown(flag: str, value: str) -> str:
     return f"{flag} {value}" if value else flag
 
 
-def departures(recipe: Recipe, cfg: StackConfig) -> list[str]:
+def departures(recipe: Recipe, cfg: GroupConfig) -> list[str]:
     """Pure: each place `cfg` departs from `recipe`, one line naming the key and both values; [] when none."""
     lines = []
     for key, stack_value, recipe_value in (

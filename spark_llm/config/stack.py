@@ -33,7 +33,6 @@ from spark_llm.config.model import Model
 from spark_llm.config.models import (
     Deployment,
     ModelDeployment,
-    as_single_form,
     check_models,
     deployments,
     single_form_given,
@@ -106,14 +105,14 @@ class StackConfig(ConfigModel):
         description="The head and its workers",
         json_schema_extra={"example": "[{name: spark-1, role: head, ...}]"},
     )
-    # None only while spark-llm:models stands for them: `parse` returns a config where both are set, so the rest of
-    # the program reads them as the single form's (the ignores say that to mypy).
-    model: Model = Field(  # type: ignore[assignment]
+    # The single form's model and image; None when spark-llm:models lists the models instead. The plan reads each
+    # model's own through `groups()`, never these.
+    model: Model | None = Field(
         None,
         description="The model served: its name in the API, its weights' source, and their directory on every node"
         " (or list it in spark-llm:models)",
     )
-    image: Image = Field(  # type: ignore[assignment]
+    image: Image | None = Field(
         None, description="The engine's container image and how it reaches every node (or in spark-llm:models)"
     )
     engine: Engine = Field(default_factory=Engine)
@@ -220,26 +219,13 @@ class StackConfig(ConfigModel):
 
     def deployments(self) -> list[Deployment]:
         """The stack's models as one list, whichever form the stack file uses (spark_llm.config.models)."""
-        single = (self.model, self.image, self.engine) if self.model is not None else None
+        # The single form: both keys are required there (`_a_model`), so both are set whenever `model` is.
+        single = (self.model, self.image, self.engine) if self.model is not None and self.image is not None else None
         return deployments(self.nodes, self.models, single)
 
     def several(self) -> bool:
         """The stack lists several models (spark-llm:models): one engine group each, behind the router."""
         return bool(self.models) and len(self.models or []) > 1
-
-    def per_model(self) -> list[tuple[Deployment, StackConfig]]:
-        """Each model with a config of its own in the single form (its nodes, model, image and engine): what
-        spark_llm.plan.deployment.build_plan takes. The single form (or a list of one) is itself."""
-        found = self.deployments()
-        if not self.several():
-            return [(found[0], self)]
-        out = []
-        for d in found:
-            nodes = [n for n in self.nodes if n.name in d.nodes]  # the head first among them, as in nodes
-            # A stack's recipe describes one model: its departures are not said of each of several.
-            update = {"nodes": nodes, "model": d.model, "image": d.image, "engine": d.engine, "models": None}
-            out.append((d, self.model_copy(update={**update, "recipe": None})))
-        return out
 
     @property
     def head(self) -> Node:
@@ -321,13 +307,6 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
         raise ConfigError("".join([message, *("\n  " + line for line in extra)])) from None
     if extra:
         raise ConfigError("invalid stack configuration:" + "".join("\n  " + line for line in extra))
-    if cfg.several():
-        # model, image and engine stay unset: each model's own config is cfg.per_model()'s.
-        return cfg
-    if cfg.models:
-        # A list of one deploys exactly as the single form with the same keys.
-        model, image, engine = as_single_form(cfg.models[0])
-        cfg = cfg.model_copy(update={"model": model, "image": image, "engine": engine})
     return cfg
 
 

@@ -31,8 +31,10 @@ from spark_llm.config import ConfigError
 from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke
 from spark_llm.ops.init import command as init
 from spark_llm.ops.preflight import command as preflight
-from spark_llm.ops.pulumi_cli import ModelChoiceError, PulumiCli, PulumiError, StackPlans
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import command as status
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.stack import ModelChoiceError, StackPlan
 from spark_llm.remote import key_files
 
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
@@ -53,11 +55,11 @@ GROUP, MODELS, NODES = "group", "models", "nodes"
 SCOPES = {"status": MODELS, "preflight": NODES, "exec": NODES}
 
 
-def plan_for(command: str, stack: StackPlans, model: str | None) -> object:
-    """What the command's `run` is given: one model's plan, the stack with the models asked, or the nodes' plan."""
+def plan_for(command: str, stack: StackPlan, model: str | None) -> DeploymentPlan | StackPlan:
+    """What the command's `run` is given: one model's plan, the stack with the models asked, or the whole stack."""
     kind = SCOPES.get(command, GROUP)
     if kind == NODES:
-        return stack.nodes
+        return stack
     if kind == MODELS:
         return stack if model is None else stack.only(model)
     return stack.choose(model)
@@ -116,13 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     pulumi = PulumiCli(stack=args.stack, config_file=args.config_file)
     module, _ = COMMANDS[args.command]
-    plan: object = None
+    plan: DeploymentPlan | StackPlan | None = None
     try:
         # A command that brings back an earlier config needs no plan of the current one (it may not even parse).
         if getattr(module, "USES_PLAN", True):
             stack = pulumi.load_stack()
             # Before any ssh: a missing, unreadable or open key is refused here as the program refuses it.
-            key_files.check_keys(stack.nodes.key_files)
+            key_files.check_keys(stack.key_files)
             plan = plan_for(args.command, stack, getattr(args, "model", None))
     except (ConfigError, PulumiError, key_files.KeyFileError, ModelChoiceError) as err:
         sys.stderr.write(f"spark-llm {args.command}: {err}\n")

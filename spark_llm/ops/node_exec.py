@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from spark_llm.ops.pulumi_cli import PulumiCli
-from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote.runner import run_attached
 
 
@@ -28,9 +28,9 @@ def remote_command(args: argparse.Namespace) -> list[str]:
     return args.remote[1:] if args.remote[:1] == ["--"] else list(args.remote)
 
 
-def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
-    names = [n.name for n in plan.nodes]
-    node = next((n for n in plan.nodes if n.name == args.node), None)
+def run(pulumi: PulumiCli, stack: StackPlan, args: argparse.Namespace) -> int:
+    names = list(stack.hosts)
+    node = stack.hosts.get(args.node)
     if node is None:
         sys.stderr.write(
             f"spark-llm exec: no node named {args.node!r} in spark-llm:nodes; the stack's nodes: {', '.join(names)} "
@@ -41,4 +41,4 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
     if not remote:
         sys.stderr.write(f"spark-llm exec: no command given; e.g. `spark-llm exec {node.name} -- docker ps`\n")
         return 2
-    return run_attached(node.ssh, remote)
+    return run_attached(node, remote)

@@ -12,15 +12,15 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from spark_llm.config import NAMESPACE, StackConfig, parse, raw_from_pulumi
+from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
 from spark_llm.ops.left_behind import end_left_behind, process_tree, session_members
-from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, build_plan
-from spark_llm.plan.router import RouterPlan, engine_worker, router_plan
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan
 from spark_llm.plan.scripts import PROJECT_DIR
+from spark_llm.plan.stack import StackPlan, build_stack
 
 TRACEBACK = "Traceback (most recent call last):"
 HELD_LINES = 200
@@ -108,67 +108,6 @@ def config_from_json(doc: dict[str, Any]) -> tuple[dict[str, str], set[str]]:
     prefix = NAMESPACE + ":"
     secrets = {k[len(prefix) :] for k, entry in doc.items() if k.startswith(prefix) and entry.get("secret")}
     return values, secrets
-
-
-@dataclass(frozen=True)
-class StackPlans:
-    """What the operator commands act on: each model's engine group, and the stack's nodes."""
-
-    models: dict[str, DeploymentPlan]
-    """Each model's plan by its name (the API's `model`), in the stack file's order: one for a stack of one model."""
-    nodes: DeploymentPlan
-    """A plan over every node of spark-llm:nodes, for the commands about the nodes (preflight, exec): the stack's
-    own plan for one model; among several, the first model's settings over every node (a model may use fewer)."""
-    several: bool = False
-    """The stack lists several models (its outputs are under `models.<name>`; the first model's plan, which keeps
-    the single form's names, does not say so itself)."""
-    router: RouterPlan | None = None
-    """spark-llm:router in front of the models (None: none)."""
-
-    @classmethod
-    def one(cls, plan: DeploymentPlan) -> StackPlans:
-        """A stack of one model."""
-        return cls({plan.model_name: plan}, plan)
-
-    def only(self, model: str) -> StackPlans:
-        """This stack with the one model `--model` names; raises ModelChoiceError as `choose` does."""
-        return replace(self, models={model: self.choose(model)})
-
-    def choose(self, model: str | None) -> DeploymentPlan:
-        """The plan of the model `--model` names (None: the stack's one model); raises ModelChoiceError."""
-        return choose(self.models, model)
-
-
-class ModelChoiceError(ValueError):
-    """`--model` missing where the stack lists several, or naming no model of the stack: one line, exit 2."""
-
-
-def choose(plans: dict[str, DeploymentPlan], model: str | None) -> DeploymentPlan:
-    """Pure: the plan of the model `--model` names (None: the stack's one model)."""
-    names = ", ".join(plans)
-    if model is None:
-        if len(plans) == 1:
-            return next(iter(plans.values()))
-        raise ModelChoiceError(f"the stack serves {len(plans)} models: name one with --model ({names})")
-    if model in plans:
-        return plans[model]
-    if len(plans) == 1:
-        raise ModelChoiceError(f"--model {model}: the stack serves one model, {names} (--model can be left out)")
-    raise ModelChoiceError(f"--model {model}: the stack serves no model of that name; its models: {names}")
-
-
-def plans_of(cfg: StackConfig) -> StackPlans:
-    """Pure: each model's plan by its name, built as the program builds it (its unit: its key among several)."""
-    template = LAUNCH_TEMPLATE.read_text()
-    per_model = cfg.per_model()
-    models = {model.name: build_plan(one, template, unit=model.key) for model, one in per_model}
-    routed = router_plan(cfg, [engine_worker(plan) for plan in models.values()])
-    if not cfg.several():
-        return replace(StackPlans.one(next(iter(models.values()))), router=routed)
-    first, one = per_model[0]
-    # The nodes' checks read a model's settings too (its image, its weights' size): the first's, named in the title.
-    every = build_plan(one.model_copy(update={"nodes": cfg.nodes}), template, unit=first.key)
-    return StackPlans(models, every, several=True, router=routed)
 
 
 @dataclass(frozen=True)
@@ -280,18 +219,18 @@ class PulumiCli:
     def config_values(self) -> tuple[dict[str, str], set[str]]:
         return config_from_json(json.loads(self.capture("config", "--json", "--show-secrets", config=True)))
 
-    def load_stack(self) -> StackPlans:
-        """The stack's config, parsed and planned as the Pulumi program does (__main__.py); raises ConfigError when
-        invalid."""
+    def load_stack(self) -> StackPlan:
+        """The stack's config, parsed and planned by the Pulumi program's own builder (spark_llm.plan.stack); raises
+        ConfigError when invalid."""
         values, secrets = self.config_values()
-        return plans_of(parse(raw_from_pulumi(values), secrets))
+        return build_stack(parse(raw_from_pulumi(values), secrets), LAUNCH_TEMPLATE.read_text())
 
     def load_plans(self) -> dict[str, DeploymentPlan]:
         """Each model's group by its name (the API's `model`), in the stack file's order; one for a stack of one."""
         return self.load_stack().models
 
     def load_plan(self, model: str | None = None) -> DeploymentPlan:
-        """The plan of the model named (None: the stack's one model); raises ModelChoiceError as `choose` does."""
+        """The plan of the model named (None: the stack's one model); raises ModelChoiceError (spark_llm.plan.stack)."""
         return self.load_stack().choose(model)
 
     def export(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from spark_llm.ops import render
-from spark_llm.ops.pulumi_cli import ModelChoiceError, PulumiCli, PulumiError
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.rollback_weights import RESTORE_ENV, RESTORE_MODEL_ENV, weights_to_restore
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
@@ -48,6 +48,7 @@ from spark_llm.plan.rollback import (
     one_model_stack_file,
     rollback_stack_file,
 )
+from spark_llm.plan.stack import ModelChoiceError
 from spark_llm.remote.history import read_history
 
 USES_PLAN = False

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from spark_llm.config import NAMESPACE, Node, StackConfig
+from spark_llm.config.group import GroupConfig
 from spark_llm.config.image import Image
 from spark_llm.config.model import ModelSource
 from spark_llm.config.supervisor import Supervisor
@@ -39,8 +40,9 @@ CONTAINER_RAY_TOKEN = "/spark-llm/ray-token"
 
 @dataclass(frozen=True)
 class DeploymentPlan:
-    config: StackConfig
-    """The stack config, for the plan's own step builders: what reads the plan takes its fields, never this."""
+    config: GroupConfig
+    """The group's config (the stack's sections beside its model), for the plan's own step builders: what reads the
+    plan takes its fields, never this."""
     image: Image
     """spark-llm:image: the reference, its platform, how it reaches the nodes."""
     nodes: tuple[NodePlan, ...]
@@ -119,6 +121,16 @@ class DeploymentPlan:
     (spark_llm.config.models.Deployment.key): what on a node is this group's alone (its directory, supervisor,
     firewall table) carries it."""
 
+    model_key: str = f"{NAMESPACE}:model"
+    """Where the stack file declares this model: `spark-llm:model` (the single form) or `spark-llm:models[i]`."""
+
+    def key(self, path: str) -> str:
+        """One of this model's keys as its stack file spells it: `engine.port` is `spark-llm:engine.port` in the
+        single form, `spark-llm:models[1].engine.port` in a list; `model.path` is `spark-llm:models[1].path` there."""
+        if self.model_key == f"{NAMESPACE}:model":
+            return f"{NAMESPACE}:{path}"
+        return f"{self.model_key}.{path.removeprefix('model.')}"
+
     def own(self, name: str) -> str:
         """A node-wide name (a container, a table) as this group's own: `name-<unit>` among several models."""
         return name if self.unit is None else f"{name}-{self.unit}"
@@ -154,7 +166,8 @@ __all__ = ["LAUNCH_TEMPLATE", "RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "b
 
 def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
     """Every node's ssh key file by node name, with the config key that names it: the one place a key path is
-    resolved (the program reads them, the CLI checks their modes, ssh uses them)."""
+    resolved (the program reads them, the CLI checks their modes, ssh uses them). The stack's, once for every
+    group."""
     out = {}
     for i, node in enumerate(cfg.nodes):
         if node.key_path:
@@ -188,13 +201,13 @@ def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
     return hosts
 
 
-def fabric_key_path(cfg: StackConfig) -> str:
+def fabric_key_path(cfg: GroupConfig) -> str:
     """The head's key for the fabric hops (spark-llm:network.fabricKeyPath), as the head's own ssh reads it: a path
     on the head, used as written (not expanded here: this machine's home is not the head's)."""
     return cfg.network.fabric_key_path
 
 
-def api_config_path(cfg: StackConfig, unit: str | None = None) -> str | None:
+def api_config_path(cfg: GroupConfig, unit: str | None = None) -> str | None:
     """Where the head keeps the API key file, beside its launch script; None when the stack has no key."""
     return f"{remote_dir(cfg.head.user, unit)}/{API_CONFIG_NAME}" if cfg.api_key else None
 
@@ -215,11 +228,11 @@ def api_address_on_head(listen: str) -> str:
     return _url_host(listen)
 
 
-def endpoint(cfg: StackConfig) -> str:
+def endpoint(cfg: GroupConfig) -> str:
     """The API's URL: the router's with spark-llm:router (spark_llm.plan.router); else at the head's host (as this
     machine reaches it) when it listens on every address, else at the one address it listens on (a loopback one
     answers on the head only: through an ssh tunnel from here)."""
-    routed = router_endpoint(cfg)
+    routed = router_endpoint(cfg.stack)
     if routed is not None:
         return routed
     listen = ipaddress.ip_address(cfg.engine.host)
@@ -227,7 +240,7 @@ def endpoint(cfg: StackConfig) -> str:
     return f"http://{_url_host(host)}:{cfg.engine.port}"
 
 
-def topology(cfg: StackConfig, unit: str | None = None) -> Topology:
+def topology(cfg: GroupConfig, unit: str | None = None) -> Topology:
     """The group as the engine profiles see it: ranks (head first), ports, model, fabric declaration."""
     ordered = [cfg.head, *cfg.workers]
     return Topology(
@@ -246,12 +259,12 @@ def topology(cfg: StackConfig, unit: str | None = None) -> Topology:
     )
 
 
-def ray_auth(cfg: StackConfig) -> bool:
+def ray_auth(cfg: GroupConfig) -> bool:
     """Whether the group runs Ray, and so Ray's token authentication (every Ray port answers only the token)."""
     return cfg.engine.executor == "ray"
 
 
-def node_launches(cfg: StackConfig, unit: str | None = None) -> dict[str, NodeLaunch]:
+def node_launches(cfg: GroupConfig, unit: str | None = None) -> dict[str, NodeLaunch]:
     """Each node's container command and environment, from the engine profile."""
     profile = profile_for(cfg.engine.kind, cfg.engine.executor)
     topo = topology(cfg, unit)
@@ -262,12 +275,12 @@ def _bash_assoc(mapping: dict[str, str | int]) -> str:
     return "(" + " ".join(f"[{shlex.quote(k)}]={shlex.quote(str(v))}" for k, v in mapping.items()) + ")"
 
 
-def render_env_file(cfg: StackConfig) -> str:
+def render_env_file(cfg: GroupConfig) -> str:
     """The engine's environment, one KEY=value a line (docker --env-file format: no quoting)."""
     return "".join(f"{k}={v}\n" for k, v in sorted(cfg.engine.env.items()))
 
 
-def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
+def group_revision(cfg: GroupConfig, template: str, env_file: str) -> str:
     """Digest of what the whole group must restart for: script template, env, image, weights, engine, topology.
 
     It hashes the template and the config, not the rendered script, so the script can carry it (as the
@@ -294,7 +307,7 @@ def group_revision(cfg: StackConfig, template: str, env_file: str) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def render_launch_script(cfg: StackConfig, template: str, nodes: tuple[NodePlan, ...], revision: str) -> str:
+def render_launch_script(cfg: GroupConfig, template: str, nodes: tuple[NodePlan, ...], revision: str) -> str:
     values = {
         "CONTAINER": shlex.quote(cfg.engine.container_name),
         "ENV_FILE": shlex.quote(CONTAINER_ENV_FILE),
@@ -326,15 +339,20 @@ def engine_flags(launches: dict[str, NodeLaunch]) -> tuple[str, ...]:
 
 
 def build_plan(
-    cfg: StackConfig, template: str, restore_weights: str | None = None, unit: str | None = None
+    group: GroupConfig,
+    template: str,
+    restore_weights: str | None = None,
+    hosts: dict[str, SshHost] | None = None,
 ) -> DeploymentPlan:
-    """`cfg`: one model's config (spark_llm.config.stack.StackConfig.per_model); `unit`: that model's key when the
-    stack lists several (its files on the nodes, its supervisor and firewall table apart from the others')."""
-    cfg = engine_behind_router(cfg)  # with a router, the engine's API on the head's fabric address only
-    hosts = ssh_hosts(cfg)
+    """One model's group plan (`group`: spark_llm.config.stack.StackConfig.groups; its unit, the model's key among
+    several, keeps its files on the nodes, its supervisor and firewall table apart from the others'). `hosts`: every
+    node as ssh reaches it, resolved once for the stack (spark_llm.plan.stack); built here when not given."""
+    unit = group.unit
+    cfg = engine_behind_router(group)  # with a router, the engine's API on the head's fabric address only
+    hosts = hosts if hosts is not None else ssh_hosts(group.stack)
     launches = node_launches(cfg, unit)
     ordered = [cfg.head, *cfg.workers]
-    index = {n.name: i for i, n in enumerate(cfg.nodes)}  # the stack file's order (rank order puts the head first)
+    index = {n.name: i for i, n in enumerate(group.stack.nodes)}  # the stack file's (rank order: the head first)
     nodes = tuple(
         NodePlan(
             name=n.name,
@@ -372,7 +390,7 @@ def build_plan(
         stall_seconds=cfg.timeouts.stall_seconds,
         on_failure=cfg.rollout.on_failure,
         supervisor=cfg.supervisor if cfg.supervisor.enabled else None,
-        key_files=key_files(cfg),
+        key_files={n.name: key_files(group.stack)[n.name] for n in cfg.nodes},
         api_host=cfg.engine.host,
         dist_port=cfg.engine.dist_port,
         fabric_interfaces=tuple(cfg.network.fabric_interfaces),
@@ -393,4 +411,5 @@ def build_plan(
         rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
         router_port=cfg.router.port if cfg.router is not None else None,
         unit=unit,
+        model_key=group.deployment.config_key,
     )

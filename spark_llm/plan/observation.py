@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -125,3 +126,31 @@ def parse_probe(node: str, output: str, run: str = "") -> NodeObservation:
         elif section and value:
             facts[section] = value.strip()
     return NodeObservation(node=node, engine=engine, image=image, tokens=tokens, facts=facts, run=run)
+
+
+# The line that opens one group's sections in a node's one probe (`observe_stack`): never a section of a probe.
+GROUP_MARK = "@spark-llm-group"
+
+
+def stack_probe(groups: Sequence[tuple[DeploymentPlan, str]], node: NodePlan) -> str:
+    """Pure: one script for `node` that runs every group's probe (with its `extra`), each in a subshell of its own
+    after a line naming the group by its index: one ssh session reads every group on the node."""
+    parts = []
+    for index, (plan, extra) in enumerate(groups):
+        member = next((n for n in plan.nodes if n.name == node.name), None)
+        if member is not None:
+            parts.append(f"printf '{GROUP_MARK}\\t%s\\n' {index}\n(\n{probe_script(plan, member, extra)}\n)\n")
+    return "".join(parts)
+
+
+def split_probe(output: str) -> dict[int, str]:
+    """Pure: a stack probe's output -> each group's own lines, by the group's index."""
+    found: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines():
+        section, _, value = line.partition("\t")
+        if section == GROUP_MARK:
+            current = found.setdefault(int(value), [])
+        elif current is not None:
+            current.append(line)
+    return {index: "\n".join(lines) + "\n" for index, lines in found.items()}

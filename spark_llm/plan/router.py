@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from spark_llm.config import NAMESPACE, StackConfig
+from spark_llm.config.group import GroupConfig
 from spark_llm.group.records import RouterSpec
 from spark_llm.group.router import LABEL_RESTORED
 from spark_llm.plan.nodes import remote_dir
@@ -152,13 +153,12 @@ def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def engine_behind_router(cfg: StackConfig) -> StackConfig:
+def engine_behind_router(cfg: GroupConfig) -> GroupConfig:
     """With a router, the engine's API listens on the head's fabric address (the router reaches it there, the
     operator's side does not), unless spark-llm:engine.host was set: then as the user said."""
     if cfg.router is None or "host" in cfg.engine.model_fields_set:
         return cfg
-    engine = cfg.engine.model_copy(update={"host": cfg.head.fabric_address})
-    return cfg.model_copy(update={"engine": engine})
+    return cfg.with_engine(cfg.engine.model_copy(update={"host": cfg.head.fabric_address}))
 
 
 def router_endpoint(cfg: StackConfig) -> str | None:

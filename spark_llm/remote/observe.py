@@ -14,36 +14,58 @@ run within a minute (spark_llm.remote.ssh.control_dir).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.observation import NodeObservation, parse_probe, probe_script
+from spark_llm.plan.observation import NodeObservation, parse_probe, split_probe, stack_probe
 from spark_llm.remote.runner import run as run_node
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import HostKeyMismatchError, RemoteError
 
 
-def _observe_node(plan: DeploymentPlan, node: NodePlan, extra: str, run: str) -> NodeObservation:
+def _observe_node(
+    groups: Sequence[tuple[DeploymentPlan, Callable[[NodePlan], str]]], node: NodePlan, run: str
+) -> dict[int, NodeObservation]:
+    """Every group's observation of `node`, read in one ssh session, by the group's index."""
+    scripts = [(plan, extra(node) if any(n.name == node.name for n in plan.nodes) else "") for plan, extra in groups]
+    on_node = [i for i, (plan, _) in enumerate(groups) if any(n.name == node.name for n in plan.nodes)]
     try:
-        out = run_script(node.ssh, probe_script(plan, node, extra), timeout=60)
+        out = run_script(node.ssh, stack_probe(scripts, node), timeout=60)
     except RemoteError as err:
         refused = err.node if isinstance(err, HostKeyMismatchError) else None
-        return NodeObservation(node=node.name, error=err.one_line(), host_key_refused=refused, run=run)
-    return parse_probe(node.name, out, run)
+        failed = NodeObservation(node=node.name, error=err.one_line(), host_key_refused=refused, run=run)
+        return {i: failed for i in on_node}
+    parts = split_probe(out)
+    return {i: parse_probe(node.name, parts.get(i, ""), run) for i in on_node}
+
+
+def observe_stack(
+    groups: Sequence[tuple[DeploymentPlan, Callable[[NodePlan], str]]],
+) -> list[dict[str, NodeObservation]]:
+    """Every group's observation of each of its nodes, each node read once (one ssh session for every group on it),
+    in parallel once the head's ssh connection is up (workers ride on it: a worker's jump through the head is not a
+    second connection to the head). `groups`: each group's plan and its `extra(node)`, more read-only probe bash
+    for that node (see `probe_script`). Returned in the groups' order."""
+    run = secrets.token_hex(8)
+    nodes: dict[str, NodePlan] = {}
+    for plan, _ in groups:
+        for member in plan.nodes:
+            nodes.setdefault(member.name, member)
+    head = groups[0][0].head
+    if len(nodes) > 1:
+        # The head's master connection first (a no-op; a failure here shows again in the head's probe), so that
+        # the workers' jumps find it instead of each opening a connection of their own.
+        run_node(head.ssh, "true\n", timeout=60, multiplex=True)
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        seen = list(pool.map(lambda n: _observe_node(groups, n, run), nodes.values()))
+    out: list[dict[str, NodeObservation]] = [{} for _ in groups]
+    for by_group in seen:
+        for index, observation in by_group.items():
+            out[index][observation.node] = observation
+    return out
 
 
 def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
-    """Every node's observation, read in parallel once the head's ssh connection is up (workers ride on it: a
-    worker's jump through the head is not a second connection to the head).
-
-    `extra(node)`: more read-only probe bash for that node (see `probe_script`).
-    """
-    run = secrets.token_hex(8)
-    if plan.workers:
-        # The head's master connection first (a no-op; a failure here shows again in the head's probe), so that
-        # the workers' jumps find it instead of each opening a connection of their own.
-        run_node(plan.head.ssh, "true\n", timeout=60, multiplex=True)
-    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
-        seen = list(pool.map(lambda n: _observe_node(plan, n, extra(n), run), plan.nodes))
-    return {o.node: o for o in seen}
+    """One group's observation of every node (`observe_stack` of that group alone)."""
+    return observe_stack([(plan, extra)])[0]

@@ -97,7 +97,7 @@ def register(monkeypatch, raw: dict, secrets: tuple[str, ...] = (), observations
     `observations` stands for what spark_llm.remote.observe would have read on the nodes (None: not observed, as
     components.bootstrap does under mocks); the nodes themselves are never reached.
     """
-    monkeypatch.setattr(stack, "observe_nodes", lambda plan, extra: observations)
+    monkeypatch.setattr(stack, "observe_nodes", lambda plan, extras: [observations for _ in extras])
     home = Path(tempfile.mkdtemp(prefix="spark-llm-graph-"))
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text(FAKE_PRIVATE_KEY)

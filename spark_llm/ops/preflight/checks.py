@@ -169,7 +169,7 @@ def check_disk(node: str, plan: DeploymentPlan, section: Section | None, limits:
             "disk",
             FAIL,
             detail,
-            f"free {gb(need - free)} on {mount}, or set spark-llm:model.path to a larger file system",
+            f"free {gb(need - free)} on {mount}, or set {plan.key('model.path')} to a larger file system",
         )
     return Check(node, "disk", PASS, detail)
 
@@ -200,8 +200,9 @@ def check_image(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Sectio
             node.name,
             "image",
             FAIL,
-            f"{node.name} runs {platform}, spark-llm:image.platform is {image.platform}",
-            "deploy to nodes of the image's platform, or set spark-llm:image.platform (a DGX Spark is linux/arm64)",
+            f"{node.name} runs {platform}, {plan.key('image.platform')} is {image.platform}",
+            f"deploy to nodes of the image's platform, or set {plan.key('image.platform')}"
+            " (a DGX Spark is linux/arm64)",
         )
     section = sections.get("image")
     if section is not None and section.ok:
@@ -225,7 +226,9 @@ def check_image(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Sectio
     absent = f"{image.ref} is not on {node.name}"
     load = f"`docker load -i IMAGE.tar` or `docker pull --platform {image.platform} {image.ref}`"
     if image.mode == "present":
-        return Check(node.name, "image", FAIL, absent, f"put it there ({load}), or set spark-llm:image.mode transfer")
+        return Check(
+            node.name, "image", FAIL, absent, f"put it there ({load}), or set {plan.key('image.mode')} transfer"
+        )
     if image.mode == "pull":
         return Check(node.name, "image", WARN, absent + "; `pulumi up` pulls it")
     if node.role == "head" and image.source == "head":
@@ -233,8 +236,8 @@ def check_image(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Sectio
             node.name,
             "image",
             FAIL,
-            absent + "; spark-llm:image.source head sends the head's image to the workers",
-            f"put it on the head ({load}), or set spark-llm:image.source operator",
+            absent + f"; {plan.key('image.source')} head sends the head's image to the workers",
+            f"put it on the head ({load}), or set {plan.key('image.source')} operator",
         )
     source = "this machine" if node.role == "head" else "the head, over the fabric"
     return Check(node.name, "image", WARN, absent + f"; `pulumi up` transfers it from {source}")
@@ -250,7 +253,7 @@ def check_flags(plan: DeploymentPlan, node: str, section: Section | None) -> Che
             "engine flags",
             FAIL,
             f"`{command}` failed in {plan.image.ref} (exit {section.rc}): {section.first_line}",
-            "check the image and spark-llm:engine.kind",
+            f"check the image and {plan.key('engine.kind')}",
         )
     listed = help_flags(section.body)
     unknown = unknown_flags(list(plan.engine_flags), listed)
@@ -260,6 +263,7 @@ def check_flags(plan: DeploymentPlan, node: str, section: Section | None) -> Che
             "engine flags",
             FAIL,
             f"the image's engine does not list {', '.join(unknown)} (`{command}`)",
-            "remove them from spark-llm:engine.flags (another engine's flags?), or use an image whose engine has them",
+            f"remove them from {plan.key('engine.flags')} (another engine's flags?),"
+            " or use an image whose engine has them",
         )
     return Check(node, "engine flags", PASS, f"all {len(plan.engine_flags)} flags the config uses are in `{command}`")

@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from rich.table import Table
 
@@ -40,12 +40,13 @@ from spark_llm.ops.preflight.checks import (
     check_ssh,
 )
 from spark_llm.ops.preflight.network import check_fabric, check_interfaces, check_ports
-from spark_llm.ops.preflight.script import GB, node_script
+from spark_llm.ops.preflight.script import GB, group_sections, node_script
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN
 from spark_llm.ops.sections import Section, parse_sections
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.node_commands import SELECTED, StackRef
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote.runner import NodeRun, failure_of, presented_host_key
 from spark_llm.remote.runner import run as run_on
 
@@ -71,41 +72,71 @@ def model_size(plan: DeploymentPlan, override_gb: float | None, head: dict[str, 
 
 
 def judge(
-    plan: DeploymentPlan,
+    stack: StackPlan,
     runs: dict[str, NodeRun | None],
     presented: dict[str, str | None],
-    limits: Limits,
+    limits: dict[str, Limits],
     *,
     check_flags_too: bool = False,
-    stack: StackRef = SELECTED,
+    ref: StackRef = SELECTED,
 ) -> list[Check]:
-    """Every check of every node from what the nodes printed; `runs[n]` None: not tried (its jump host failed)."""
+    """Every check of every node from what the nodes printed; `runs[n]` None: not tried (its jump host failed).
+    The node's own checks once; each model's (its disk, memory, ports, image, flags) on each of its nodes, named
+    with the model when the stack has several. `limits`: each model's, by its name."""
     facts = {name: parse_sections(run.stdout) if run and not run.ssh_failed else {} for name, run in runs.items()}
-    head = facts.get(plan.head.name, {})
-    head_image = head.get("image")
-    head_image_id = head_image.first_line.partition(" ")[0] if head_image is not None and head_image.ok else None
+    nodes = stack.nodes
+    head_node = nodes[0]
     checks: list[Check] = []
-    for node in plan.nodes:
+    for node in nodes:
         run = runs.get(node.name)
         own = facts.get(node.name, {})
-        checks.append(check_ssh(node, run, presented.get(node.name), stack))
-        fabric = check_fabric(plan, node, head, own) if node.role == "worker" else None
+        checks.append(check_ssh(node, run, presented.get(node.name), ref))
+        fabric = check_fabric(stack.first, node, facts.get(head_node.name, {}), own) if node.role == "worker" else None
         if run is None or run.ssh_failed:
             if fabric is not None and fabric.status != SKIP:
                 checks.append(fabric)
             checks.append(Check(node.name, "other checks", SKIP, "not run: no ssh session"))
             continue
-        checks.append(check_clock(node.name, run, limits.max_clock_skew))
-        checks.append(check_docker(node.name, own.get("docker"), stack, node.ssh.user))
+        checks.append(check_clock(node.name, run, limits[stack.first.model_name].max_clock_skew))
+        checks.append(check_docker(node.name, own.get("docker"), ref, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
-        checks.append(check_disk(node.name, plan, own.get("disk"), limits))
-        checks.append(check_memory(plan, node, own, limits))
-        checks.append(check_interfaces(plan, node.name, node.fabric_address, own, stack))
-        checks.append(fabric if fabric is not None else check_ports(plan, node.name, own, stack))
-        checks.append(check_image(plan, node, own, head_image_id))
-        if node.role == "head" and check_flags_too:
-            checks.append(check_flags(plan, node.name, own.get("flags")))
+        checks.append(check_interfaces(stack.first, node.name, node.fabric_address, own, ref))
+        if fabric is not None:
+            checks.append(fabric)
+        for plan in stack.groups:
+            if node.name in {n.name for n in plan.nodes}:
+                checks += _group_checks(stack, plan, node, facts, limits[plan.model_name], check_flags_too, ref)
     return checks
+
+
+def _group_checks(
+    stack: StackPlan,
+    plan: DeploymentPlan,
+    node: NodePlan,
+    facts: dict[str, dict[str, Section]],
+    limits: Limits,
+    check_flags_too: bool,
+    ref: StackRef,
+) -> list[Check]:
+    """One model's checks on one of its nodes, read from that model's sections (named with it among several)."""
+    own = group_sections(facts.get(node.name, {}), plan)
+    head = group_sections(facts.get(plan.head.name, {}), plan)
+    head_image = head.get("image")
+    head_image_id = head_image.first_line.partition(" ")[0] if head_image is not None and head_image.ok else None
+    node_plan = next(n for n in plan.nodes if n.name == node.name)
+    checks = [
+        check_disk(node.name, plan, own.get("disk"), limits),
+        check_memory(plan, node_plan, own, limits),
+    ]
+    if node.role == "head":
+        # The router's port once, with the first model's ports.
+        checks.append(check_ports(plan, node.name, own, ref, with_router=plan is stack.first))
+    checks.append(check_image(plan, node_plan, own, head_image_id))
+    if node.role == "head" and check_flags_too:
+        checks.append(check_flags(plan, node.name, own.get("flags")))
+    if not stack.several:
+        return checks
+    return [replace(c, check=f"{c.check} ({plan.model_name})") for c in checks]
 
 
 def summary(checks: Sequence[Check]) -> dict[str, int]:
@@ -140,9 +171,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bandwidth-port", type=int, default=5201, help="TCP port of the test server (5201)")
 
 
-def probe(plan: DeploymentPlan, node: NodePlan, args: argparse.Namespace) -> tuple[NodeRun, str | None]:
-    """Run the node's script; on a host key mismatch, also read the key the node presents now."""
-    script = node_script(plan, node, check_flags=args.check_flags)
+def probe(stack: StackPlan, node: NodePlan, args: argparse.Namespace) -> tuple[NodeRun, str | None]:
+    """Run the node's one script (every group's checks on it); on a host key mismatch, also read the key the node
+    presents now."""
+    script = node_script(stack, node, check_flags=args.check_flags)
     run = run_on(node.ssh, script, timeout=args.timeout, clock=True)
     presented = None
     if run.ssh_failed and failure_of(run).kind == "host key mismatch":
@@ -151,50 +183,55 @@ def probe(plan: DeploymentPlan, node: NodePlan, args: argparse.Namespace) -> tup
 
 
 def collect(
-    plan: DeploymentPlan, args: argparse.Namespace, update: Callable[[str], None] | None = None
+    stack: StackPlan, args: argparse.Namespace, update: Callable[[str], None] | None = None
 ) -> tuple[dict[str, NodeRun | None], dict[str, str | None]]:
-    """Every node's run, in parallel; a worker whose jump host failed ssh is not tried (None)."""
+    """Every node's run (one ssh session a node), in parallel; a worker whose jump host failed ssh is not tried
+    (None)."""
     runs: dict[str, NodeRun | None] = {}
     presented: dict[str, str | None] = {}
-    pending = {n.name for n in plan.nodes}
-    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
-        futures = {pool.submit(probe, plan, node, args): node for node in plan.nodes}
+    nodes = stack.nodes
+    pending = {n.name for n in nodes}
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = {pool.submit(probe, stack, node, args): node for node in nodes}
         for future in as_completed(futures):
             node = futures[future]
             runs[node.name], presented[node.name] = future.result()
             pending.discard(node.name)
             if update is not None:
-                update(
-                    f"preflight: {len(runs)}/{len(plan.nodes)} nodes checked; waiting for {', '.join(sorted(pending))}"
-                )
-    for node in plan.nodes:
+                update(f"preflight: {len(runs)}/{len(nodes)} nodes checked; waiting for {', '.join(sorted(pending))}")
+    for node in nodes:
         via = node.ssh.via
         if via is not None and (jump := runs.get(via.name)) is not None and jump.ssh_failed:
             runs[node.name] = None
     return runs, presented
 
 
-def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> int:
+def run(pulumi: PulumiCli, stack: StackPlan, args: argparse.Namespace) -> int:
     start = time.monotonic()
-    with render.progress(f"preflight: checking {len(plan.nodes)} nodes", enabled=not args.json) as update:
-        runs, presented = collect(plan, args, update)
-    head_run = runs.get(plan.head.name)
+    nodes = stack.nodes
+    with render.progress(f"preflight: checking {len(nodes)} nodes", enabled=not args.json) as update:
+        runs, presented = collect(stack, args, update)
+    head_run = runs.get(nodes[0].name)
     head = parse_sections(head_run.stdout) if head_run is not None and not head_run.ssh_failed else {}
-    size, size_from = model_size(plan, args.model_size_gb, head)
-    limits = Limits(
-        model_size=size,
-        model_size_from=size_from,
-        disk_margin=int(args.disk_margin_gb * GB),
-        max_clock_skew=args.max_clock_skew,
-    )
-    stack = StackRef(pulumi.stack, pulumi.config_file)
-    checks = judge(plan, runs, presented, limits, check_flags_too=args.check_flags, stack=stack)
+    sizes = {plan.model_name: model_size(plan, args.model_size_gb, group_sections(head, plan)) for plan in stack.groups}
+    limits = {
+        name: Limits(
+            model_size=size,
+            model_size_from=size_from,
+            disk_margin=int(args.disk_margin_gb * GB),
+            max_clock_skew=args.max_clock_skew,
+        )
+        for name, (size, size_from) in sizes.items()
+    }
+    ref = StackRef(pulumi.stack, pulumi.config_file)
+    checks = judge(stack, runs, presented, limits, check_flags_too=args.check_flags, ref=ref)
     if args.bandwidth:
         with render.progress("preflight: measuring the fabric", enabled=not args.json) as update:
-            checks += bandwidth_run.measure(plan, args.bandwidth_port, args.bandwidth_seconds, update)
+            checks += bandwidth_run.measure(stack.first, args.bandwidth_port, args.bandwidth_seconds, update)
     wall = time.monotonic() - start
     counts = summary(checks)
     ok = counts[FAIL] == 0
+    size, size_from = sizes[stack.first.model_name]
     if args.json:
         render.emit_json(
             {
@@ -203,13 +240,19 @@ def run(pulumi: PulumiCli, plan: DeploymentPlan, args: argparse.Namespace) -> in
                 "seconds": round(wall, 2),
                 "model_size_bytes": size,
                 "model_size_from": size_from,
+                **(
+                    {"models": {name: {"size_bytes": b, "size_from": f} for name, (b, f) in sizes.items()}}
+                    if stack.several
+                    else {}
+                ),
                 "counts": counts,
                 "checks": [asdict(c) for c in checks],
             }
         )
     else:
         out = render.console()
-        out.print(checks_table(checks, f"preflight: {len(plan.nodes)} nodes, model {plan.model_name}"))
+        models = f"model {stack.first.model_name}" if not stack.several else f"models {', '.join(stack.models)}"
+        out.print(checks_table(checks, f"preflight: {len(nodes)} nodes, {models}"))
         words = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         verdict = "ready for `pulumi up`" if ok else "fix the failed checks before `pulumi up`"
         out.print(f"{words} in {wall:.1f} s: {verdict}")

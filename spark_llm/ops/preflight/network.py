@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from spark_llm.config import NAMESPACE
 from spark_llm.ops.preflight.checks import Check
 from spark_llm.ops.preflight.script import (
     engine_running,
@@ -128,7 +129,16 @@ def _api_address_missing(plan: DeploymentPlan, node: str, sections: dict[str, Se
     )
 
 
-def check_ports(plan: DeploymentPlan, node: str, sections: dict[str, Section], stack: StackRef = SELECTED) -> Check:
+def check_ports(
+    plan: DeploymentPlan,
+    node: str,
+    sections: dict[str, Section],
+    stack: StackRef = SELECTED,
+    *,
+    with_router: bool = True,
+) -> Check:
+    """The group's API and rendezvous ports on the head (and the router's, `with_router`): free, or held by ours.
+    Each port is named by its key as the stack file spells it (`engine.port`, `models[1].engine.port`)."""
     missing = _api_address_missing(plan, node, sections)
     if missing is not None:
         return missing
@@ -140,26 +150,36 @@ def check_ports(plan: DeploymentPlan, node: str, sections: dict[str, Section], s
     free: list[str] = []
     busy: list[str] = []
     held: dict[str, list[str]] = {}  # whose -> its ports
-    ports = [("engine.port", plan.port, ours, f"our engine {plan.container}")]
-    ports.append(("engine.distPort", plan.dist_port, ours, f"our engine {plan.container}"))
-    if plan.router_port is not None:
-        ports.append(("router.port", plan.router_port, router_running(sections), f"our router {ROUTER_CONTAINER}"))
-    for key, port, running, whose in ports:
+    engine = plan.key("engine")
+    ports = [
+        (_short(plan.key("engine.port")), plan.port, ours, f"our engine {plan.container}", engine),
+        (_short(plan.key("engine.distPort")), plan.dist_port, ours, f"our engine {plan.container}", engine),
+    ]
+    if plan.router_port is not None and with_router:
+        router = (_short(f"{NAMESPACE}:router.port"), plan.router_port, router_running(sections))
+        ports.append((*router, f"our router {ROUTER_CONTAINER}", f"{NAMESPACE}:router"))
+    owners: list[str] = []
+    for key, port, running, whose, owner in ports:
         if port not in listening:
             free.append(f"{port} ({key}) free")
         elif running:
             held.setdefault(whose, []).append(f"{port} ({key})")
         else:
             busy.append(f"{port} ({key})")
+            owners.append(owner)
     if busy:
-        section_key = "router" if all("router" in b for b in busy) else "engine"
         return Check(
             node,
             "ports",
             FAIL,
             f"in use by something other than our engine: {', '.join(busy)}",
             f"stop what listens there (`{stack.exec_on(node, ['sudo', 'ss', '-ltnp'])}` names it), "
-            f"or choose other spark-llm:{section_key} ports",
+            f"or choose other {' and '.join(dict.fromkeys(owners))} ports",
         )
     detail = "; ".join([*free, *(f"{', '.join(taken)} held by {whose}" for whose, taken in held.items())])
     return Check(node, "ports", PASS, detail)
+
+
+def _short(key: str) -> str:
+    """A key without the namespace, as a port's note names it (`engine.port`, `models[1].engine.port`)."""
+    return key.removeprefix(f"{NAMESPACE}:")

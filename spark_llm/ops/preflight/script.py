@@ -16,6 +16,7 @@ from spark_llm.plan import memory
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, parse_probe
 from spark_llm.plan.router import CONTAINER as ROUTER_CONTAINER
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote.runner import quote
 
 # Written on every sim node by `sim up` (sim/nodes.py): a node without a GPU on purpose.
@@ -58,38 +59,73 @@ def engine_help_command(plan: DeploymentPlan) -> list[str]:
     return ENGINE_HELP[plan.engine]
 
 
-def node_script(plan: DeploymentPlan, node: NodePlan, *, check_flags: bool) -> str:
-    """The read-only script run on `node`: one `capture` section per fact."""
-    payload = plan.fabric_mtu - PING_OVERHEAD
+# The sections one model's group has of its own on a node (its weights' disk and memory, its engine container, its
+# image, its weights' source and its flags); the others are the node's, once for every group.
+GROUP_SECTIONS = ("disk", "memory", "engine", "image", "source", "flags")
+
+
+IMAGE_FORMAT = "{{.Id}} {{.Os}}/{{.Architecture}}"
+
+
+def group_suffix(plan: DeploymentPlan) -> str:
+    """What a group's own section names end with: nothing for the stack's first model, `@<its key>` for another."""
+    return "" if plan.unit is None else f"@{plan.unit}"
+
+
+def group_sections(sections: dict[str, Section], plan: DeploymentPlan) -> dict[str, Section]:
+    """A node's sections as one group's checks read them: the node's own, and that group's under their plain names."""
+    suffix = group_suffix(plan)
+    node = {k: v for k, v in sections.items() if k.partition("@")[0] not in GROUP_SECTIONS}
+    own = {
+        k.removesuffix(suffix): v
+        for k, v in sections.items()
+        if k.partition("@")[0] in GROUP_SECTIONS and ("@" in k) == bool(suffix) and k.endswith(suffix)
+    }
+    return {**node, **own}
+
+
+def node_script(stack: StackPlan, node: NodePlan, *, check_flags: bool) -> str:
+    """The read-only script run on `node`: one `capture` section per fact, the node's once and each group's on it
+    under its own names (`group_suffix`). The network's settings are the stack's (any group's plan holds them)."""
+    first = stack.first
+    payload = first.fabric_mtu - PING_OVERHEAD
     lines = [
         SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS + memory.PROBE_FUNCTION,
-        f"MODEL_PATH={quote(plan.model_path)}",
-        f"IMAGE_REF={quote(plan.image.ref)}",
-        f"CONTAINER={quote(plan.container)}",
         "capture docker docker info --format '{{.ServerVersion}} {{.OSType}}/{{.Architecture}}'",
         "capture gpu gpu",
-        "capture disk disk",
-        # The memory admission's own reading (spark_llm.plan.memory): meminfo, the weights' size, GPU processes.
-        f"capture memory memory_probe {quote(plan.model_path)}",
         "capture links ip -o link",
         "capture addrs ip -o addr",
-        'capture engine engine_state "$CONTAINER"',
-        "capture image docker image inspect --format '{{.Id}} {{.Os}}/{{.Architecture}}' \"$IMAGE_REF\"",
     ]
     if node.role == "head":
         lines.append("capture ports ss -Hltn")
-        if plan.router_port is not None:
+        if stack.router is not None:
             lines.append(f"capture router docker inspect -f '{{{{.State.Status}}}}' {ROUTER_CONTAINER}")
-        for worker in plan.workers:
+        for worker in stack.nodes[1:]:
             lines.append(f"capture fabric:{worker.name} ping_mtu {quote(worker.fabric_address)} {payload}")
+    else:
+        lines.append(f"capture fabric:{first.head.name} ping_mtu {quote(first.head.fabric_address)} {payload}")
+    for plan in stack.groups:
+        if node.name not in {n.name for n in plan.nodes}:
+            continue
+        suffix = group_suffix(plan)
+        lines += [
+            f"MODEL_PATH={quote(plan.model_path)}",
+            f"IMAGE_REF={quote(plan.image.ref)}",
+            f"CONTAINER={quote(plan.container)}",
+            f"capture disk{suffix} disk",
+            # The memory admission's own reading (spark_llm.plan.memory): meminfo, the weights' size, GPU processes.
+            f"capture memory{suffix} memory_probe {quote(plan.model_path)}",
+            f'capture engine{suffix} engine_state "$CONTAINER"',
+            f'capture image{suffix} docker image inspect --format {quote(IMAGE_FORMAT)} "$IMAGE_REF"',
+        ]
+        if node.role != "head":
+            continue
         source = plan.model_source
         if source is not None and source.kind == "head" and source.path:
-            lines.append(f"capture source source_size {quote(source.path)}")
+            lines.append(f"capture source{suffix} source_size {quote(source.path)}")
         if check_flags:
             command = " ".join(quote(word) for word in engine_help_command(plan))
-            lines.append(f'capture flags timeout 300 docker run --rm --network none "$IMAGE_REF" {command}')
-    else:
-        lines.append(f"capture fabric:{plan.head.name} ping_mtu {quote(plan.head.fabric_address)} {payload}")
+            lines.append(f'capture flags{suffix} timeout 300 docker run --rm --network none "$IMAGE_REF" {command}')
     return "\n".join(lines) + "\n"
 
 

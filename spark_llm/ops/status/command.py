@@ -27,7 +27,7 @@ from spark_llm.group.order import restart_steps
 from spark_llm.group.verdict import RESTART, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
-from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError, StackPlans
+from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import router, several
 from spark_llm.ops.status.canary import check_canary
 from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
@@ -35,6 +35,7 @@ from spark_llm.ops.status.report import ModelReport
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.host_record import changes_warning, host_changes
+from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.start.timeline import failed_start_warning
 
 
@@ -154,11 +155,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlans, args: argparse.Namespace) -> int:
+def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Namespace) -> int:
     """`plans`: the stack with the models asked (spark_llm.ops.cli), or a stack's one plan; a stack of one model
     prints as it always has, a stack of several a row per model, then one block each (spark_llm.ops.status.several).
     """
-    stack = StackPlans.one(plans) if isinstance(plans, DeploymentPlan) else plans
+    stack = StackPlan.one(plans) if isinstance(plans, DeploymentPlan) else plans
     outputs = stack_outputs(pulumi)
     gateway = router_status(stack, args)
     if not stack.several:
@@ -178,7 +179,7 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlans, args: argparse.Na
     return 0 if all(r.in_sync for r in reports) and (gateway is None or gateway.ok) else 1
 
 
-def router_status(stack: StackPlans, args: argparse.Namespace) -> router.RouterStatus | None:
+def router_status(stack: StackPlan, args: argparse.Namespace) -> router.RouterStatus | None:
     """The router's container and the models it lists (None: the stack has no router)."""
     if stack.router is None:
         return None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from spark_llm.config import StackConfig
+from spark_llm.config.group import GroupConfig
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.fabric import fabric_ssh_setup
@@ -82,7 +82,7 @@ def _q(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
-def _header(purpose: str, cfg: StackConfig, node: str, absent_hint: str, mismatch_hint: str) -> str:
+def _header(purpose: str, cfg: GroupConfig, node: str, absent_hint: str, mismatch_hint: str) -> str:
     return (
         "#!/usr/bin/env bash\n"
         f"# spark-llm EngineImage, {node}: {purpose}\n"
@@ -133,7 +133,7 @@ def _transfer() -> str:
     return f"PROGRESS_SECONDS={PROGRESS_SECONDS}\n" + bash_lib("image_transfer") + "trap step_cleanup EXIT\n"
 
 
-def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str]:
+def _hints(cfg: GroupConfig, node: NodePlan) -> tuple[str, str]:
     """(what to do when the image is absent, when its ID differs from the head's)."""
     image = cfg.image
     load_it = f"docker load -i IMAGE.tar, or docker pull --platform {image.platform} {image.ref}"
@@ -165,7 +165,7 @@ def _hints(cfg: StackConfig, node: NodePlan) -> tuple[str, str]:
     )
 
 
-def _present(cfg: StackConfig, node: NodePlan) -> str:
+def _present(cfg: GroupConfig, node: NodePlan) -> str:
     absent, mismatch = _hints(cfg, node)
     return (
         _header("check that the image is there (mode present)", cfg, node.name, absent, mismatch)
@@ -176,7 +176,7 @@ def _present(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _pull(cfg: StackConfig, node: NodePlan) -> str:
+def _pull(cfg: GroupConfig, node: NodePlan) -> str:
     """Before the RemoteImage pulls: the node's platform, so a wrong one fails before anything moves."""
     absent, mismatch = _hints(cfg, node)
     return (
@@ -188,7 +188,7 @@ def _pull(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
+def _head_has_it(cfg: GroupConfig, node: NodePlan) -> str:
     absent, _ = _hints(cfg, node)
     return (
         _header("check the image the workers get is here (mode transfer, source head)", cfg, node.name, absent, "")
@@ -199,7 +199,7 @@ def _head_has_it(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
+def _head_from_operator(cfg: GroupConfig, node: NodePlan) -> str:
     absent, mismatch = _hints(cfg, node)
     missing = (
         f"spark-llm:image.source is operator, but {cfg.image.ref} is not in this machine's docker: build or pull "
@@ -233,7 +233,7 @@ def _head_from_operator(cfg: StackConfig, node: NodePlan) -> str:
     )
 
 
-def _worker_from_head(cfg: StackConfig, worker: NodePlan) -> str:
+def _worker_from_head(cfg: GroupConfig, worker: NodePlan) -> str:
     absent, mismatch = _hints(cfg, worker)
     return (
         _header(
@@ -305,11 +305,11 @@ def image_plan(plan: DeploymentPlan) -> ImagePlan:
     )
 
 
-def _verify(cfg: StackConfig, node: NodePlan, token: str, expected_id: str) -> str:
+def _verify(cfg: GroupConfig, node: NodePlan, token: str, expected_id: str) -> str:
     return verify_script(cfg, node, expected_id, token)
 
 
-def verify_script(cfg: StackConfig, node: NodePlan, expected_id: str, token: str) -> str:
+def verify_script(cfg: GroupConfig, node: NodePlan, expected_id: str, token: str) -> str:
     """On the node, after its RemoteImage: the image is there, of PLATFORM, with `expected_id`; records the token.
 
     `expected_id`: the head's ID on a worker (every node runs the same image), the node's own on the head.

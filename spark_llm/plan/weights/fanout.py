@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from spark_llm.config import StackConfig
+from spark_llm.config.group import GroupConfig
 from spark_llm.plan.deployment import NodePlan, fabric_key_path
 from spark_llm.plan.drift import UNVERIFIED, record_token_script
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
@@ -28,7 +28,7 @@ def fanout_sources() -> dict[str, str]:
     return {name: (SCRIPTS_DIR / name).read_text() for name in FANOUT_FILES}
 
 
-def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
+def fanout_plan(cfg: GroupConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
     """What scripts/fanout.py reads: the head, every worker (with its record script), streams and transport."""
     return {
         "path": cfg.model.path,
@@ -57,7 +57,7 @@ def fanout_plan(cfg: StackConfig, head: NodePlan, workers: list[NodePlan], token
 
 
 def render_fanout(
-    cfg: StackConfig,
+    cfg: GroupConfig,
     head: NodePlan,
     workers: list[NodePlan],
     tool: str,

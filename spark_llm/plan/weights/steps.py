@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from spark_llm.config import StackConfig
+from spark_llm.config.group import GroupConfig
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.node_files import file_script, remove_file_command
@@ -68,7 +68,7 @@ def log_path(node: NodePlan, what: str) -> str:
     return f"{node.remote_dir}/logs/weights-{what}.log"
 
 
-def head_owns_copy(cfg: StackConfig) -> bool:
+def head_owns_copy(cfg: GroupConfig) -> bool:
     """False when model.path on the head is the source itself (kind head, same path): never purged."""
     source = cfg.model.effective_source
     return not (source.kind == "head" and source.path == cfg.model.path)
@@ -77,7 +77,7 @@ def head_owns_copy(cfg: StackConfig) -> bool:
 # ---------- scripts ----------
 
 
-def render_obtain(cfg: StackConfig, head: NodePlan, tool: str, token: str) -> str:
+def render_obtain(cfg: GroupConfig, head: NodePlan, tool: str, token: str) -> str:
     """On the head: the weights at model.path (download, or copy from the head's source dir), then its manifest;
     records the drift token with `head_value`'s value."""
     model = cfg.model
@@ -156,7 +156,7 @@ def _record_remote(node: NodePlan, token: str, value: str) -> str:
     )
 
 
-def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str, token: str) -> str:
+def render_upload(cfg: GroupConfig, head: NodePlan, tool: str, local_dir: str, token: str) -> str:
     """On the operator's machine: make model.path on the head identical to `local_dir` (kind local)."""
     transport = from_operator(head)
     # The log lives on this machine, in the user's cache.
@@ -172,7 +172,7 @@ def render_upload(cfg: StackConfig, head: NodePlan, tool: str, local_dir: str, t
     return preamble(tool, transport) + body + _record_remote(head, token, "$target_digest") + _DIGEST_LINE
 
 
-def render_restore(cfg: StackConfig, head: NodePlan, tool: str, digest: str, token: str) -> str:
+def render_restore(cfg: GroupConfig, head: NodePlan, tool: str, digest: str, token: str) -> str:
     """A rollback's head step: the head's model.path becomes the version `digest` it kept when a relaunch replaced
     it (manifest.py restore: hard links back, nothing copied), then the drift token records it. Runs where the
     head's copy runs: on this machine for kind local (through the pinned ssh), else on the head."""
@@ -196,7 +196,7 @@ def render_restore(cfg: StackConfig, head: NodePlan, tool: str, digest: str, tok
     )
 
 
-def render_probe(cfg: StackConfig, node: NodePlan, tool: str) -> str:
+def render_probe(cfg: GroupConfig, node: NodePlan, tool: str) -> str:
     """Read-only probe sections (spark_llm.remote.observe) for `node`: `weights<TAB>DIGEST` of model.path (a missing
     directory has the empty manifest's digest) and, on the head with kind head elsewhere, `weights-source`.
 
@@ -217,7 +217,7 @@ def render_probe(cfg: StackConfig, node: NodePlan, tool: str) -> str:
     return out + ")\n"
 
 
-def live_value(cfg: StackConfig, node: NodePlan, facts: dict[str, str]) -> str | None:
+def live_value(cfg: GroupConfig, node: NodePlan, facts: dict[str, str]) -> str | None:
     """The value a node's weights step recorded, as the node has it now (None when the probe printed none)."""
     digest = facts.get(PROBE_SECTION)
     if digest is None:
@@ -234,7 +234,7 @@ def stored_digest_command(path: str, otherwise: str = "true") -> str:
     return f"python3 -c {shlex.quote(program)} {shlex.quote(f'{path}/{MANIFEST_NAME}')} 2>/dev/null || {otherwise}\n"
 
 
-def head_digest_command(cfg: StackConfig) -> str:
+def head_digest_command(cfg: GroupConfig) -> str:
     """Read-only, short: the head copy's digest line again, from the manifest stored beside the weights.
 
     The head copy's `update` (a changed connection): pulumi-command keeps the update's output as `stdout`, which
@@ -248,7 +248,7 @@ def head_digest_command(cfg: StackConfig) -> str:
     return f"echo 'spark-llm: connection settings recorded'; python3 -c {shlex.quote(program)} {manifest}"
 
 
-def _retention_message(cfg: StackConfig, node: NodePlan) -> str:
+def _retention_message(cfg: GroupConfig, node: NodePlan) -> str:
     path = cfg.model.path
     if node.role == "head" and not head_owns_copy(cfg):
         return f"weights at {path}: the source itself, never deleted by pulumi destroy"
@@ -257,7 +257,7 @@ def _retention_message(cfg: StackConfig, node: NodePlan) -> str:
     return f"weights at {path}: kept on pulumi destroy"
 
 
-def purges(cfg: StackConfig, node: NodePlan) -> bool:
+def purges(cfg: GroupConfig, node: NodePlan) -> bool:
     """Whether destroy deletes the node's copy: model.purgeOnDestroy, and never the head's source itself."""
     return cfg.model.purge_on_destroy and not (node.role == "head" and not head_owns_copy(cfg))
 
@@ -266,7 +266,7 @@ def purges(cfg: StackConfig, node: NodePlan) -> bool:
 RETENTION_DELETE_PHASE = "delete"
 
 
-def render_retention(cfg: StackConfig, node: NodePlan, tool: str) -> str:
+def render_retention(cfg: GroupConfig, node: NodePlan, tool: str) -> str:
     """The retention resource's script: at create, say the weights' fate on destroy and mark the node with this
     setting; run again as the resource's delete ($SPARK_LLM_PHASE=delete, only when `purges`), delete the copy.
 

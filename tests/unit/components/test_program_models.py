@@ -18,8 +18,9 @@ from components import bootstrap as stack
 from spark_llm.config import raw_from_pulumi
 from spark_llm.config.engine import Engine
 from spark_llm.group.memory import INFO_SECTION
-from spark_llm.plan.deployment import LAUNCH_TEMPLATE, build_plan
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.stack import build_stack
 from tests.unit.graph_mocks import dual_spark_stack_file, inputs, pinned
 from tests.unit.graph_mocks import register as _register
 
@@ -136,7 +137,7 @@ def test_the_fit_is_judged_with_the_memory_each_node_reports(monkeypatch):
     monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: infos.append(msg))
     raw = with_embed("20G", "--kv-cache-memory-bytes", "40G")
     cfg = stack.parse(raw_from_pulumi({f"spark-llm:{k}": json.dumps(v) for k, v in raw.items()}))
-    plans = [build_plan(one, LAUNCH_TEMPLATE.read_text(), unit=d.key) for d, one in cfg.per_model()]
+    plans = build_stack(cfg, LAUNCH_TEMPLATE.read_text()).groups
     kib = 64 * 1024**2
 
     def seen(total_kib: int) -> dict[str, NodeObservation]:

@@ -25,6 +25,7 @@ from spark_llm.config.engine_flags import (
     known_versions,
     load_catalog,
 )
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
 
@@ -185,9 +186,9 @@ def test_config_refuses_an_uncatalogued_version_listing_the_known_ones():
 
 def test_changing_only_the_version_restarts_nothing():
     template = plan.LAUNCH_TEMPLATE.read_text()
-    before = plan.build_plan(parse(_with_engine(version="0.5.23")), template).group_revision
-    after = plan.build_plan(parse(_with_engine(version="0.5.17")), template).group_revision
-    assert before == after == plan.build_plan(parse(dual_spark_raw()), template).group_revision
+    before = plan.build_plan(groups(parse(_with_engine(version="0.5.23")))[0], template).group_revision
+    after = plan.build_plan(groups(parse(_with_engine(version="0.5.17")))[0], template).group_revision
+    assert before == after == plan.build_plan(groups(parse(dual_spark_raw()))[0], template).group_revision
 
 
 # ---------- deprecated flags: taken, with a warning ----------

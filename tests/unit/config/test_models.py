@@ -16,6 +16,7 @@ import yaml
 
 from spark_llm.config import ConfigError, parse
 from spark_llm.config.engine import Engine
+from spark_llm.config.group import groups
 from tests.conftest import dual_spark_raw
 from tests.unit.graph_mocks import ROOT
 
@@ -160,10 +161,10 @@ def test_several_valid_models_each_get_a_config_of_their_own_in_the_single_form(
     # The first keeps the single form's names (a stack that grows a second model restarts nothing that serves).
     assert (found["qwen"].container, found["embed"].container) == ("spark-llm-engine", "spark-llm-engine-embed")
     assert (found["qwen"].key, found["embed"].key, found["embed"].config_key) == (None, "embed", "spark-llm:models[1]")
-    own = {d.name: one for d, one in cfg.per_model()}
+    own = {g.deployment.name: g for g in groups(cfg)}
     assert [n.name for n in own["embed"].nodes] == ["spark-1"] and own["embed"].head.name == "spark-1"
     assert [n.name for n in own["qwen"].nodes] == ["spark-1", "spark-2"]
-    assert (own["embed"].model.name, own["embed"].engine.port, own["embed"].models) == ("embed", 30001, None)
+    assert (own["embed"].model.name, own["embed"].engine.port, own["embed"].unit) == ("embed", 30001, "embed")
 
 
 def test_a_model_without_the_head_is_refused_naming_its_nodes_and_the_list_with_the_head():
@@ -187,7 +188,10 @@ def test_a_list_of_one_is_the_single_form_with_the_same_keys():
     single_raw["engine"] = {"kind": "vllm", "version": "0.33.0", "flags": ["--max-num-seqs", "8"]}
     one = {**single_raw["model"], "image": single_raw["image"], "engine": single_raw["engine"]}
     single, as_list = parse(copy.deepcopy(single_raw)), parse(listed(one))
-    assert (as_list.model, as_list.image, as_list.engine) == (single.model, single.image, single.engine)
+    # The list's model, image and engine are its entry's: the stack's own single-form keys stay unset (None).
+    assert (as_list.model, as_list.image) == (None, None)
+    [of_list], [of_single] = groups(as_list), groups(single)
+    assert (of_list.model, of_list.image, of_list.engine) == (of_single.model, of_single.image, of_single.engine)
     [deployed] = as_list.deployments()
     assert (deployed.key, deployed.container, deployed.nodes) == (None, "spark-llm-engine", ("spark-1", "spark-2"))
     assert deployed.config_key == "spark-llm:models[0]"
@@ -209,7 +213,7 @@ def test_pulumis_defaults_for_the_unset_form_read_as_unset():
     assert parse(single).models is None
     one = listed(entry("qwen", 30000, 20000))
     as_pulumi = {**one, "model": {}, "image": {}, "engine": Engine().model_dump(by_alias=True)}
-    assert parse(as_pulumi).engine.kind == "vllm"
+    assert groups(parse(as_pulumi))[0].engine.kind == "vllm"
 
 
 def test_neither_form_names_both_keys():
@@ -223,7 +227,7 @@ def test_the_documented_example_loads_as_two_models():
     text = (ROOT / "docs" / "configuration.md").read_text().split("## Several models")[1]
     example = yaml.safe_load(text.split("```yaml")[1].split("```")[0])
     cfg = parse(listed(*example["spark-llm:models"]))
-    own = {d.name: one for d, one in cfg.per_model()}
+    own = {g.deployment.name: g for g in groups(cfg)}
     assert (own["Qwen/Qwen3.5-122B-A10B-FP8"].engine.executor, [n.name for n in own["embed"].nodes]) == (
         "ray",
         ["spark-1"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.ops.preflight.checks import Limits
 from spark_llm.ops.preflight.script import GB
 from spark_llm.ops.status import read as status_read
@@ -17,7 +18,7 @@ LIMITS = Limits(model_size=100 * GB, model_size_from="test", disk_margin=10 * GB
 
 
 def build(raw):
-    return plan.build_plan(parse(raw), TEMPLATE)
+    return plan.build_plan(groups(parse(raw))[0], TEMPLATE)
 
 
 def facts(**sections: tuple[int, str]) -> str:

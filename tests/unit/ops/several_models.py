@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from spark_llm.config import parse
-from spark_llm.ops.pulumi_cli import StackPlans, plans_of
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE
+from spark_llm.plan.stack import StackPlan, build_stack
 
 BIG = "Qwen/Qwen3.5-122B-A10B-FP8"
 SMALL = "embed"
@@ -24,5 +25,5 @@ def two_models_raw(raw: dict) -> dict:
     return {k: v for k, v in raw.items() if k not in ("model", "image", "engine")} | {"models": [big, small]}
 
 
-def two_models(raw: dict) -> StackPlans:
-    return plans_of(parse(two_models_raw(raw)))
+def two_models(raw: dict) -> StackPlan:
+    return build_stack(parse(two_models_raw(raw)), LAUNCH_TEMPLATE.read_text())

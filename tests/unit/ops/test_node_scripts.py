@@ -10,6 +10,7 @@ import pytest
 from spark_llm.ops.preflight import script as preflight_script
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.ops.status import read as status_read
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote import runner
 from tests.unit.ops.node_facts import build
 
@@ -28,15 +29,17 @@ def test_a_section_cut_short_is_left_out():
 def test_node_scripts_are_valid_bash(spark_plan, role, tmp_path):
     node = spark_plan.head if role == "head" else spark_plan.workers[0]
     path = tmp_path / "facts.sh"
-    path.write_text(runner.clock_script(preflight_script.node_script(spark_plan, node, check_flags=True)))
+    path.write_text(
+        runner.clock_script(preflight_script.node_script(StackPlan.one(spark_plan), node, check_flags=True))
+    )
     subprocess.run(["bash", "-n", str(path)], check=True)
     path.write_text(status_read.node_script(spark_plan, node))
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
 def test_fabric_pings_fill_the_configured_mtu_from_both_sides(spark_plan):
-    head = preflight_script.node_script(spark_plan, spark_plan.head, check_flags=False)
-    worker = preflight_script.node_script(spark_plan, spark_plan.workers[0], check_flags=False)
+    head = preflight_script.node_script(StackPlan.one(spark_plan), spark_plan.head, check_flags=False)
+    worker = preflight_script.node_script(StackPlan.one(spark_plan), spark_plan.workers[0], check_flags=False)
     assert "capture fabric:spark-2 ping_mtu '192.168.200.13' 8972" in head
     assert "capture fabric:spark-1 ping_mtu '192.168.200.12' 8972" in worker
     assert "ping -n -q -M do -s" in head

@@ -14,13 +14,14 @@ import yaml
 
 from spark_llm.ops import cli, restart, rollback
 from spark_llm.ops.preflight import command as preflight
-from spark_llm.ops.pulumi_cli import PulumiCli, StackPlans
+from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status import several
 from spark_llm.ops.status.canary import CanaryCheck
 from spark_llm.ops.status.read import Health, NodeStatus
 from spark_llm.ops.status.report import ModelReport
 from spark_llm.plan.rollback import RollbackRefusedError, model_names, one_model_stack_file
+from spark_llm.plan.stack import StackPlan
 from tests.unit.ops.node_facts import build
 from tests.unit.ops.several_models import BIG, SMALL, two_models
 
@@ -32,7 +33,7 @@ def given(monkeypatch):
     """cli.main over a stack whose config plans as `stack`; what each command's run was given, by command."""
     got: dict[str, object] = {}
 
-    def use(stack: StackPlans) -> dict[str, object]:
+    def use(stack: StackPlan) -> dict[str, object]:
         monkeypatch.setattr(PulumiCli, "load_stack", lambda self: stack)
         monkeypatch.setattr(cli.key_files, "check_keys", lambda files: None)
         for name, (module, _) in cli.COMMANDS.items():
@@ -66,7 +67,7 @@ def test_model_picks_that_models_group(given, raw_config):
 
 def test_on_a_stack_of_one_model_model_may_name_it_and_nothing_else(given, raw_config, capfd):
     one = build(raw_config)
-    got = given(StackPlans.one(one))
+    got = given(StackPlan.one(one))
     assert cli.main(["logs", "--stack", "s", "--model", "other"]) == 2
     assert (
         capfd.readouterr().err
@@ -162,7 +163,7 @@ def test_status_of_a_stack_of_one_model_prints_as_before(raw_config, monkeypatch
     one = build(raw_config)
     monkeypatch.setattr(status, "stack_outputs", lambda pulumi: {})
     monkeypatch.setattr(status, "model_report", lambda plan, outputs, args: report(plan))
-    assert status.run(None, StackPlans.one(one), argparse.Namespace(json=True, hosts=False)) == 0
+    assert status.run(None, StackPlan.one(one), argparse.Namespace(json=True, hosts=False)) == 0
     document = json.loads(capsys.readouterr().out)
     assert "models" not in document and document["model"] == one.model_name and document["state"] == "in sync"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from spark_llm.config.group import groups
 from spark_llm.plan.drift import (
     OWNER_STEP,
     REPAIR_PREFIX,
@@ -14,6 +15,7 @@ from spark_llm.plan.drift import (
     step_token,
 )
 from spark_llm.plan.observation import EngineState, NodeObservation, parse_probe
+from spark_llm.plan.stack import StackPlan
 
 GEN = "repair-0123456789ab"
 MEMBERS = [("head", "head"), ("w1", "worker"), ("w2", "worker")]
@@ -89,7 +91,7 @@ def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_th
     from spark_llm.plan import deployment as plan
     from spark_llm.remote import observe
 
-    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
+    p = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
     seen = {
         "spark-1": NodeObservation(node="spark-1", error="head (aurora@10.1.230.180): exit 255: ... No route to host"),
         "spark-2": NodeObservation(node="spark-2", error="spark-2 (...): exit 255: ... closed by remote host"),
@@ -97,9 +99,9 @@ def test_an_unreadable_node_is_named_once_with_its_config_key_and_its_workers_th
     warnings: list[str] = []
     monkeypatch.setattr(stack, "under_mocks", lambda: False)
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: True)
-    monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
+    monkeypatch.setattr(observe, "observe_stack", lambda groups: [seen])
     monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: warnings.append(msg))
-    assert stack.observe_nodes(p, lambda _: "") == seen
+    assert stack.observe_nodes(StackPlan.one(p), [lambda _: ""]) == [seen]
     assert len(warnings) == 2
     assert "No route to host" in warnings[0] and "spark-llm:nodes[0].host and .hostKey" in warnings[0]
     assert warnings[1] == "spark-2 cannot be read now: it is reached through spark-1, which cannot be read."
@@ -118,12 +120,12 @@ def run_probe_with_fake_docker(tmp_path, raw_config, docker_script: str) -> str:
 
     from spark_llm.config import parse
     from spark_llm.plan import deployment as plan
-    from spark_llm.remote.observe import probe_script
+    from spark_llm.plan.observation import probe_script
 
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\n" + docker_script)
     fake.chmod(0o755)
-    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
+    p = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
     return subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + probe_script(p, p.workers[0])],
         capture_output=True,
@@ -164,14 +166,14 @@ def test_up_stops_before_anything_runs_when_a_node_cannot_be_read(monkeypatch, r
     from spark_llm.plan import deployment as plan
     from spark_llm.remote import observe
 
-    p = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
+    p = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
     docker_down = NodeObservation(node="spark-2", error="its Docker engine does not answer: ...", docker_down=True)
     seen = {"spark-1": NodeObservation(node="spark-1"), "spark-2": docker_down}
     monkeypatch.setattr(stack, "under_mocks", lambda: False)
     monkeypatch.setattr(pulumi.runtime, "is_dry_run", lambda: False)
-    monkeypatch.setattr(observe, "observe", lambda plan, extra: seen)
+    monkeypatch.setattr(observe, "observe_stack", lambda groups: [seen])
     with pytest.raises(stack.Refusal) as raised:
-        stack.observe_nodes(p, lambda _: "")
+        stack.observe_nodes(StackPlan.one(p), [lambda _: ""])
     message = str(raised.value)
     assert message.startswith("spark-2 cannot be read now: its Docker engine does not answer")
     assert "sudo systemctl start docker" in message and "Nothing was run on any node" in message

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.ops import cli, smoke
-from spark_llm.ops.pulumi_cli import PulumiCli, StackPlans
+from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan import deployment as plan
+from spark_llm.plan.stack import StackPlan
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
 
@@ -19,8 +21,8 @@ def loopback_plan(raw_config, tmp_path, monkeypatch):
     key.chmod(0o600)
     raw_config["sshKeyPath"] = str(key)
     raw_config.setdefault("engine", {})["host"] = "127.0.0.1"
-    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
-    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlans.one(deployment))
+    deployment = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
+    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlan.one(deployment))
     return deployment
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.container import container_spec
 from spark_llm.plan.fabric_proof import (
@@ -116,7 +117,7 @@ def test_the_causes_script_is_read_only_and_takes_the_container_as_an_argument()
 
 
 def build(raw):
-    return plan.build_plan(parse(raw), plan.LAUNCH_TEMPLATE.read_text())
+    return plan.build_plan(groups(parse(raw))[0], plan.LAUNCH_TEMPLATE.read_text())
 
 
 def test_nccl_prints_its_transport_only_where_ib_is_expected(raw_config):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.host_record import (
     ABSENT,
@@ -46,7 +47,7 @@ SPARK_2 = spark("c0a8:c80d")
 
 
 def build(raw):
-    return plan.build_plan(parse(raw), plan.LAUNCH_TEMPLATE.read_text())
+    return plan.build_plan(groups(parse(raw))[0], plan.LAUNCH_TEMPLATE.read_text())
 
 
 def test_the_probe_runs_under_strict_bash_on_a_host_without_a_gpu_and_names_what_it_found(raw_config):

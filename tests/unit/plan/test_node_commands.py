@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.ops import cli, node_exec
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import node_commands
@@ -24,7 +25,7 @@ def test_a_printed_exec_command_parses_back_to_the_same_node_and_argv():
 
 
 def test_a_workers_host_key_is_read_on_its_jump_host_and_the_heads_from_here(raw_config):
-    p = plan.build_plan(parse(raw_config), TEMPLATE)
+    p = plan.build_plan(groups(parse(raw_config))[0], TEMPLATE)
     head, worker = p.nodes[0], p.nodes[1]
     stack = node_commands.StackRef("s")
     assert node_commands.read_host_key(stack, head) == "ssh-keyscan -t ed25519 -p 22 " + head.ssh.host
@@ -34,7 +35,7 @@ def test_a_workers_host_key_is_read_on_its_jump_host_and_the_heads_from_here(raw
 
 
 def test_a_refused_host_key_names_the_config_key_and_how_to_read_the_real_one(raw_config):
-    p = plan.build_plan(parse(raw_config), TEMPLATE)
+    p = plan.build_plan(groups(parse(raw_config))[0], TEMPLATE)
     text = node_commands.host_key_refused(p, "s", p.nodes[1].name)
     assert text.startswith("spark-llm:nodes[1].hostKey is not the host key spark-2 presents")
     assert node_commands.read_host_key(node_commands.StackRef("s"), p.nodes[1]) in text

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import node_files
 from spark_llm.plan.container import container_spec
@@ -16,7 +17,7 @@ TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 
 
 def build(raw):
-    return plan.build_plan(parse(raw), TEMPLATE)
+    return plan.build_plan(groups(parse(raw))[0], TEMPLATE)
 
 
 def test_workers_start_before_the_head(raw_config):
@@ -107,7 +108,7 @@ def test_rendered_script_passes_shellcheck(raw_config, tmp_path, engine):
 def test_api_key_file_is_yaml_the_engines_read_back_exactly(raw_config, key):
     import yaml
 
-    p = plan.build_plan(parse({**raw_config, "apiKey": key}), TEMPLATE)
+    p = plan.build_plan(groups(parse({**raw_config, "apiKey": key}))[0], TEMPLATE)
     assert p.api_config is not None and yaml.safe_load(p.api_config) == {"api-key": key}
     assert p.api_config_path == "/home/aurora/spark-llm/api-key.yaml"
     assert key not in p.launch_script and key not in p.env_file and key not in p.group_revision
@@ -126,8 +127,8 @@ def test_only_the_api_serving_rank_gets_the_key_file_as_config(raw_config, profi
 
 def test_adding_a_key_changes_the_revision_but_rotating_it_does_not_show_in_it(raw_config):
     bare = build(raw_config).group_revision
-    first = plan.build_plan(parse({**raw_config, "apiKey": "sk-one"}), TEMPLATE)
-    second = plan.build_plan(parse({**raw_config, "apiKey": "sk-two"}), TEMPLATE)
+    first = plan.build_plan(groups(parse({**raw_config, "apiKey": "sk-one"}))[0], TEMPLATE)
+    second = plan.build_plan(groups(parse({**raw_config, "apiKey": "sk-two"}))[0], TEMPLATE)
     assert bare != first.group_revision == second.group_revision  # rotation restarts via the file's digest
     assert first.api_config != second.api_config
 

@@ -7,6 +7,7 @@ import json
 from typing import get_type_hints
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.group.records import RouterSpec, SpecMember, SupervisorSpec
 from spark_llm.plan import deployment, readiness, router, supervisor
 from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Rollout
@@ -14,7 +15,7 @@ from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Roll
 
 def plan_of(raw_config):
     raw_config["supervisor"] = {"enabled": True}
-    return deployment.build_plan(parse(raw_config), deployment.LAUNCH_TEMPLATE.read_text())
+    return deployment.build_plan(groups(parse(raw_config))[0], deployment.LAUNCH_TEMPLATE.read_text())
 
 
 def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan import router, supervisor
 from tests.conftest import dual_spark_raw
@@ -25,7 +26,7 @@ def raw(**router_keys: Any) -> dict[str, Any]:
 
 
 def build(config: dict[str, Any]) -> plan.DeploymentPlan:
-    return plan.build_plan(parse(config), plan.LAUNCH_TEMPLATE.read_text())
+    return plan.build_plan(groups(parse(config))[0], plan.LAUNCH_TEMPLATE.read_text())
 
 
 def test_with_a_router_the_engine_listens_on_the_heads_fabric_address_and_the_endpoint_is_the_routers() -> None:
@@ -53,7 +54,7 @@ def test_without_a_router_the_plan_is_what_it_was() -> None:
 
 def test_the_router_plan_registers_the_engine_at_its_fabric_url_and_mounts_its_files_read_only() -> None:
     config = parse(raw(port=4100))
-    deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text())
+    deployment = plan.build_plan(groups(config)[0], plan.LAUNCH_TEMPLATE.read_text())
     routed = router.router_plan(config, [router.engine_worker(deployment)])
     assert routed is not None
     assert routed.workers == ((deployment.model_name, "http://192.168.200.12:30000"),)
@@ -76,7 +77,7 @@ def test_the_router_plan_registers_the_engine_at_its_fabric_url_and_mounts_its_f
 )
 def test_a_router_change_replaces_the_router_and_not_the_engine_group(change: str, value: Any) -> None:
     before, after = parse(raw()), parse(raw(**{change: value}))
-    group = [plan.build_plan(c, plan.LAUNCH_TEMPLATE.read_text()) for c in (before, after)]
+    group = [plan.build_plan(groups(c)[0], plan.LAUNCH_TEMPLATE.read_text()) for c in (before, after)]
     assert group[0].group_revision == group[1].group_revision
     assert group[0].launch_script == group[1].launch_script
     plans = [router.router_plan(c, [router.engine_worker(g)]) for c, g in zip((before, after), group, strict=True)]
@@ -93,7 +94,7 @@ def test_a_second_model_changes_the_routers_revision() -> None:
 
 def test_the_supervisor_makes_the_router_again_as_pulumi_up_makes_it_and_marks_it_its_own() -> None:
     config = parse(raw())
-    deployment = plan.build_plan(config, plan.LAUNCH_TEMPLATE.read_text())
+    deployment = plan.build_plan(groups(config)[0], plan.LAUNCH_TEMPLATE.read_text())
     routed = router.router_plan(config, [router.engine_worker(deployment)])
     assert routed is not None
     spec = routed.supervisor_spec()
@@ -109,7 +110,7 @@ def test_the_supervisor_makes_the_router_again_as_pulumi_up_makes_it_and_marks_i
 def test_a_stack_without_a_router_keeps_the_supervisors_spec_it_had() -> None:
     config = dual_spark_raw()
     config["supervisor"] = {"enabled": True}
-    deployment = plan.build_plan(parse(config), plan.LAUNCH_TEMPLATE.read_text())
+    deployment = plan.build_plan(groups(parse(config))[0], plan.LAUNCH_TEMPLATE.read_text())
     ids = {"spark-1": "a", "spark-2": "b"}
     assert "router" not in supervisor.spec(deployment, ids)
 

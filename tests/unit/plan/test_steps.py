@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment, firewall, node_files
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.image import steps as image
@@ -23,7 +24,7 @@ TOOL = weights.MANIFEST_TOOL.read_text()
 
 
 def build(raw):
-    cfg = parse(raw)
+    cfg = groups(parse(raw))[0]
     return cfg, deployment.build_plan(cfg, deployment.LAUNCH_TEMPLATE.read_text())
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment, supervisor, supervisor_key
 from spark_llm.plan.steps import build_steps
 
@@ -17,7 +18,7 @@ TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
 
 def plan_of(raw, **supervisor_config):
     raw["supervisor"] = {"enabled": True, **supervisor_config}
-    return deployment.build_plan(parse(raw), TEMPLATE)
+    return deployment.build_plan(groups(parse(raw))[0], TEMPLATE)
 
 
 def test_the_spec_lists_members_head_first_with_their_fabric_address_and_the_budget(raw_config):
@@ -109,7 +110,7 @@ def test_only_the_heads_probe_reads_the_state_and_only_with_the_supervisor(raw_c
     assert supervisor.state_path(plan.head) in probes["spark-1"]
     assert "supervisor-state" not in probes["spark-2"]
     raw_config["supervisor"] = {"enabled": False}
-    off = deployment.build_plan(parse(raw_config), TEMPLATE)
+    off = deployment.build_plan(groups(parse(raw_config))[0], TEMPLATE)
     assert "supervisor-state" not in build_steps(off).probes["spark-1"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment, supervisor_key
 
 TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
@@ -24,7 +25,7 @@ OTHER_KEYS = "ssh-ed25519 AAAAoperator me@laptop\nssh-ed25519 AAAAfabric root@sp
 def plan_of(raw, home: Path | None = None):
     """The plan, with every node's remote dir under `home` (a temp dir) when given."""
     raw["supervisor"] = {"enabled": True}
-    plan = deployment.build_plan(parse(raw), TEMPLATE)
+    plan = deployment.build_plan(groups(parse(raw))[0], TEMPLATE)
     if home is None:
         return plan
     nodes = tuple(dataclasses.replace(n, remote_dir=str(home / "spark-llm")) for n in plan.nodes)
@@ -190,5 +191,5 @@ def test_only_the_workers_of_a_supervised_stack_are_probed_for_the_key(raw_confi
     assert supervisor_key.probe(plan, plan.head) == ""
     assert supervisor_key.PROBE_SECTION in supervisor_key.probe(plan, plan.workers[0])
     raw_config["supervisor"] = {"enabled": False}
-    off = deployment.build_plan(parse(raw_config), TEMPLATE)
+    off = deployment.build_plan(groups(parse(raw_config))[0], TEMPLATE)
     assert supervisor_key.probe(off, off.workers[0]) == ""

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from spark_llm import config
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
@@ -29,7 +30,7 @@ def build(source: dict | None = None, *, path: str | None = None, purge: bool = 
     if path is not None:
         raw["model"]["path"] = path
     raw["model"]["purgeOnDestroy"] = purge
-    cfg = config.parse(raw)
+    cfg = groups(config.parse(raw))[0]
     return cfg, plan.build_plan(cfg, TEMPLATE)
 
 

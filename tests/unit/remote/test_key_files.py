@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.ops import cli
-from spark_llm.ops.pulumi_cli import PulumiCli, StackPlans
+from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.status import command as status
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.hosts import KeyFile
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote import key_files
 from tests.unit.graph_mocks import FAKE_PRIVATE_KEY
 
@@ -44,8 +46,8 @@ def test_the_error_names_the_nodes_own_key_path(key, raw_config):
 def test_the_cli_refuses_an_unprotected_key_before_any_ssh(key, raw_config, monkeypatch, capfd):
     key.chmod(0o644)
     raw_config["sshKeyPath"] = str(key)
-    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
-    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlans.one(deployment))
+    deployment = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
+    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlan.one(deployment))
     monkeypatch.setattr(status, "run", lambda *args: pytest.fail("status ran with an unprotected key"))
     assert cli.main(["status", "--stack", "dual-spark"]) == 2
     assert f"spark-llm status: spark-llm:sshKeyPath: the ssh private key {key}" in capfd.readouterr().err
@@ -55,8 +57,8 @@ def test_the_cli_names_a_missing_key_file_as_preview_does_before_any_ssh(tmp_pat
     # Was: "key refused ... Permission denied" from ssh for the head, a kex error for the worker.
     missing = tmp_path / "no-such-key"
     raw_config["sshKeyPath"] = str(missing)
-    deployment = plan.build_plan(parse(raw_config), plan.LAUNCH_TEMPLATE.read_text())
-    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlans.one(deployment))
+    deployment = plan.build_plan(groups(parse(raw_config))[0], plan.LAUNCH_TEMPLATE.read_text())
+    monkeypatch.setattr(PulumiCli, "load_stack", lambda self: StackPlan.one(deployment))
     monkeypatch.setattr(status, "run", lambda *args: pytest.fail("status ran without its key file"))
     monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
     assert cli.main(["status", "--stack", "dual-spark"]) == 2

@@ -15,6 +15,7 @@ from spark_llm.ops.preflight.script import GB
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN, render_text
 from spark_llm.ops.sections import Section, parse_sections
 from spark_llm.plan.node_commands import StackRef
+from spark_llm.plan.stack import StackPlan
 from spark_llm.remote import ssh
 from spark_llm.remote.runner import NodeRun
 from tests.conftest import HEAD_KEY, WORKER_KEY
@@ -37,7 +38,8 @@ def judged(spark_plan, head: NodeRun | None = None, worker: NodeRun | None = Non
         "spark-1": head if head is not None else ok_run("spark-1", healthy_head()),
         "spark-2": worker if worker is not None else ok_run("spark-2", healthy_worker()),
     }
-    return {(c.node, c.check): c for c in preflight.judge(spark_plan, runs, kw.pop("presented", {}), limits, **kw)}
+    stack, per_model = StackPlan.one(spark_plan), {spark_plan.model_name: limits}
+    return {(c.node, c.check): c for c in preflight.judge(stack, runs, kw.pop("presented", {}), per_model, **kw)}
 
 
 def test_healthy_nodes_pass_every_check(spark_plan):
@@ -74,9 +76,8 @@ def test_unreachable_worker_still_gets_the_heads_fabric_ping(spark_plan):
 
 
 def test_a_worker_behind_a_failed_head_is_not_tried(spark_plan):
-    checks = preflight.judge(
-        spark_plan, {"spark-1": NodeRun("spark-1", 255, "", "Connection refused", 0.1), "spark-2": None}, {}, LIMITS
-    )
+    runs = {"spark-1": NodeRun("spark-1", 255, "", "Connection refused", 0.1), "spark-2": None}
+    checks = preflight.judge(StackPlan.one(spark_plan), runs, {}, {spark_plan.model_name: LIMITS})
     worker_ssh = next(c for c in checks if c.node == "spark-2" and c.check == "ssh")
     assert worker_ssh.status == FAIL and "jump host spark-1 is not reachable" in worker_ssh.detail
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.image import steps as image
 from tests.unit.image_stubs import HEAD_ID, OTHER_ID, X86, stub_nodes
@@ -26,7 +27,7 @@ TOKEN = "tok-1"
 
 def steps(raw, mode="transfer", source="head", platform=None):
     raw["image"] = dict(raw["image"], mode=mode, source=source, **({"platform": platform} if platform else {}))
-    return {s.node: s for s in image.image_steps(plan.build_plan(parse(raw), TEMPLATE))}
+    return {s.node: s for s in image.image_steps(plan.build_plan(groups(parse(raw))[0], TEMPLATE))}
 
 
 # ---------- stub nodes ----------
@@ -61,7 +62,7 @@ def test_steps_per_mode_and_source(raw_config, mode, source, worker_runs_on, hea
 
 def verify(raw, node: str, expected: str, remote_dir: Path, mode="transfer", source="head") -> str:
     raw["image"] = dict(raw["image"], mode=mode, source=source)
-    p = plan.build_plan(parse(raw), TEMPLATE)
+    p = plan.build_plan(groups(parse(raw))[0], TEMPLATE)
     target = dataclasses.replace(next(n for n in p.nodes if n.name == node), remote_dir=str(remote_dir))
     return image.verify_script(p.config, target, expected, TOKEN)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.image import layers as image_layers
 from spark_llm.plan.image import steps as image
@@ -33,7 +34,7 @@ def stub(tmp_path: Path):
 
 def worker_step(raw) -> str:
     raw["image"] = dict(raw["image"], mode="transfer", source="head")
-    steps = {s.node: s for s in image.image_steps(plan.build_plan(parse(raw), TEMPLATE))}
+    steps = {s.node: s for s in image.image_steps(plan.build_plan(groups(parse(raw))[0], TEMPLATE))}
     return steps["spark-2"].script
 
 

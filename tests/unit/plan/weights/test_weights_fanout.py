@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_llm import config
+from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.weights import steps as weights
@@ -24,7 +25,7 @@ def build(**transfer):
     raw = dual_spark_raw()
     if transfer:
         raw["transfer"] = transfer
-    cfg = config.parse(raw)
+    cfg = groups(config.parse(raw))[0]
     return cfg, plan.build_plan(cfg, plan.LAUNCH_TEMPLATE.read_text())
 
 
@@ -44,7 +45,7 @@ def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_hea
 def test_the_idle_bound_on_the_fabric_is_the_users_choice_within_limits():
     raw = dual_spark_raw()
     raw["timeouts"] = {"fabricIdleSeconds": 20}
-    cfg = config.parse(raw)
+    cfg = groups(config.parse(raw))[0]
     p = plan.build_plan(cfg, plan.LAUNCH_TEMPLATE.read_text())
     assert fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")["idle_timeout"] == 20
     raw["timeouts"] = {"fabricIdleSeconds": 2}
