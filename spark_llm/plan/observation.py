@@ -132,15 +132,22 @@ def parse_probe(node: str, output: str, run: str = "") -> NodeObservation:
 GROUP_MARK = "@spark-llm-group"
 
 
+def grouped_script(parts: Sequence[tuple[int, str]]) -> str:
+    """Pure: one script that runs each part in a subshell of its own (an `exit` ends that part only), after a line
+    naming its group's index: every group's reading of a node in one ssh session (`split_probe` splits them)."""
+    # The mark starts a line of its own even after a part whose output ends without a newline (curl's `-w`).
+    return "".join(f"printf '\\n{GROUP_MARK}\\t%s\\n' {index}\n(\n{script}\n)\n" for index, script in parts)
+
+
 def stack_probe(groups: Sequence[tuple[DeploymentPlan, str]], node: NodePlan) -> str:
-    """Pure: one script for `node` that runs every group's probe (with its `extra`), each in a subshell of its own
-    after a line naming the group by its index: one ssh session reads every group on the node."""
+    """Pure: one script for `node` that runs the probe of every group on it (with its `extra`): the program's one
+    look at the node (spark_llm.remote.observe.observe_stack)."""
     parts = []
     for index, (plan, extra) in enumerate(groups):
         member = next((n for n in plan.nodes if n.name == node.name), None)
         if member is not None:
-            parts.append(f"printf '{GROUP_MARK}\\t%s\\n' {index}\n(\n{probe_script(plan, member, extra)}\n)\n")
-    return "".join(parts)
+            parts.append((index, probe_script(plan, member, extra)))
+    return grouped_script(parts)
 
 
 def split_probe(output: str) -> dict[int, str]:

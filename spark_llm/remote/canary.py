@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from spark_llm.group.serving import COMPLETIONS_PATH
 from spark_llm.plan.canary import CanaryRecord, parse_answer, request_body
 from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.observation import grouped_script, split_probe
 from spark_llm.plan.readiness import ReadinessSpec
 from spark_llm.remote.runner import run, run_script
 from spark_llm.remote.ssh import RemoteError
@@ -63,10 +65,25 @@ def gate_canary(spec: ReadinessSpec, head: SshHost, nodes: Sequence[str], say: C
     return record.to_json()
 
 
-def ask_canary(
-    head: SshHost, address: str, port: int, model: str, api_key: str | None, *, revision: str, nodes: Sequence[str]
-) -> CanaryRecord:
-    """The canary now (`spark-llm status`): over the operator's own ssh, as every operator command's."""
-    result = run(head, canary_script(address, port, model, api_key), timeout=REQUEST_SECONDS + 30)
-    output = result.stdout if result.ok else f"(could not ask: ssh exit {result.code}: {result.stderr.strip()[-200:]})"
-    return _record(output, revision, nodes)
+@dataclass(frozen=True)
+class CanaryAsk:
+    """One group's canary to ask on the head (`spark-llm status`, for a group in sync)."""
+
+    address: str
+    port: int
+    model: str
+    api_key: str | None
+    revision: str
+    nodes: tuple[str, ...]
+
+
+def ask_canaries(head: SshHost, asks: Sequence[CanaryAsk]) -> list[CanaryRecord]:
+    """Every group's canary now (`spark-llm status`), over the operator's own ssh in one session on the head, as
+    every operator command's: the records in the order asked."""
+    if not asks:
+        return []
+    script = grouped_script([(i, canary_script(a.address, a.port, a.model, a.api_key)) for i, a in enumerate(asks)])
+    result = run(head, script, timeout=REQUEST_SECONDS * len(asks) + 30)
+    answers = split_probe(result.stdout) if result.ok else {}
+    failed = f"(could not ask: ssh exit {result.code}: {result.stderr.strip()[-200:]})"
+    return [_record(answers.get(i, failed) if result.ok else failed, a.revision, a.nodes) for i, a in enumerate(asks)]

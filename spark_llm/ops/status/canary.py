@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spark_llm.group.history import StartRecord
 from spark_llm.plan.canary import CanaryRecord, changes, describe, recorded_canary
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.remote.canary import ask_canary
-from spark_llm.remote.history import read_history
-
-HISTORY_READ = 20
-"""Starts read from the head's history (the gate keeps its last 20)."""
+from spark_llm.remote.canary import CanaryAsk
 
 
 @dataclass(frozen=True)
@@ -62,27 +59,18 @@ def judge(recorded: CanaryRecord | None, now: CanaryRecord | None) -> CanaryChec
     return CanaryCheck(True, "the same answer as at readiness", recorded, now)
 
 
-def check_canary(
-    plan: DeploymentPlan, revision: str, running: Sequence[str], outputs: dict, *, asked: bool
-) -> CanaryCheck:
-    """Ask the canary on the head (when `asked`) and judge it against the record for `revision` (the head's).
+def canary_ask(plan: DeploymentPlan, revision: str, running: Sequence[str]) -> CanaryAsk:
+    """What to ask of `plan`'s group now (`running`: the nodes whose engine runs, compared with the record's)."""
+    return CanaryAsk(plan.api_address, plan.port, plan.model_name, plan.api_key, revision, tuple(running))
 
-    `running`: the nodes whose engine runs now (the node set compared with the record's).
-    """
-    if not asked:
+
+def check_canary(revision: str, history: Sequence[StartRecord], outputs: dict, now: CanaryRecord | None) -> CanaryCheck:
+    """Judge the canary asked now (None: not asked, the group not being in sync) against the record for
+    `revision` (the head's) in the head's history and the stack's `start_timeline` output."""
+    if now is None:
         return judge(None, None)
-    history = read_history(plan.head.ssh, plan.history_path, HISTORY_READ)
     timeline = outputs.get("start_timeline")
     recorded = recorded_canary(revision, [*history, *([timeline] if isinstance(timeline, dict) else [])])
-    now = ask_canary(
-        plan.head.ssh,
-        plan.api_address,
-        plan.port,
-        plan.model_name,
-        plan.api_key,
-        revision=revision,
-        nodes=running,
-    )
     return judge(recorded, now)
 
 

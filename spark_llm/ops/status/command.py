@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 from rich.text import Text
 
@@ -28,15 +29,17 @@ from spark_llm.group.verdict import RESTART, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
-from spark_llm.ops.status import router, several
-from spark_llm.ops.status.canary import check_canary
-from spark_llm.ops.status.read import ANSWER_SECONDS, Health, NodeStatus, collect
+from spark_llm.ops.status import several
+from spark_llm.ops.status.canary import CanaryCheck, canary_ask, check_canary
+from spark_llm.ops.status.canary import judge as canary_verdict
+from spark_llm.ops.status.read import ANSWER_SECONDS, GroupReading, Health, NodeStatus, collect_stack
 from spark_llm.ops.status.report import ModelReport
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.host_record import changes_warning, host_changes
 from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.start.timeline import failed_start_warning
+from spark_llm.remote.canary import ask_canaries
 
 
 def restart_order(plan: DeploymentPlan) -> str:
@@ -158,13 +161,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Namespace) -> int:
     """`plans`: the stack with the models asked (spark_llm.ops.cli), or a stack's one plan; a stack of one model
     prints as it always has, a stack of several a row per model, then one block each (spark_llm.ops.status.several).
+
+    Every node is read once for every model (one ssh session a node, the router's line in the head's); then, on the
+    head, one more session asks the canary of each model in sync.
     """
     stack = StackPlan.one(plans) if isinstance(plans, DeploymentPlan) else plans
     outputs = stack_outputs(pulumi)
-    gateway = router_status(stack, args)
+    with render.progress(f"status: asking {len(stack.nodes)} nodes", enabled=not args.json):
+        readings, gateway = collect_stack(stack, args.timeout)
+    found = outputs.get("models")
+    recorded: dict = found if isinstance(found, dict) else {}
+    own = {name: outputs if not stack.several else recorded.get(name) or {} for name in stack.models}
+    reports = [model_report(plan, own[name], readings[name]) for name, plan in stack.models.items()]
+    with render.progress("status: asking the canary", enabled=not args.json):
+        reports = with_canaries(stack, reports, own, readings)
     if not stack.several:
-        plan = stack.choose(None)
-        report = model_report(plan, outputs, args)
+        [report] = reports
         if args.json:
             render.emit_json({**report.to_json(), **({"router": gateway.to_json()} if gateway else {})})
         else:
@@ -172,26 +184,52 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
             if gateway is not None:
                 render.console().print(Text(gateway.sentence()))
         return 0 if report.in_sync and (gateway is None or gateway.ok) else 1
-    found = outputs.get("models")
-    recorded: dict = found if isinstance(found, dict) else {}
-    reports = [model_report(plan, recorded.get(name) or {}, args) for name, plan in stack.models.items()]
     several.emit(reports, args, gateway)
     return 0 if all(r.in_sync for r in reports) and (gateway is None or gateway.ok) else 1
 
 
-def router_status(stack: StackPlan, args: argparse.Namespace) -> router.RouterStatus | None:
-    """The router's container and the models it lists (None: the stack has no router)."""
-    if stack.router is None:
-        return None
-    head = next(iter(stack.models.values())).head
-    with render.progress("status: asking the router", enabled=not args.json):
-        return router.read(head, stack.router, tuple(sorted(stack.models)), stack.router.endpoint, args.timeout)
+def with_canaries(
+    stack: StackPlan, reports: list[ModelReport], outputs: dict[str, dict], readings: dict[str, GroupReading]
+) -> list[ModelReport]:
+    """Each report with its canary judged: asked on the head (one session for every model in sync) against the
+    record of the revision its head runs; a changed answer turns an `in sync` report into `answers changed`."""
+    asked = [r for r in reports if r.state == "in sync"]
+    asks = [canary_ask(r.plan, _head_revision(r), _running(r)) for r in asked]
+    now = ask_canaries(stack.first.head.ssh, asks) if asks else []  # no session at all when none is in sync
+    answers = dict(zip((r.plan.model_name for r in asked), now, strict=True))
+    out = []
+    for report in reports:
+        name = report.plan.model_name
+        check = check_canary(_head_revision(report), readings[name].history, outputs[name], answers.get(name))
+        out.append(judged_canary(report, check))
+    return out
 
 
-def model_report(plan: DeploymentPlan, outputs: dict, args: argparse.Namespace) -> ModelReport:
-    """Read one model's group on its nodes and judge it; `outputs`: that model's stack outputs ({} before `up`)."""
-    with render.progress(f"status: asking {len(plan.nodes)} nodes", enabled=not args.json):
-        statuses, health, supervised = collect(plan, args.timeout)
+def _head_revision(report: ModelReport) -> str:
+    head = next(s for s in report.statuses if s.node == report.plan.head.name)
+    return head.revision or report.plan.group_revision
+
+
+def _running(report: ModelReport) -> list[str]:
+    return [s.node for s in report.statuses if s.state == "running"]
+
+
+def judged_canary(report: ModelReport, canary: CanaryCheck) -> ModelReport:
+    """Pure: the report with its canary's verdict (a change is the report's state)."""
+    if canary.ok:
+        return replace(report, canary=canary)
+    plan = report.plan
+    sentence = (
+        f"every member runs revision {plan.group_revision}, but the canary (a fixed prompt at temperature 0)"
+        f" {canary.note}: `pulumi up` does nothing (the config did not change)"
+    )
+    return replace(report, canary=canary, state="answers changed", sentence=sentence)
+
+
+def model_report(plan: DeploymentPlan, outputs: dict, seen: GroupReading) -> ModelReport:
+    """Judge one model's group from its reading of its nodes; `outputs`: that model's stack outputs ({} before
+    `up`). Its canary is judged after (`with_canaries`)."""
+    statuses, health, supervised = seen.statuses, seen.health, seen.supervised
     state, sentence = verdict(plan, statuses, health, own_state_id(outputs))
     if supervised is not None and supervised.gave_up and state != "in sync":
         # The group is stopped on purpose: say why, and what to do, before what differs.
@@ -223,8 +261,7 @@ def model_report(plan: DeploymentPlan, outputs: dict, args: argparse.Namespace) 
                 f" is {watcher}: `pulumi up` starts it again (`pulumi preview` says so)"
             ),
         )
-    with render.progress("status: reading the weights", enabled=not args.json):
-        weights = weights_drift(plan)
+    weights = weights_drift(plan, seen.observations)
     if weights and state == "in sync":
         # Preview's reading, preview's words: the copy runs again, then the group restarts on verified weights.
         state, sentence = (
@@ -236,18 +273,17 @@ def model_report(plan: DeploymentPlan, outputs: dict, args: argparse.Namespace) 
     # What changed on the hosts since the last start that served (spark_llm.plan.host_record): a warning, not a state.
     changes = host_changes(timeline.get("hosts") or {}, {s.node: s.host for s in statuses if s.host})
     host_warning = changes_warning(changes, timeline.get("at", "?")) if changes else ""
-    head = next(s for s in statuses if s.node == plan.head.name)
-    running = [s.node for s in statuses if s.state == "running"]
-    with render.progress("status: asking the canary", enabled=not args.json):
-        canary = check_canary(plan, head.revision or plan.group_revision, running, outputs, asked=state == "in sync")
-    if not canary.ok:
-        state, sentence = (
-            "answers changed",
-            (
-                f"every member runs revision {plan.group_revision}, but the canary (a fixed prompt at temperature 0)"
-                f" {canary.note}: `pulumi up` does nothing (the config did not change)"
-            ),
-        )
     return ModelReport(
-        plan, state, sentence, statuses, health, supervised, watcher, timeline, changes, host_warning, canary, weights
+        plan,
+        state,
+        sentence,
+        statuses,
+        health,
+        supervised,
+        watcher,
+        timeline,
+        changes,
+        host_warning,
+        canary_verdict(None, None),
+        weights,
     )

@@ -8,20 +8,32 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from spark_llm.group.history import last_start_probe
+from spark_llm.group.history import StartRecord, last_start_probe, parse_history, read_script
 from spark_llm.group.serving import COMPLETIONS_PATH, health_path, serving_request
 from spark_llm.group.times import docker_time
 from spark_llm.group.wedge import LIVENESS_PATH, unanswered_while_live
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.ops.status.router import RouterStatus, router_lines, router_status
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.host_record import host_probe, parse_host_lines
-from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, TOKENS_DIR, parse_probe
+from spark_llm.plan.observation import (
+    ENGINE_STATE_FUNCTION,
+    TOKENS_DIR,
+    NodeObservation,
+    grouped_script,
+    parse_probe,
+    probe_script,
+    split_probe,
+)
+from spark_llm.plan.router import RouterPlan
+from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.supervisor import SupervisorReport, state_path
 from spark_llm.plan.supervisor import container_name as supervisor_container
+from spark_llm.plan.weights.steps import weights_plan
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
 
@@ -84,10 +96,20 @@ class Health:
         return unanswered_while_live(self.live, self.answer)
 
 
-def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
+HISTORY_READ = 20
+"""Starts read from the head's history (the gate keeps its last 20): the canary's record is looked up there."""
+
+
+def node_script(plan: DeploymentPlan, node: NodePlan, router: RouterPlan | None = None) -> str:
+    """One group's reading of one node (`router`: on the head, the router's too). The program's own probe of the
+    node with the weights' live digest (`probe`: what preview judges the weights' drift from, spark_llm.ops.status
+    .weights) runs in a subshell of its own, since it ends with `exit` when Docker does not answer."""
+    probes = weights_plan(plan).probes
     lines = [
         SECTION_FUNCTION + ENGINE_STATE_FUNCTION,
         f"capture engine engine_state {quote(plan.container)}",
+        f"probe_now() (\n{probe_script(plan, node, probes[node.name])}\n)",
+        "capture probe probe_now",
         "capture now date -u +%s.%N",
         f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
         f"host_now() {{\n{host_probe(plan)}}}",
@@ -113,7 +135,11 @@ def node_script(plan: DeploymentPlan, node: NodePlan) -> str:
             # Did the configured revision fail to start last time (the readiness gate's history on the head)?
             f"last_start() {{\n{last_start_probe(plan.history_path, plan.group_revision)}}}",
             "capture last_start last_start",
+            f"history() {{\n{read_script(plan.history_path, HISTORY_READ)}}}",
+            "capture history history",
         ]
+        if router is not None:
+            lines += router_lines(router)
         if plan.supervisor is not None:
             lines.append(f"capture supervisor cat {quote(state_path(node))}")
             fmt = quote("{{.State.Status}}")
@@ -215,11 +241,76 @@ def supervisor_report(run: NodeRun) -> SupervisorReport | None:
     return SupervisorReport.parse(section.body) if section is not None and section.ok else None
 
 
+@dataclass(frozen=True)
+class GroupReading:
+    """What one group's reading of its nodes found (`collect_stack`)."""
+
+    statuses: list[NodeStatus]
+    health: Health | None
+    supervised: SupervisorReport | None
+    observations: dict[str, NodeObservation]
+    """The program's own probe of each node read (spark_llm.plan.observation), for the weights' drift."""
+    history: list[StartRecord]
+    """The head's last starts (spark_llm.group.history), where the canary's record is."""
+
+
+def reading(plan: DeploymentPlan, runs: dict[str, NodeRun]) -> GroupReading:
+    """Pure: one group's reading from what its part of each node's script printed."""
+    statuses = [node_status(node, plan.container, runs[node.name]) for node in plan.nodes]
+    head = runs[plan.head.name]
+    observations = {}
+    for node in plan.nodes:
+        run = runs[node.name]
+        probe = parse_sections(run.stdout).get("probe") if not run.ssh_failed else None
+        if probe is not None:
+            observations[node.name] = parse_probe(node.name, probe.body)
+        else:
+            observations[node.name] = NodeObservation(node.name, error="no reading")
+    history = parse_sections(head.stdout).get("history") if not head.ssh_failed else None
+    return GroupReading(
+        statuses,
+        head_health(head, health_path(plan.engine)),
+        supervisor_report(head),
+        observations,
+        parse_history(history.body) if history is not None and history.ok else [],
+    )
+
+
+def collect_stack(stack: StackPlan, timeout: float = 60) -> tuple[dict[str, GroupReading], RouterStatus | None]:
+    """Every group's reading of every node, in one ssh session a node for all of them (the nodes in parallel): each
+    model's reading by its name, and the router's status (None: the stack has no router)."""
+    plans = list(stack.models.values())
+
+    def read_node(node: NodePlan) -> dict[int, NodeRun]:
+        parts = [
+            (i, node_script(plan, member, stack.router if i == 0 and member.role == "head" else None))
+            for i, plan in enumerate(plans)
+            for member in plan.nodes
+            if member.name == node.name
+        ]
+        run = run_on(node.ssh, grouped_script(parts), timeout=timeout)
+        if run.ssh_failed:
+            return {i: run for i, _ in parts}
+        found = split_probe(run.stdout)
+        return {i: replace(run, stdout=found.get(i, "")) for i, _ in parts}
+
+    nodes = stack.nodes
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        by_node = dict(zip((n.name for n in nodes), pool.map(read_node, nodes), strict=True))
+    readings = {
+        plan.model_name: reading(plan, {n.name: by_node[n.name][i] for n in plan.nodes}) for i, plan in enumerate(plans)
+    }
+    gateway = None
+    if stack.router is not None:
+        head = by_node[plans[0].head.name][0]
+        expected = tuple(sorted(stack.models))
+        gateway = router_status(head, stack.router, expected, stack.router.endpoint)
+    return readings, gateway
+
+
 def collect(
     plan: DeploymentPlan, timeout: float = 60
 ) -> tuple[list[NodeStatus], Health | None, SupervisorReport | None]:
-    """Every node's container status (in parallel), the head's health and what the supervisor did."""
-    with ThreadPoolExecutor(max_workers=len(plan.nodes)) as pool:
-        runs = list(pool.map(lambda n: run_on(n.ssh, node_script(plan, n), timeout=timeout), plan.nodes))
-    statuses = [node_status(node, plan.container, r) for node, r in zip(plan.nodes, runs, strict=True)]
-    return statuses, head_health(runs[0], health_path(plan.engine)), supervisor_report(runs[0])
+    """One group's container statuses (its nodes in parallel), its head's health and what the supervisor did."""
+    seen = collect_stack(StackPlan.one(plan), timeout)[0][plan.model_name]
+    return seen.statuses, seen.health, seen.supervised

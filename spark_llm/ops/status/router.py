@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from spark_llm.ops.sections import SECTION_FUNCTION, parse_sections
-from spark_llm.plan.deployment import NodePlan
+from spark_llm.ops.sections import parse_sections
 from spark_llm.plan.router import RouterPlan
-from spark_llm.remote.runner import failure_of, quote
-from spark_llm.remote.runner import run as run_on
+from spark_llm.remote.runner import NodeRun, failure_of, quote
 
 
 @dataclass(frozen=True)
@@ -61,25 +59,22 @@ class RouterStatus:
         }
 
 
-def script(router: RouterPlan) -> str:
-    """Read-only, on the head: the container's state and what it lists."""
+def router_lines(router: RouterPlan) -> list[str]:
+    """Read-only, on the head, in its status script: the container's state and what it lists."""
     fmt = quote("{{.State.Status}}")
-    return "\n".join(
-        [
-            SECTION_FUNCTION,
-            f"capture state docker inspect -f {fmt} {quote(router.container)}",
-            f"capture models curl -sS -m 5 -f http://127.0.0.1:{router.port}/v1/models",
-        ]
-    )
+    return [
+        f"capture router_state docker inspect -f {fmt} {quote(router.container)}",
+        f"capture router_models curl -sS -m 5 -f http://127.0.0.1:{router.port}/v1/models",
+    ]
 
 
 def parse(text: str, expected: tuple[str, ...], endpoint: str) -> RouterStatus:
-    """Pure: what the script printed -> the router's status."""
+    """Pure: what the head's script printed -> the router's status."""
     sections = parse_sections(text)
-    state_section = sections.get("state")
+    state_section = sections.get("router_state")
     state = state_section.first_line.strip() if state_section is not None and state_section.ok else "absent"
     listed: tuple[str, ...] = ()
-    models = sections.get("models")
+    models = sections.get("router_models")
     if models is not None and models.ok:
         try:
             listed = tuple(sorted(entry["id"] for entry in json.loads(models.body)["data"]))
@@ -88,9 +83,9 @@ def parse(text: str, expected: tuple[str, ...], endpoint: str) -> RouterStatus:
     return RouterStatus(state, listed, expected, endpoint)
 
 
-def read(head: NodePlan, router: RouterPlan, expected: tuple[str, ...], endpoint: str, timeout: float) -> RouterStatus:
-    run = run_on(head.ssh, script(router), timeout=timeout)
-    if run.ssh_failed:
-        failure = failure_of(run)
+def router_status(head: NodeRun, router: RouterPlan, expected: tuple[str, ...], endpoint: str) -> RouterStatus:
+    """Pure: the router's status from the head's run of its status script (spark_llm.ops.status.read)."""
+    if head.ssh_failed:
+        failure = failure_of(head)
         return RouterStatus("unreachable", (), expected, endpoint, f"{failure.kind}: {failure.message}")
-    return parse(run.stdout, expected, endpoint)
+    return parse(head.stdout, expected, endpoint)

@@ -11,9 +11,9 @@ BOTH = ("embed", "qwen")
 
 
 def printed(state: tuple[int, str], models: tuple[int, str]) -> str:
-    """What the router's script prints: `capture state ...` and `capture models ...` sections."""
+    """What the head's status script prints of the router: its `router_state` and `router_models` sections."""
     out = ""
-    for name, (rc, body) in (("state", state), ("models", models)):
+    for name, (rc, body) in (("router_state", state), ("router_models", models)):
         out += f"--- spark-llm:{name} ---\n{body}\n--- spark-llm:rc={rc} ---\n"
     return out
 

@@ -162,8 +162,10 @@ def test_status_json_of_several_models_is_keyed_by_model(raw_config, capsys):
 def test_status_of_a_stack_of_one_model_prints_as_before(raw_config, monkeypatch, capsys):
     one = build(raw_config)
     monkeypatch.setattr(status, "stack_outputs", lambda pulumi: {})
-    monkeypatch.setattr(status, "model_report", lambda plan, outputs, args: report(plan))
-    assert status.run(None, StackPlan.one(one), argparse.Namespace(json=True, hosts=False)) == 0
+    monkeypatch.setattr(status, "collect_stack", lambda stack, timeout: ({n: None for n in stack.models}, None))
+    monkeypatch.setattr(status, "model_report", lambda plan, outputs, seen: report(plan))
+    monkeypatch.setattr(status, "with_canaries", lambda stack, reports, outputs, readings: reports)
+    assert status.run(None, StackPlan.one(one), argparse.Namespace(json=True, hosts=False, timeout=5)) == 0
     document = json.loads(capsys.readouterr().out)
     assert "models" not in document and document["model"] == one.model_name and document["state"] == "in sync"
 

@@ -10,8 +10,10 @@ import pytest
 
 from spark_llm.ops.status import canary as status_canary
 from spark_llm.ops.status import command as status
+from spark_llm.ops.status.read import GroupReading
 from spark_llm.plan.canary import CanaryRecord
 from tests.unit.ops.node_facts import REV, running, statuses, with_revision
+from tests.unit.ops.status.conftest import reading
 
 RECORDED = CanaryRecord(" four five six", REV, ("spark-1", "spark-2"), "2026-12-03T04:00:00+00:00")
 
@@ -60,16 +62,20 @@ def in_sync(spark_plan, monkeypatch):
     """status.run on a group in sync; the canary's history and answer are what the test sets in `seen`."""
     plan = with_revision(spark_plan)
     nodes = statuses(plan, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
     seen: dict = {"history": [], "outputs": {}, "answer": RECORDED.answer, "asked": 0}
+
+    def collect_stack(stack, timeout):
+        health = status.Health(200, (plan.model_name,))
+        return {name: GroupReading(nodes, health, None, {}, seen["history"]) for name in stack.models}, None
+
+    monkeypatch.setattr(status, "collect_stack", collect_stack)
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: seen["outputs"])
-    monkeypatch.setattr(status_canary, "read_history", lambda ssh, path, kept: seen["history"])
 
-    def ask(ssh, address, port, model, key, *, revision, nodes):
-        seen["asked"] += 1
-        return _now(seen["answer"], nodes=nodes, revision=revision)
+    def ask(head, asks):
+        seen["asked"] += len(asks)
+        return [_now(seen["answer"], nodes=a.nodes, revision=a.revision) for a in asks]
 
-    monkeypatch.setattr(status_canary, "ask_canary", ask)
+    monkeypatch.setattr(status, "ask_canaries", ask)
     return plan, seen
 
 
@@ -114,14 +120,13 @@ def test_a_group_started_before_the_canary_is_a_note_not_a_failure(in_sync, caps
 def test_a_group_not_in_sync_is_not_asked(spark_plan, monkeypatch, capsys):
     plan = with_revision(spark_plan)
     nodes = statuses(plan, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z", revision="other"))
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
+    monkeypatch.setattr(status, "collect_stack", reading(nodes, status.Health(200, (plan.model_name,))))
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {})
 
     def never(*args, **kwargs):
         raise AssertionError("the canary was asked of a group in drift")
 
-    monkeypatch.setattr(status_canary, "ask_canary", never)
-    monkeypatch.setattr(status_canary, "read_history", never)
+    monkeypatch.setattr(status, "ask_canaries", never)
     assert _run(plan, as_json=True) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "drift" and report["canary"]["note"].startswith("not asked")

@@ -12,9 +12,10 @@ import pytest
 
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status import read as status_read
-from spark_llm.ops.status.canary import judge
 from spark_llm.plan.host_record import fingerprint_lines
+from spark_llm.plan.stack import StackPlan
 from tests.unit.ops.node_facts import node_run, running, with_revision
+from tests.unit.ops.status.conftest import reading
 from tests.unit.plan.test_host_record import IF, spark
 
 REAL_SPARKS = Path(__file__).resolve().parents[4] / "docs" / "real-sparks.md"
@@ -42,15 +43,16 @@ def after_a_kernel_update(spark_plan, monkeypatch):
         node_run("spark-2", running("2026-12-04T21:07:40Z"), host=host_section(worker_now)),
     ]
     nodes = [status_read.node_status(n, "spark-llm-engine", r) for n, r in zip(plan.nodes, runs, strict=True)]
-    monkeypatch.setattr(status, "collect", lambda p, t: (nodes, status.Health(200, (plan.model_name,)), None))
+    monkeypatch.setattr(status, "collect_stack", reading(nodes, status.Health(200, (plan.model_name,))))
     monkeypatch.setattr(status, "stack_outputs", lambda _pulumi: {"start_timeline": RECORD})
     # No canary recorded, none asked: this test is about the hosts.
-    monkeypatch.setattr(status, "check_canary", lambda *args, **kwargs: judge(None, None))
+    monkeypatch.setattr(status, "ask_canaries", lambda head, asks: [None for _ in asks])
     return plan
 
 
 def test_each_nodes_host_is_read_with_its_status(after_a_kernel_update):
-    nodes, _, _ = status.collect(after_a_kernel_update, 5)
+    stack = StackPlan.one(after_a_kernel_update)
+    nodes = status.collect_stack(stack, 5)[0][after_a_kernel_update.model_name].statuses
     assert nodes[1].host["kernel"] == "7.0.0-1019-nvidia" and nodes[1].host[f"mtu.{IF}"] == "9000"
     assert nodes[0].host["kernel"] == "6.17.0-1032-nvidia"
 
