@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import os
 import shlex
 from dataclasses import dataclass, field
 
-from spark_llm.config import NAMESPACE, Node, StackConfig
+from spark_llm.config import NAMESPACE
 from spark_llm.config.group import GroupConfig
 from spark_llm.config.image import Image
 from spark_llm.config.model import ModelSource
@@ -25,7 +24,7 @@ from spark_llm.group.order import start_order
 from spark_llm.group.serving import render_api_config
 from spark_llm.plan.engines import NodeLaunch, Topology, profile_for
 from spark_llm.plan.engines.common import Member
-from spark_llm.plan.hosts import KeyFile, SshHost
+from spark_llm.plan.hosts import KeyFile, SshHost, key_files, ssh_hosts
 from spark_llm.plan.nodes import RAY_TOKEN_NAME, NodePlan, remote_dir
 from spark_llm.plan.router import engine_behind_router, router_endpoint
 from spark_llm.plan.scripts import LAUNCH_TEMPLATE
@@ -162,43 +161,6 @@ class DeploymentPlan:
 API_CONFIG_NAME = "api-key.yaml"
 # Defined in spark_llm.plan.nodes (the step planners take a node without importing this module); named here too.
 __all__ = ["LAUNCH_TEMPLATE", "RAY_TOKEN_NAME", "DeploymentPlan", "NodePlan", "build_plan", "remote_dir"]
-
-
-def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
-    """Every node's ssh key file by node name, with the config key that names it: the one place a key path is
-    resolved (the program reads them, the CLI checks their modes, ssh uses them). The stack's, once for every
-    group."""
-    out = {}
-    for i, node in enumerate(cfg.nodes):
-        if node.key_path:
-            out[node.name] = KeyFile(os.path.expanduser(node.key_path), f"{NAMESPACE}:nodes[{i}].keyPath")
-        else:
-            out[node.name] = KeyFile(os.path.expanduser(cfg.ssh_key_path), f"{NAMESPACE}:sshKeyPath")
-    return out
-
-
-def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
-    """Every node as ssh reaches it; a node with `via` goes through that node as a jump host."""
-    hosts: dict[str, SshHost] = {}
-    keys = key_files(cfg)
-
-    def build(node: Node) -> SshHost:
-        if node.name not in hosts:
-            via = build(next(n for n in cfg.nodes if n.name == node.via)) if node.via else None
-            hosts[node.name] = SshHost(
-                name=node.name,
-                host=node.host,
-                port=node.port,
-                user=node.user,
-                key_path=keys[node.name].path,
-                host_key=node.host_key,
-                via=via,
-            )
-        return hosts[node.name]
-
-    for node in cfg.nodes:
-        build(node)
-    return hosts
 
 
 def fabric_key_path(cfg: GroupConfig) -> str:

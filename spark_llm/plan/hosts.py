@@ -8,13 +8,16 @@ need no I/O module for the type, and so that all three take their options from o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from spark_llm.config import NAMESPACE, Node, StackConfig
 
 
 @dataclass(frozen=True)
 class KeyFile:
-    """The operator's ssh private key for a node, resolved once (spark_llm.plan.deployment.key_files)."""
+    """The operator's ssh private key for a node, resolved once (`key_files`)."""
 
     path: str
     """Absolute path on this machine."""
@@ -104,3 +107,43 @@ def ssh_option_words(hop: SshHost) -> list[str]:
     for the docker provider, pulumi-command's local steps and a command printed for a person (an ssh tunnel)."""
     options = [word for key, value in operator_ssh_options(hop) for word in ("-o", f"{key}={value}")]
     return ["-i", hop.key_path, *options]
+
+
+# ---------- the stack's nodes, resolved once ----------
+
+
+def key_files(cfg: StackConfig) -> dict[str, KeyFile]:
+    """Every node's ssh key file by node name, with the config key that names it: the one place a key path is
+    resolved (the program reads them, the CLI checks their modes, ssh uses them). The stack's, once for every
+    group."""
+    out = {}
+    for i, node in enumerate(cfg.nodes):
+        if node.key_path:
+            out[node.name] = KeyFile(os.path.expanduser(node.key_path), f"{NAMESPACE}:nodes[{i}].keyPath")
+        else:
+            out[node.name] = KeyFile(os.path.expanduser(cfg.ssh_key_path), f"{NAMESPACE}:sshKeyPath")
+    return out
+
+
+def ssh_hosts(cfg: StackConfig) -> dict[str, SshHost]:
+    """Every node as ssh reaches it; a node with `via` goes through that node as a jump host."""
+    hosts: dict[str, SshHost] = {}
+    keys = key_files(cfg)
+
+    def build(node: Node) -> SshHost:
+        if node.name not in hosts:
+            via = build(next(n for n in cfg.nodes if n.name == node.via)) if node.via else None
+            hosts[node.name] = SshHost(
+                name=node.name,
+                host=node.host,
+                port=node.port,
+                user=node.user,
+                key_path=keys[node.name].path,
+                host_key=node.host_key,
+                via=via,
+            )
+        return hosts[node.name]
+
+    for node in cfg.nodes:
+        build(node)
+    return hosts

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from spark_llm.config import StackConfig
 from spark_llm.config.group import groups
-from spark_llm.plan.deployment import DeploymentPlan, NodePlan, build_plan, key_files, ssh_hosts
-from spark_llm.plan.hosts import KeyFile, SshHost
+from spark_llm.plan.deployment import DeploymentPlan, NodePlan, build_plan
+from spark_llm.plan.hosts import KeyFile, SshHost, key_files, ssh_hosts
 from spark_llm.plan.router import RouterPlan, engine_worker, router_plan
 
 

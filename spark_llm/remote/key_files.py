@@ -1,6 +1,6 @@
 """The operator's ssh private key files (`sshKeyPath`, `nodes[].keyPath`): where they are, read and mode-checked.
 
-Where they are is the plan's (spark_llm.plan.deployment.key_files, resolved once). Read by the program (their
+Where they are is the plan's (spark_llm.plan.hosts.key_files, resolved once). Read by the program (their
 contents become pulumi-command's `private_key`, a secret) and checked by the operator CLI before it runs ssh. A
 key that others can read is refused as OpenSSH refuses it ("UNPROTECTED PRIVATE KEY FILE"): pulumi-command's Go
 ssh would take it silently, and the docker provider's OpenSSH would then fail.
