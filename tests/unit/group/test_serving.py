@@ -61,5 +61,5 @@ def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_
     # The gate's own request: the same path and body (spark_llm.remote.readiness builds it from serving_request).
     assert (path, auth, body) == ("/v1/completions", "Bearer sk-secret", serving_request("m"))
     assert json.dumps(serving_request("m")) in readiness._probe_script(
-        {"model": "m", "address": "127.0.0.1", "port": 1}
+        {"model": "m", "address": "127.0.0.1", "port": 1, "api_key": ""}
     )
