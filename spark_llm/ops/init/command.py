@@ -37,7 +37,7 @@ from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.scripts import PROJECT_DIR
 from spark_llm.remote import key_files
-from spark_llm.remote.runner import presented_host_key
+from spark_llm.remote.runner import KEYSCAN_SECONDS, presented_host_key
 from spark_llm.remote.ssh import fingerprint
 
 # Needs no stack config: it makes one.
@@ -283,7 +283,7 @@ class Init:
         if key is None:
             if via is None:
                 raise InitError(
-                    f"the head {spec.host}:{spec.port} did not answer ssh-keyscan within {host_keys.SCAN_SECONDS} s:"
+                    f"the head {spec.host}:{spec.port} did not answer ssh-keyscan within {KEYSCAN_SECONDS} s:"
                     f" check the address and that sshd runs there (`ssh -p {spec.port} {spec.user}@{spec.host}`)"
                 )
             raise InitError(
