@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fanout_transport import (  # beside this file on the head (sys.path[0])
     IO_TIMEOUT_EXIT,
@@ -56,6 +57,9 @@ from fanout_transport import (  # beside this file on the head (sys.path[0])
     start_rsync,
 )
 
+if TYPE_CHECKING:  # the record's one definition, beside its writer; mypy only (the head has no spark_llm)
+    from spark_llm.plan.weights.fanout import FanoutPlan
+
 PROGRESS_SECONDS = 5.0
 # Files below this size go in batches (one rsync per batch): a process per 64 KiB file costs more than its bytes.
 SMALL_FILE = 16 << 20
@@ -65,13 +69,13 @@ BATCH_BYTES = 64 << 20
 class Copy:
     """The whole fan-out: scans, receivers, the scheduler, progress, verification."""
 
-    def __init__(self, plan: dict, work: str) -> None:
-        self.path: str = plan["path"]
-        self.tool: str = plan["tool"]
-        self.streams = max(1, int(plan.get("streams") or min(4, os.cpu_count() or 1)))
-        self.transport: str = plan.get("transport", "rsyncd")
-        self.timeout = float(plan.get("timeout") or 6 * 3600)
-        self.idle_seconds = int(plan.get("idle_timeout") or IO_TIMEOUT_SECONDS)
+    def __init__(self, plan: FanoutPlan, tool: str, work: str) -> None:
+        self.path = plan["path"]
+        self.tool = tool
+        self.streams = max(1, int(plan["streams"] or min(4, os.cpu_count() or 1)))
+        self.transport = plan["transport"]
+        self.timeout = float(plan["timeout"] or 6 * 3600)
+        self.idle_seconds = int(plan["idle_timeout"] or IO_TIMEOUT_SECONDS)
         self.rsync = tuple(plan["rsync_options"])
         self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
         self.workers = [Node(**w) for w in plan["workers"]]
@@ -388,8 +392,8 @@ def main(argv: list[str]) -> int:
         print("usage: fanout.py PLAN.json MANIFEST_TOOL.py", file=sys.stderr)
         return 2
     with open(argv[1]) as f:
-        plan = json.load(f)
-    plan["tool"] = argv[2]
+        plan: FanoutPlan = json.load(f)
+    tool = argv[2]
     # A process group of its own, whose ID is this pid: killed outright (SIGKILL unwinds nothing), the step's script
     # (spark_llm.plan.weights.fanout) kills what is left in it, every rsync and ssh session it started (issue 31, 2).
     os.setpgid(0, 0)
@@ -399,9 +403,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as work:
         try:
             if plan.get("restore"):
-                Copy(plan, work).restore(plan["restore"])
+                Copy(plan, tool, work).restore(plan["restore"])
             else:
-                Copy(plan, work).run()
+                Copy(plan, tool, work).run()
         except CopyError as exc:
             print(f"weights: {exc}", file=sys.stderr)
             return 1
