@@ -20,8 +20,8 @@ from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
 from spark_llm.plan.weights.sync import RSYNC_OPTIONS, heredoc, tool_prelude
 
-# The fan-out program the step ships to the head: its entry point first, then the module it imports.
-FANOUT_FILES = ("fanout.py", "fanout_transport.py")
+# The fan-out program the step ships to the head: its entry point first, then the modules it imports.
+FANOUT_FILES = ("fanout.py", "fanout_schedule.py", "fanout_transport.py")
 
 
 def fanout_sources() -> dict[str, str]:
