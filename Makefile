@@ -64,7 +64,7 @@ tools: system-deps venv pulumi ## everything developing needs (as root: Debian p
 lint: system-deps venv ## ruff, mypy, import-linter (the layers), shellcheck, generated docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy spark_llm components scripts/manifest.py scripts/fanout.py scripts/fanout_transport.py scripts/supervisor.py scripts/supervisor_node.py __main__.py
+	$(VENV)/bin/mypy spark_llm components scripts/manifest.py scripts/fanout.py scripts/fanout_schedule.py scripts/fanout_transport.py scripts/supervisor.py scripts/supervisor_node.py __main__.py
 	$(VENV)/bin/lint-imports --no-cache
 	shellcheck -x $$(git ls-files '*.sh' .ci/run)
 	$(PY) -m spark_llm.config.schema_docs --check

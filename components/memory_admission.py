@@ -15,8 +15,9 @@ import pulumi
 import pulumi_command as command
 
 from components.commands import discarding_stdin
+from spark_llm.group.memory import FITS
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.memory import FITS, admission_spec, judge_spec, probe_command, spec_text
+from spark_llm.plan.memory import admission_spec, judge_spec, probe_command, spec_text
 from spark_llm.plan.observation import NodeObservation
 
 

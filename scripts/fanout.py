@@ -37,8 +37,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from fanout_transport import (  # beside this file on the head (sys.path[0])
+from fanout_schedule import feeders, human, needs, next_batch, progress_line, short_of_space
+from fanout_transport import (  # beside these files on the head (sys.path[0])
     IO_TIMEOUT_EXIT,
     IO_TIMEOUT_SECONDS,
     STATS,
@@ -50,28 +52,27 @@ from fanout_transport import (  # beside this file on the head (sys.path[0])
     Node,
     Receiver,
     disk_full,
-    human,
     link_cut,
     say,
     start_rsync,
 )
 
+if TYPE_CHECKING:  # the record's one definition, beside its writer; mypy only (the head has no spark_llm)
+    from spark_llm.plan.weights.fanout import FanoutPlan
+
 PROGRESS_SECONDS = 5.0
-# Files below this size go in batches (one rsync per batch): a process per 64 KiB file costs more than its bytes.
-SMALL_FILE = 16 << 20
-BATCH_BYTES = 64 << 20
 
 
 class Copy:
     """The whole fan-out: scans, receivers, the scheduler, progress, verification."""
 
-    def __init__(self, plan: dict, work: str) -> None:
-        self.path: str = plan["path"]
-        self.tool: str = plan["tool"]
-        self.streams = max(1, int(plan.get("streams") or min(4, os.cpu_count() or 1)))
-        self.transport: str = plan.get("transport", "rsyncd")
-        self.timeout = float(plan.get("timeout") or 6 * 3600)
-        self.idle_seconds = int(plan.get("idle_timeout") or IO_TIMEOUT_SECONDS)
+    def __init__(self, plan: FanoutPlan, tool: str, work: str) -> None:
+        self.path = plan["path"]
+        self.tool = tool
+        self.streams = max(1, int(plan["streams"] or min(4, os.cpu_count() or 1)))
+        self.transport = plan["transport"]
+        self.timeout = float(plan["timeout"] or 6 * 3600)
+        self.idle_seconds = int(plan["idle_timeout"] or IO_TIMEOUT_SECONDS)
         self.rsync = tuple(plan["rsync_options"])
         self.head = Node(name=plan["head"]["name"], address=plan["head"]["address"], is_head=True)
         self.workers = [Node(**w) for w in plan["workers"]]
@@ -113,19 +114,9 @@ class Copy:
         digest = source["digest"]
         total = sum(f["size"] for f in files.values())
         targets = {w.name: self.scan(w) for w in self.workers}
-        need: dict[str, list[dict]] = {}
-        extra: dict[str, list[str]] = {}
-        have: dict[str, set[str]] = {self.head.name: set(files)}
-        whole: dict[str, set[str]] = {}
+        parts = needs(self.head.name, files, targets)
+        need, extra, have, whole = parts.need, parts.extra, parts.have, parts.whole
         for w in self.workers:
-            theirs = {f["path"]: f for f in targets[w.name]["files"]}
-            need[w.name] = sorted(
-                (f for p, f in files.items() if theirs.get(p, {}).get("sha256") != f["sha256"]),
-                key=lambda f: -f["size"],
-            )
-            whole[w.name] = {f["path"] for f in need[w.name] if f["path"] in theirs}
-            extra[w.name] = sorted(set(theirs) - set(files))
-            have[w.name] = set(files) - {f["path"] for f in need[w.name]}
             n, b = len(need[w.name]), sum(f["size"] for f in need[w.name])
             if n:
                 say(f"fanout: {w.name} needs {n} of {len(files)} files ({human(b)} of {human(total)})")
@@ -193,12 +184,7 @@ class Copy:
     def check_space(self, need: dict[str, list[dict]], targets: dict[str, dict]) -> None:
         """Refuse before any byte moves when a worker's disk cannot hold what it lacks (a partial file counts as
         sent). A file sent whole over an old copy needs its size again until the rename: counted in full."""
-        short = []
-        for w in self.workers:
-            needed = sum(f["size"] for f in need[w.name]) - targets[w.name].get("partial", 0)
-            free = targets[w.name].get("free")
-            if free is not None and need[w.name] and needed > free:
-                short.append(f"{w.name}: {self.path} needs {human(needed)} ({needed} B), {human(free)} ({free} B) free")
+        short = short_of_space(self.path, need, targets)
         if short:
             raise CopyError(
                 "not enough space for the weights:\n  "
@@ -215,13 +201,7 @@ class Copy:
         finish: Callable[[Node], None],
     ) -> None:
         needy = [w for w in self.workers if need[w.name]]
-        # A chain: the head, the workers that have every file, then those that need files, each fed by the one
-        # before it. Every node's uplink then carries the data once, file by file (a pipeline); a sender shared
-        # by two receivers would halve the rate of both.
-        chain = [self.head.name, *(w.name for w in self.workers if not need[w.name]), *(w.name for w in needy)]
-        feeder = {name: chain[i - 1] for i, name in enumerate(chain) if i > 0}
-        if self.transport == "ssh":
-            feeder = dict.fromkeys(feeder, self.head.name)  # the workers hold no key to reach each other
+        feeder = feeders(self.head.name, [w.name for w in self.workers], need, self.transport)
         if self.transport == "rsyncd":
             allow = [self.head.address, *(w.address for w in self.workers)]
             for w in needy:
@@ -266,21 +246,11 @@ class Copy:
             # after another and each hop adds about one file's time (measured: capped 400 Mbit/s, 3 workers).
             if any(j.sent * self.streams < j.size for j in running if j.target is target):
                 return None
-            for i, f in enumerate(queue):
-                if f["path"] not in have[src]:
-                    continue  # the feeder is still receiving it: take the next one it has
-                batch = [f]
-                if f["size"] < SMALL_FILE:
-                    size = f["size"]
-                    for g in queue[i + 1 :]:
-                        if g["size"] < SMALL_FILE and g["path"] in have[src] and size + g["size"] <= BATCH_BYTES:
-                            batch.append(g)
-                            size += g["size"]
-                for g in batch:
-                    queue.remove(g)
-                is_whole = any(g["path"] in whole[target.name] for g in batch)
-                return Job(nodes[src], target, batch, is_whole, idle_seconds=self.idle_seconds, base_options=self.rsync)
-            return None
+            batch = next_batch(queue, have[src])
+            if not batch:
+                return None
+            is_whole = any(g["path"] in whole[target.name] for g in batch)
+            return Job(nodes[src], target, batch, is_whole, idle_seconds=self.idle_seconds, base_options=self.rsync)
 
         try:
             while any(pending.values()) or running:
@@ -349,15 +319,8 @@ class Copy:
                 say(f"fanout: {w.name} received {n} files from {src}")
 
     def progress(self, name: str, moved: int, total: int, elapsed: float, running: list[Job]) -> None:
-        rate = moved / max(elapsed, 1e-3)
-        left = (total - moved) / rate if rate > 0 else 0
-        srcs = sorted({j.source.name for j in running if j.target.name == name})
-        via = f", from {', '.join(srcs)}" if srcs else ""
-        pct = 100 * moved // max(total, 1)
-        say(
-            f"weights {name}: {pct}% {human(moved)} of {human(total)}, {rate / 1e6:.0f} MB/s, "
-            f"{int(left) // 60}:{int(left) % 60:02d} left{via}"
-        )
+        sources = sorted({j.source.name for j in running if j.target.name == name})
+        say(progress_line(name, moved, total, elapsed, sources))
 
     def finish(self, node: Node, extra: list[str], source: dict) -> None:
         """Remove the files the head does not have, then verify the worker and record its token."""
@@ -388,8 +351,8 @@ def main(argv: list[str]) -> int:
         print("usage: fanout.py PLAN.json MANIFEST_TOOL.py", file=sys.stderr)
         return 2
     with open(argv[1]) as f:
-        plan = json.load(f)
-    plan["tool"] = argv[2]
+        plan: FanoutPlan = json.load(f)
+    tool = argv[2]
     # A process group of its own, whose ID is this pid: killed outright (SIGKILL unwinds nothing), the step's script
     # (spark_llm.plan.weights.fanout) kills what is left in it, every rsync and ssh session it started (issue 31, 2).
     os.setpgid(0, 0)
@@ -399,9 +362,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as work:
         try:
             if plan.get("restore"):
-                Copy(plan, work).restore(plan["restore"])
+                Copy(plan, tool, work).restore(plan["restore"])
             else:
-                Copy(plan, work).run()
+                Copy(plan, tool, work).run()
         except CopyError as exc:
             print(f"weights: {exc}", file=sys.stderr)
             return 1

@@ -3,7 +3,8 @@ runs to receive, the hasher that hashes each file as it lands, and each rsync st
 (into a worker's daemon from the head or a worker, or over ssh from the head), its output read, and what its
 failure says (a cut link, a full disk).
 
-Runs ON the head beside scripts/fanout.py (python3 standard library only), which plans and schedules the copy.
+Runs ON the head beside scripts/fanout.py (python3 standard library only), which runs the copy as
+scripts/fanout_schedule.py plans it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
+
+from fanout_schedule import human  # beside this file on the head (sys.path[0])
 
 RSYNC_USER = "spark-llm"
 # rsync --stats lines summed per worker: literal (sent as data), matched (found in a partial file), wire.
@@ -44,14 +47,6 @@ class LinkCutError(CopyError):
     def __init__(self, message: str, node: str) -> None:
         super().__init__(message)
         self.node = node
-
-
-def human(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

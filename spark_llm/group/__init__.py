@@ -4,13 +4,16 @@ Pure and standard library only, at the bottom of the layers (.importlinter), and
 supervisor (spark_llm.plan.supervisor.program_files): `pulumi preview` (spark_llm.plan.drift), `spark-llm status`,
 the readiness gate and the supervisor import the same rules.
 
-- times: Docker's times, read one way;
+- times: Docker's times, read one way; flags: a command line's flags, read one way;
 - members: a member's engine container as a record;
 - verdict: is the group whole, with a caller's policy for what only `pulumi up` can mend;
 - order: the order the group stops and starts in;
 - budget: the supervisor's restarts within a window;
 - logs: a member's engine log, read one way;
 - weights: may the group start on the weights its members recorded (none unverified, one digest);
+- memory: the memory admission's verdict (a rank's need against what its node gives now);
 - serving: what "serving" means (the gate's one-token completion), each engine's health route, the API key file;
+- wedge: is a running group wedged (no answer for a bound, over several probes);
+- router: when the supervisor brings the router back;
 - records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
 """

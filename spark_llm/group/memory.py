@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from spark_llm.group.flags import flag_values
+
 GIB = 1024**3
 # The engine's own overhead beyond weights and KV cache (CUDA context, activations, graphs): measured 5.4-6.7 GiB
 # per engine on a DGX Spark (llamastash#81).
@@ -71,14 +73,8 @@ class EngineMemory:
 
 
 def _flag_value(flags: Sequence[str], name: str) -> str | None:
-    """The value of `name` in an argv-like list (`--f V` or `--f=V`; the last one wins, as argparse's)."""
-    value = None
-    for i, word in enumerate(flags):
-        if word == name and i + 1 < len(flags):
-            value = flags[i + 1]
-        elif word.startswith(name + "="):
-            value = word.partition("=")[2]
-    return value
+    """The value of `name` in an argv-like list (the last one wins, as argparse's)."""
+    return next(reversed(flag_values(flags, [name])), None)
 
 
 def _size(text: str) -> int:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from spark_llm.group.memory import INFO_SECTION
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.memory import INFO_SECTION, judge_spec, parse_spec, probe_command
+from spark_llm.plan.memory import judge_spec, parse_spec, probe_command
 from spark_llm.plan.observation import parse_probe
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError

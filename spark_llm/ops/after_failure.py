@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from spark_llm.group.flags import flag_values
 from spark_llm.plan.readiness import Rollout
 from spark_llm.plan.rollback import (
     ROLLBACK_ENV,
@@ -44,15 +45,8 @@ INTERRUPTED = "The `pulumi up` was interrupted (the gate no longer runs under it
 
 def config_file_of(argv: list[str], cwd: str) -> str | None:
     """Pure: the `--config-file` a pulumi command line names (absolute), or None."""
-    for i, arg in enumerate(argv):
-        value = None
-        if arg == "--config-file" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--config-file="):
-            value = arg.split("=", 1)[1]
-        if value:
-            return str(Path(cwd, value).resolve())
-    return None
+    value = next((v for v in flag_values(argv, ["--config-file"]) if v), None)
+    return str(Path(cwd, value).resolve()) if value else None
 
 
 def start_rollback(stack: str, config_file: str | None, wait_for: int | None, model: str | None = None) -> Path:

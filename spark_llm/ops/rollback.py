@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from spark_llm.group.serving import COMPLETIONS_PATH, serves, serving_request
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.rollback_weights import RESTORE_ENV, RESTORE_MODEL_ENV, weights_to_restore
@@ -105,16 +106,16 @@ def _last_failure_at(plan: DeploymentPlan) -> datetime | None:
 
 
 def _first_completion(plan: DeploymentPlan, deadline: float) -> datetime | None:
-    """The time of the first completion the endpoint answers (one token), as a client sees it."""
-    body = json.dumps({"model": plan.model_name, "prompt": "ping", "max_tokens": 1}).encode()
+    """The time the group first serves (spark_llm.group.serving: the one-token completion), as a client sees it."""
+    body = json.dumps(serving_request(plan.model_name)).encode()
     headers = {"Content-Type": "application/json"}
     if plan.api_key:
         headers["Authorization"] = f"Bearer {plan.api_key}"
     while time.monotonic() < deadline:
-        request = urllib.request.Request(f"{plan.endpoint}/v1/completions", body, headers)
+        request = urllib.request.Request(f"{plan.endpoint}{COMPLETIONS_PATH}", body, headers)
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                if response.status == 200:
+                if serves(response.status):
                     return datetime.now().astimezone()
         except (OSError, urllib.error.URLError):
             pass

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from spark_llm.group.flags import flag_values
+
 GROUP_TYPE = "spark-llm:components:EngineGroup"
 CONTAINER_TYPE = "docker:index/container:Container"
 TARGET_FLAGS = ("--target", "-t", "--target-replace")
@@ -34,18 +36,6 @@ class GroupRequest:
     """Why this command must not run (None: it may)."""
     replaced: tuple[str, ...] = ()
     """The members whose container the command replaces (`--replace`): the whole group then restarts in order."""
-
-
-def flag_values(argv: Sequence[str], flags: Sequence[str]) -> list[str]:
-    """Pure: every value of `flags` on a command line (`--flag VALUE` or `--flag=VALUE`)."""
-    values = []
-    for i, word in enumerate(argv):
-        for flag in flags:
-            if word == flag and i + 1 < len(argv):
-                values.append(argv[i + 1])
-            elif word.startswith(flag + "="):
-                values.append(word.split("=", 1)[1])
-    return values
 
 
 def _member(urn: str, members: Sequence[str], component: str) -> str | None:

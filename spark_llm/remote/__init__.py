@@ -1,2 +1,8 @@
-"""Everything that talks to a node from this machine: the ssh runner, the observation probe, the readiness gate,
-and the operator's key files. Reads plan data; declares no Pulumi resource."""
+"""Everything that talks to a node from this machine; reads plan data, declares no Pulumi resource.
+
+- ssh (OpenSSH, pinned keys, the head as jump host) and runner (the one way to run a script on a node, and scan
+  its host key); key_files: the operator's key files;
+- observe: what every node runs now, at each program run; pulumi_process: the pulumi CLI a program runs under;
+- readiness: what the readiness gate waits on; start_watch: each node's start as the gate sees it; canary,
+  fabric_proof, host_record: what the gate records at a start that served; history: the head's history of starts.
+"""

@@ -55,12 +55,12 @@ def gate_canary(spec: ReadinessSpec, head: SshHost, nodes: Sequence[str], say: C
     A canary that gets no answer costs only the record (it says why): the gate's question, whether rank 0
     generates, was answered already.
     """
-    script = canary_script(spec["address"], spec["port"], spec["model"], spec.get("api_key") or None)
+    script = canary_script(spec["address"], spec["port"], spec["model"], spec["api_key"] or None)
     try:
         output = run_script(head, script, timeout=REQUEST_SECONDS + 30)
     except RemoteError as err:
         output = f"(could not ask: {str(err).splitlines()[0]})"
-    record = _record(output, spec.get("revision", ""), nodes)
+    record = _record(output, spec["revision"], nodes)
     say(f"[{head.name}] canary: {record.answer!r}" if not record.error else f"[{head.name}] canary: {record.error}")
     return record.to_json()
 

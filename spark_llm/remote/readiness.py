@@ -51,7 +51,7 @@ class Member:
 
 def _members(props: ReadinessSpec) -> list[Member]:
     return [
-        Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"], m.get("fabric_address", ""))
+        Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"], m["fabric_address"])
         for m in props["members"]
     ]
 
@@ -60,7 +60,7 @@ def _probe_script(props: ReadinessSpec) -> str:
     """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
     listens on every address, so no port needs to be open outside; else the one address it listens on)."""
     curl = completion_command(
-        props["address"], props["port"], serving_request(props["model"]), props.get("api_key"), 10
+        props["address"], props["port"], serving_request(props["model"]), props["api_key"] or None, 10
     )
     return f'out=$({curl} 2>&1) || true\necho "$out" | tail -c 300\n'
 
@@ -201,7 +201,7 @@ def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecor
     try:
         return watch_start(spec, say=say)
     except GroupNotReadyError as err:
-        if not spec.get("history_path"):
+        if not spec["history_path"]:
             raise
         members = _members(spec)
         head = next(m for m in members if m.role == "head")
@@ -213,9 +213,9 @@ def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecor
             changed = changes_since_served(_ranks(members), probe, history) if probe else ""
         except RemoteError:
             changed = ""
-        reason = redact(str(err).splitlines()[0], spec.get("api_key") or None)
+        reason = redact(str(err).splitlines()[0], spec["api_key"] or None)
         at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        failure = failure_record(spec.get("revision", ""), spec.get("profile", "sglang"), reason, at)
+        failure = failure_record(spec["revision"], spec["profile"], reason, at)
         append_history(head.ssh, spec["history_path"], failure)
         if changed:
             raise GroupNotReadyError(f"{err}\n{changed}") from None
@@ -230,21 +230,21 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
     """
     members = _members(spec)
     head = next(m for m in members if m.role == "head")
-    key = spec.get("api_key") or None
-    profile = spec.get("profile", "sglang")
-    container = spec.get("container", "spark-llm-engine")
+    key = spec["api_key"] or None
+    profile = spec["profile"]
+    container = spec["container"]
     logs = [MemberLog(m.name, m.role, m.ssh, profile, container) for m in members]
-    history_path = spec.get("history_path", "")
+    history_path = spec["history_path"]
     # A failed start's phases say nothing of how long a phase may take: the bounds learn from successful ones.
     history = [
         h
         for h in succeeded(read_history(head.ssh, history_path) if history_path else [])
         if h.get("profile") == profile
     ]
-    override = spec.get("stall_seconds") or None
+    override = spec["stall_seconds"] or None
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
-    rendezvous = spec.get("rendezvous_seconds") or None
+    rendezvous = spec["rendezvous_seconds"] or None
     by_name = {m.name: m for m in members}
     ranks = _ranks(members)
     while True:
@@ -258,7 +258,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
             if waits is None:
                 raise GroupNotReadyError(exited_message(members, failed, state, tails))
             culprit, culprit_start = waits
-            why = spec.get("rendezvous_source") or "the engine's own timeout"
+            why = spec["rendezvous_source"] or "the engine's own timeout"
             raise GroupNotReadyError(
                 waited_message(members, by_name[culprit.name], culprit_start, now, failed, state, why, tails)
             )
@@ -296,7 +296,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 for line in proof.problems.splitlines():
                     say(f"warning (spark-llm:network.fabricProof warn): {line}")
             timeline: StartRecord = {
-                "revision": spec.get("revision", ""),
+                "revision": spec["revision"],
                 "profile": profile,
                 "at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "gate_seconds": waited,
@@ -314,7 +314,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 timeline["fabric"] = proof.records
             if spec.get("host_probe"):
                 timeline["hosts"] = record_hosts(ranks, spec["host_probe"], container, proof.logs if proof else None)
-            if spec.get("weights_path"):
+            if spec["weights_path"]:
                 timeline["weights"] = served_weights(members, spec["weights_path"])
             if history_path:
                 append_history(head.ssh, history_path, timeline)

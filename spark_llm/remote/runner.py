@@ -35,6 +35,8 @@ from spark_llm.remote.ssh import (
 
 # Printed by a script run with `clock=True` when it is ready for the clock exchange.
 CLOCK_READY = "spark-llm: clock"
+# How long ssh-keyscan waits for a node's answer (its -T).
+KEYSCAN_SECONDS = 5
 NO_ANSWER = -1
 
 
@@ -277,24 +279,35 @@ def run_attached(target: SshHost, command: list[str]) -> int:
                 _end_helpers(proc)
 
 
-def keyscan_line(text: str, key_type: str) -> str | None:
-    """Pure: the `TYPE BASE64` key from `ssh-keyscan` output, or None."""
+def keyscan_keys(text: str) -> dict[str, str]:
+    """Pure: the keys in `ssh-keyscan` output, `TYPE BASE64` by type (the first of each type)."""
+    found: dict[str, str] = {}
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) >= 3 and not line.startswith("#") and fields[1] == key_type:
-            return f"{fields[1]} {fields[2]}"
-    return None
+        if len(fields) >= 3 and not line.startswith("#"):
+            found.setdefault(fields[1], f"{fields[1]} {fields[2]}")
+    return found
+
+
+def keyscan_line(text: str, key_type: str) -> str | None:
+    """Pure: the `TYPE BASE64` key of `key_type` from `ssh-keyscan` output, or None."""
+    return keyscan_keys(text).get(key_type)
+
+
+def keyscan(host: str, port: int, via: SshHost | None, *, key_type: str | None = None, timeout: float = 20) -> str:
+    """What `ssh-keyscan` prints for `host:port` (its keys of `key_type`, an ssh-keyscan `-t` name, or all): run
+    from this machine, or from the jump host `via`. "" when it could not run here."""
+    scan = ["ssh-keyscan", "-T", str(KEYSCAN_SECONDS), *(["-t", key_type] if key_type else []), "-p", str(port), host]
+    if via is None:
+        try:
+            return subprocess.run(scan, capture_output=True, text=True, timeout=timeout).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    return run(via, shlex.join(scan) + " 2>/dev/null\n", timeout=timeout).stdout
 
 
 def presented_host_key(target: SshHost, *, timeout: float = 20) -> str | None:
     """The host key `target` presents now (ssh-keyscan from this machine, or from its jump host)."""
     key_type = target.host_key.split()[0]
-    scan = ["ssh-keyscan", "-T", "5", "-t", keyscan_type(key_type), "-p", str(target.port), target.host]
-    if target.via is None:
-        try:
-            out = subprocess.run(scan, capture_output=True, text=True, timeout=timeout).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    else:
-        out = run(target.via, shlex.join(scan) + " 2>/dev/null\n", timeout=timeout).stdout
+    out = keyscan(target.host, target.port, target.via, key_type=keyscan_type(key_type), timeout=timeout)
     return keyscan_line(out, key_type)

@@ -19,41 +19,29 @@ import datetime
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from spark_llm.config import NAMESPACE, ConfigError, parse, raw_from_pulumi
 from spark_llm.config import recipe as recipes
-from spark_llm.config.image import Image
 from spark_llm.ops.init import discover, host_keys, write
-from spark_llm.ops.init.checks import Reach, problems
+from spark_llm.ops.init.checks import Reach
 from spark_llm.ops.init.document import Found, document
 from spark_llm.ops.init.facts import NodeFacts
+from spark_llm.ops.init.inputs import InitError, Spec, Wanted, config_from, parse_spec, recipe_named, recipe_source
+from spark_llm.ops.init.report import as_json, describe
 from spark_llm.ops.init.stack_file import Extra, merge_extras, render, written_config
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.plan.hosts import KeyFile, SshHost
 from spark_llm.plan.scripts import PROJECT_DIR
 from spark_llm.remote import key_files
-from spark_llm.remote.runner import presented_host_key
+from spark_llm.remote.runner import KEYSCAN_SECONDS, presented_host_key
 from spark_llm.remote.ssh import fingerprint
 
 # Needs no stack config: it makes one.
 USES_PLAN = False
-
-
-class InitError(RuntimeError):
-    """Bad input or a problem found: one line (or one per problem), what to do next; nothing was written."""
-
-
-@dataclass(frozen=True)
-class Spec:
-    user: str
-    host: str
-    port: int
-    scanned: str | None = None  # the host key, when already scanned (a worker found among the neighbours)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,45 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the file; write nothing, make no stack")
     parser.add_argument("--force", action="store_true", help="replace an existing stack file (kept as a backup)")
-
-
-def parse_spec(text: str, flag: str, default_user: str | None = None) -> Spec:
-    """Pure: `USER@ADDRESS[:PORT]` (USER optional when `default_user` is given)."""
-    user, at, rest = text.rpartition("@")
-    if not at:
-        user, rest = default_user or "", text
-    host, colon, port_text = rest.partition(":")
-    if not user or not host or (colon and not port_text.isdigit()) or any(c.isspace() for c in text):
-        example = "nvidia@192.168.1.10" if flag == "--head" else "10.0.0.2 or nvidia@10.0.0.2:22"
-        raise InitError(f"{flag} {text!r} is not USER@ADDRESS[:PORT]; e.g. {flag} {example}")
-    port = int(port_text) if colon else 22
-    if not 0 < port < 65536:
-        raise InitError(f"{flag} {text!r}: port {port} is not 1-65535")
-    return Spec(user, host, port)
-
-
-def _config_from(path_text: str) -> Extra:
-    path = Path(path_text)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except OSError as err:
-        raise InitError(f"--config-from {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise InitError(f"--config-from {path}: not YAML ({str(err).splitlines()[0]})") from None
-    if isinstance(data, dict) and set(data) == {"config"}:
-        data = data["config"] or {}
-    if not isinstance(data, dict) or any(not str(k).startswith(f"{NAMESPACE}:") for k in data):
-        raise InitError(
-            f"--config-from {path}: expected a mapping of {NAMESPACE}: keys, e.g. '{NAMESPACE}:engine: ...'"
-        )
-    return Extra(dict(data), f"from --config-from {path_text}")
-
-
-def _recipe(name: str) -> recipes.Recipe:
-    known = {r.name: r for r in recipes.load_all()}
-    if name not in known:
-        raise InitError(f"--recipe {name!r} is not in recipes/; the recipes: {', '.join(sorted(known))}")
-    return known[name]
 
 
 def run(pulumi: PulumiCli, plan: object, args: argparse.Namespace) -> int:
@@ -159,8 +108,8 @@ class Init:
                 f"{target} exists: init never overwrites it. Review it, or run init again with --force (the old file"
                 " is kept beside it), or with --dry-run to print the new one"
             )
-        chosen = _recipe(args.recipe) if args.recipe else None
-        files = [_config_from(path) for path in args.config_from]
+        chosen = recipe_named(args.recipe) if args.recipe else None
+        files = [config_from(path) for path in args.config_from]
         from_recipe = [Extra(dict(recipes.config_keys(chosen)), recipe_source(chosen))] if chosen else []
         wanted = Wanted.of(merge_extras(from_recipe + files), chosen.model.weights_bytes if chosen else 0)
         pinned = self._pinned(target)
@@ -283,7 +232,7 @@ class Init:
         if key is None:
             if via is None:
                 raise InitError(
-                    f"the head {spec.host}:{spec.port} did not answer ssh-keyscan within {host_keys.SCAN_SECONDS} s:"
+                    f"the head {spec.host}:{spec.port} did not answer ssh-keyscan within {KEYSCAN_SECONDS} s:"
                     f" check the address and that sshd runs there (`ssh -p {spec.port} {spec.user}@{spec.host}`)"
                 )
             raise InitError(
@@ -326,76 +275,3 @@ class Init:
                     f"{ssh.name}'s host key changed during init (accepted {host_keys.describe(ssh.host_key)}, now"
                     f" {shown}): find out why before trusting it"
                 )
-
-
-@dataclass(frozen=True)
-class Wanted:
-    """What the merged recipe and --config-from keys ask of the nodes: GPUs, an image, a weights directory."""
-
-    gpus: bool
-    image: str
-    model_path: str
-    image_on: str  # where the image must be before `up`: "head" (it sends it on), "every node" (mode present), ""
-    weights_bytes: int = 0  # a recipe's weights: each node's disk must hold them
-
-    def problems(self, nodes: dict[str, NodeFacts], reaches: list[Reach]) -> list[str]:
-        return problems(
-            nodes, reaches, gpus=self.gpus, image=self.image, image_on=self.image_on, weights_bytes=self.weights_bytes
-        )
-
-    @classmethod
-    def of(cls, merged: dict[str, tuple[Any, str]], weights_bytes: int = 0) -> Wanted:
-        def section(key: str) -> dict[str, Any]:
-            value = merged.get(f"{NAMESPACE}:{key}", ({}, ""))[0]
-            return value if isinstance(value, dict) else {}
-
-        image = section("image")
-        mode = image.get("mode", Image.model_fields["mode"].default)
-        source = image.get("source", Image.model_fields["source"].default)
-        return cls(
-            bool(section("engine").get("gpus", True)),
-            str(image.get("ref", "")),
-            str(section("model").get("path", "")),
-            {"present": "every node", "transfer": "head" if source == "head" else ""}.get(mode, ""),
-            weights_bytes,
-        )
-
-
-def as_json(found: Found) -> dict[str, Any]:
-    """What init found on one node, for `--json` (scripts)."""
-    f = found.facts
-    iface = f.fabric_interface or ""
-    address = f.address_on(iface)
-    return {
-        "node": found.ssh.name,
-        "role": found.role,
-        "address": found.ssh.host,
-        "hostname": f.hostname,
-        "host_key": host_keys.describe(found.ssh.host_key),
-        "arch": f.arch,
-        "gpus": list(f.gpus),
-        "mem_total_bytes": f.mem_total,
-        "disk_free_bytes": f.disk_free,
-        "fabric": {"interface": iface or None, "address": str(address) if address else None,
-                   "mtu": f.interfaces[iface].mtu if iface in f.interfaces else None, "roce_devices": f.twins(iface)},
-        "management_interface": f.management_interface,
-        "docker_runtimes": list(f.runtimes) if f.runtimes is not None else None,
-    }  # fmt: skip
-
-
-def describe(found: Found) -> str:
-    """One line per node for the person running init: what was found."""
-    f = found.facts
-    iface = f.fabric_interface or "-"
-    mtu = f.interfaces[iface].mtu if iface in f.interfaces else "?"
-    mem = f"{f.mem_total / 1024**3:.1f} GiB" if f.mem_total else "memory unread"
-    disk = f"{f.disk_free / 1e9:.0f} GB free at {f.disk_mount}" if f.disk_free else "free disk unread"
-    return (
-        f"{found.ssh.name}: {f.hostname} {f.arch}, {', '.join(f.gpus) or 'no GPU shown'}, {mem}, {disk};"
-        f" fabric {iface} {f.address_on(iface) or ''} mtu {mtu} RoCE {' '.join(f.twins(iface)) or '-'};"
-        f" management {f.management_interface or '?'}; docker runtimes {' '.join(f.runtimes or ()) or '?'}"
-    )
-
-
-def recipe_source(chosen: recipes.Recipe) -> str:
-    return f"from recipe {chosen.name} (recipes/{chosen.name}.yaml)"

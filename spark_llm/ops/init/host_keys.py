@@ -5,8 +5,6 @@ init makes. Never `StrictHostKeyChecking=no` or `accept-new`: the first use is t
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Iterable
 
@@ -17,7 +15,6 @@ from spark_llm.remote.ssh import fingerprint
 
 # The key pinned is the strongest the node offers, in OpenSSH's own order of preference.
 PREFERENCE = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa")
-SCAN_SECONDS = 5
 
 
 class HostKeyError(RuntimeError):
@@ -26,32 +23,13 @@ class HostKeyError(RuntimeError):
 
 def best_key(scan_output: str) -> str | None:
     """Pure: the preferred `TYPE BASE64` line of `ssh-keyscan` output, or None when it shows no key."""
-    found: dict[str, str] = {}
-    for line in scan_output.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and not line.startswith("#"):
-            found.setdefault(fields[1], f"{fields[1]} {fields[2]}")
+    found = runner.keyscan_keys(scan_output)
     return next((found[t] for t in PREFERENCE if t in found), None)
-
-
-def scan_command(address: str, port: int) -> list[str]:
-    return ["ssh-keyscan", "-T", str(SCAN_SECONDS), "-p", str(port), address]
 
 
 def scan(address: str, port: int, via: SshHost | None = None) -> str | None:
     """The key `address` presents: ssh-keyscan from this machine, or (a worker) from the head `via`."""
-    if via is None:
-        try:
-            out = subprocess.run(
-                scan_command(address, port), capture_output=True, text=True, timeout=SCAN_SECONDS * 4
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    else:
-        out = runner.run(
-            via, shlex.join(scan_command(address, port)) + " 2>/dev/null\n", timeout=SCAN_SECONDS * 4
-        ).stdout
-    return best_key(out)
+    return best_key(runner.keyscan(address, port, via, timeout=runner.KEYSCAN_SECONDS * 4))
 
 
 def describe(key: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_llm.group import memory as verdict
 from spark_llm.ops.preflight.script import (
     GB,
     engine_help_command,
@@ -175,7 +176,7 @@ def check_disk(node: str, plan: DeploymentPlan, section: Section | None, limits:
 
 
 # The memory admission's verdicts (spark_llm.plan.memory) as preflight's.
-_ADMISSION_STATUS = {memory.FITS: PASS, memory.WARN: WARN, memory.REFUSED: FAIL, memory.UNREAD: FAIL}
+_ADMISSION_STATUS = {verdict.FITS: PASS, verdict.WARN: WARN, verdict.REFUSED: FAIL, verdict.UNREAD: FAIL}
 
 
 def check_memory(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Section], limits: Limits) -> Check:
@@ -183,7 +184,7 @@ def check_memory(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Secti
     files, else from the model source (`limits`)."""
     section = sections.get("memory")
     probe = dict(line.split("\t", 1) for line in section.body.splitlines() if "\t" in line) if section else {}
-    seen = memory.parse(node.name, probe)
+    seen = verdict.parse(node.name, probe)
     weights = limits.model_size if seen.weights is None else None
     admission = memory.judge_spec(memory.admission_spec(plan, node), probe, weights_bytes=weights)
     return Check(node.name, "memory", _ADMISSION_STATUS[admission.verdict], admission.detail, admission.fix)

@@ -1,7 +1,9 @@
 """`spark-llm status`: what runs against what the config gives, and what `pulumi up` would do.
 
 - command: the verdict, the table and the command;
-- read: what it reads from each node in one ssh session (the node script, its pure parsers);
+- read: what it reads from each node in one ssh session for every model (the node script, its pure parsers);
+- router: the router's line (its container on the head, the models it lists);
+- weights: the weights' drift, as preview judges it from the program's probe;
 - canary: the canary asked now, against the one recorded at readiness;
 - report: one model's verdict as it prints (table, lines, JSON);
 - several: a stack of several models, a row and a block per model.

@@ -1,8 +1,9 @@
 """Engine profiles: what each engine runs on each node, in which order, with which environment.
 
 Pure planning (no Pulumi, no I/O). A profile turns the stack config and the node ranks into, per node, the
-container's command and environment, plus the docker options and the readiness check shared by the group.
-Look a profile up with `profile_for(engine)`; an unknown one lists the known ones.
+container's command and environment, plus the docker options and the readiness check shared by the group:
+sglang, vllm (native and Ray), on common's types. Look a profile up with `profile_for(engine)`; an unknown one
+lists the known ones.
 """
 
 from __future__ import annotations

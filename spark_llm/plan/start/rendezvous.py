@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spark_llm.group.flags import flag_values
+
 TORCH_NCCL_TIMEOUT_SECONDS = 600.0
 TIMEOUT_FLAGS = {"sglang": "--dist-timeout", "vllm-native": "--distributed-timeout-seconds"}
 TIMEOUT_FLAGS["vllm-ray"] = TIMEOUT_FLAGS["vllm-native"]
@@ -30,19 +32,12 @@ def rendezvous_timeout(profile: str, flags: Sequence[str]) -> tuple[float, str]:
     """Pure: (seconds, where they come from) the engine of `profile` waits for its group, given its engine flags
     (`["--dist-timeout", "60"]` or `["--dist-timeout=60"]`)."""
     flag = TIMEOUT_FLAGS.get(profile)
-    if flag:
-        for i, word in enumerate(flags):
-            value = None
-            if word == flag and i + 1 < len(flags):
-                value = flags[i + 1]
-            elif word.startswith(flag + "="):
-                value = word.split("=", 1)[1]
-            if value is not None:
-                try:
-                    if float(value) > 0:
-                        return float(value), f"{flag} {value}"
-                except ValueError:
-                    pass  # the flag check (spark_llm.config.flag_values) names a bad value before any start
+    for value in flag_values(flags, [flag] if flag else []):
+        try:
+            if float(value) > 0:
+                return float(value), f"{flag} {value}"
+        except ValueError:
+            pass  # the flag check (spark_llm.config.flag_values) names a bad value before any start
     return TORCH_NCCL_TIMEOUT_SECONDS, "torch.distributed's NCCL default"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import NotRequired, TypedDict
 
 from spark_llm.config.group import GroupConfig
 from spark_llm.plan.deployment import NodePlan, fabric_key_path
@@ -19,8 +20,8 @@ from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.scripts import SCRIPTS_DIR
 from spark_llm.plan.weights.sync import RSYNC_OPTIONS, heredoc, tool_prelude
 
-# The fan-out program the step ships to the head: its entry point first, then the module it imports.
-FANOUT_FILES = ("fanout.py", "fanout_transport.py")
+# The fan-out program the step ships to the head: its entry point first, then the modules it imports.
+FANOUT_FILES = ("fanout.py", "fanout_schedule.py", "fanout_transport.py")
 
 
 def fanout_sources() -> dict[str, str]:
@@ -28,7 +29,50 @@ def fanout_sources() -> dict[str, str]:
     return {name: (SCRIPTS_DIR / name).read_text() for name in FANOUT_FILES}
 
 
-def fanout_plan(cfg: GroupConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str) -> dict:
+class FanoutHead(TypedDict):
+    name: str
+    address: str
+    """Its fabric address: where the workers' rsync daemons accept it from."""
+
+
+class FanoutWorker(TypedDict):
+    """A worker as the fan-out reaches it over the fabric (scripts/fanout_transport.Node)."""
+
+    name: str
+    address: str
+    user: str
+    port: int
+    host_key: str
+    record: str
+    """Bash that records the worker's drift token once its copy is verified ($SPARK_LLM_VALUE: the digest)."""
+    forget: str
+    """Bash that marks its weights unverified before the first byte of a copy reaches it."""
+
+
+class FanoutPlan(TypedDict):
+    """What scripts/fanout.py reads (its plan.json): one writer, `fanout_plan`; one reader, its `Copy`."""
+
+    path: str
+    """spark-llm:model.path, on every node."""
+    head: FanoutHead
+    workers: list[FanoutWorker]
+    fabric_key: str
+    """The head's fabric key, as a path on the head (`~` expanded there)."""
+    ssh_options: list[str]
+    streams: int | None
+    """spark-llm:transfer.streams (None: the head's cores, at most 4)."""
+    transport: str
+    """`ssh` (spark-llm:transfer.encrypt) or `rsyncd`."""
+    timeout: int
+    idle_timeout: int
+    rsync_options: list[str]
+    restore: NotRequired[str]
+    """A rollback's digest: every worker puts back the version it kept instead of copying."""
+
+
+def fanout_plan(
+    cfg: GroupConfig, head: NodePlan, workers: list[NodePlan], tokens: dict[str, str], step: str
+) -> FanoutPlan:
     """What scripts/fanout.py reads: the head, every worker (with its record script), streams and transport."""
     return {
         "path": cfg.model.path,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
-from spark_llm.group.serving import api_key_of, render_api_config, serving_request
+from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, render_api_config, serving_request
 from spark_llm.remote import readiness
 from tests.unit.group.supervisor_program import load
 
@@ -61,5 +63,25 @@ def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_
     # The gate's own request: the same path and body (spark_llm.remote.readiness builds it from serving_request).
     assert (path, auth, body) == ("/v1/completions", "Bearer sk-secret", serving_request("m"))
     assert json.dumps(serving_request("m")) in readiness._probe_script(
-        {"model": "m", "address": "127.0.0.1", "port": 1}
+        {"model": "m", "address": "127.0.0.1", "port": 1, "api_key": ""}
     )
+
+
+def test_the_rollback_times_the_first_completion_that_serves_as_the_gate_asks_it():
+    """`spark-llm rollback` asks the group's question (spark_llm.group.serving), not a copy of its own."""
+    from spark_llm.ops import rollback
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    Engine.seen.clear()
+    try:
+        keyed = SimpleNamespace(model_name="m", api_key="sk-secret", endpoint=endpoint)
+        assert rollback._first_completion(keyed, time.monotonic() + 10) is not None
+        # An answer that is not serving (401: no key) is not the first completion, however often it comes.
+        unkeyed = SimpleNamespace(model_name="m", api_key=None, endpoint=endpoint)
+        assert rollback._first_completion(unkeyed, time.monotonic() + 1) is None
+    finally:
+        server.shutdown()
+    assert Engine.seen[0] == (COMPLETIONS_PATH, "Bearer sk-secret", serving_request("m"))
+    assert len(Engine.seen) > 1 and all(body == serving_request("m") for _, _, body in Engine.seen)

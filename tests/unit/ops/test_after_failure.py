@@ -15,6 +15,8 @@ from spark_llm.remote.pulumi_process import PulumiProcess
         (["pulumi", "up", "--config-file", "Pulumi.x.yaml"], "/proj/Pulumi.x.yaml"),
         (["pulumi", "up", "--config-file=/abs/P.yaml", "--yes"], "/abs/P.yaml"),
         (["pulumi", "up", "--yes"], None),
+        # An empty value names no file: the next one does.
+        (["pulumi", "up", "--config-file=", "--config-file", "P.y.yaml"], "/proj/P.y.yaml"),
     ],
 )
 def test_the_config_file_is_read_from_the_pulumi_command_line(argv, expected):

@@ -3,7 +3,7 @@ of a member's container a restart of the whole group in order."""
 
 from __future__ import annotations
 
-from spark_llm.plan.cli_flags import engine_component, flag_values, group_request
+from spark_llm.plan.cli_flags import engine_component, group_request
 
 GROUP = "urn:pulumi:sim::spark-llm::spark-llm:components:SparkCluster$spark-llm:components:EngineGroup"
 WORKER = f"{GROUP}$docker:index/container:Container::spark-engine-worker-1"
@@ -11,12 +11,6 @@ HEAD = f"{GROUP}$docker:index/container:Container::spark-engine-head"
 STOP = f"{GROUP}$pulumi-command:remote:Command::spark-engine-stop-head"
 WEIGHTS = "urn:pulumi:sim::spark-llm::spark-llm:components:SparkCluster$spark-llm:components:ModelWeights$x::w"
 MEMBERS = ["head", "worker-1"]
-
-
-def test_flag_values_reads_both_spellings():
-    argv = ["pulumi", "up", "--target", "a", "-t", "b", "--target=c", "--replace", "d"]
-    assert flag_values(argv, ("--target", "-t")) == ["a", "b", "c"]
-    assert flag_values(argv, ("--replace",)) == ["d"]
 
 
 def test_a_target_into_the_engine_group_or_a_pattern_is_refused_before_anything_runs():

@@ -1,4 +1,4 @@
-"""The memory admission's verdicts (spark_llm.plan.memory): what a rank needs against what its node gives now."""
+"""The memory admission's verdicts (spark_llm.group.memory): what a rank needs against what its node gives now."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import subprocess
 
 import pytest
 
-from spark_llm.plan import memory
-from spark_llm.plan.memory import GIB, engine_memory, judge, parse
+from spark_llm.group import memory
+from spark_llm.group.memory import GIB, engine_memory, judge, parse
+from spark_llm.plan.memory import probe_command
 
 # The seeds' model: Qwen/Qwen3.5-122B-A10B-FP8, 119 GB of weights (Pulumi.dual-spark.yaml; the repository's
 # per-file sizes were not found in any source this project can cite, so the total stands in for their sum).
@@ -143,9 +144,7 @@ def test_a_node_that_cannot_be_read_is_unread_never_fits(sections, why):
 def test_the_probe_reads_this_machines_meminfo_and_weights(tmp_path):
     (tmp_path / "a.safetensors").write_bytes(b"x" * 1000)
     (tmp_path / "config.json").write_bytes(b"{}")
-    out = subprocess.run(
-        ["bash", "-c", memory.probe_command(str(tmp_path))], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run(["bash", "-c", probe_command(str(tmp_path))], capture_output=True, text=True, check=True)
     sections = dict(line.split("\t", 1) for line in out.stdout.splitlines())
     seen = parse("here", sections)
     assert seen.error is None and seen.weights == 1000

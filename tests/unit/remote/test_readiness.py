@@ -86,7 +86,9 @@ def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_a
     monkeypatch.setattr(readiness, "watch_start", fails)
     monkeypatch.setattr(readiness, "append_history", lambda ssh, path, entry: recorded.append((ssh.host, path, entry)))
     spec = {
-        "members": [{"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s"}],
+        "members": [
+            {"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s", "fabric_address": ""}
+        ],
         "history_path": "/root/spark-llm/history/starts.jsonl",
         "revision": "abc",
         "profile": "vllm",

@@ -12,14 +12,22 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 
 
-def transport():
-    """scripts/fanout_transport.py, as the head imports it (beside fanout.py, not a package of ours)."""
-    spec = importlib.util.spec_from_file_location("fanout_transport", SCRIPTS / "fanout_transport.py")
+def head_module(name: str):
+    """scripts/NAME.py, as the head imports it (beside fanout.py, not a package of ours)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fanout_transport", module)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def transport():
+    """scripts/fanout_transport.py, with the schedule it imports beside it."""
+    head_module("fanout_schedule")
+    return head_module("fanout_transport")
 
 
 def test_every_rsync_gives_up_when_no_data_moves_for_a_minute():

@@ -9,8 +9,9 @@ import pytest
 
 from spark_llm.config import recipe as recipes
 from spark_llm.ops.init import discover
-from spark_llm.ops.init.command import Init, InitError
+from spark_llm.ops.init.command import Init
 from spark_llm.ops.init.document import document
+from spark_llm.ops.init.inputs import InitError
 from spark_llm.ops.init.stack_file import render, written_config
 from spark_llm.ops.pulumi_cli import PulumiCli
 from tests.unit.ops.init.test_init_stack_file import two_sparks

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from spark_llm.config import parse
-from spark_llm.ops.init.command import InitError, Wanted, parse_spec
 from spark_llm.ops.init.document import Found, document, node_names
+from spark_llm.ops.init.inputs import InitError, Wanted, parse_spec
 from spark_llm.ops.init.stack_file import Extra, merge_extras, render, written_config
 from spark_llm.ops.init.write import with_pulumi_keys
 from spark_llm.plan.hosts import SshHost

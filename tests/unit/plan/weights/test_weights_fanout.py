@@ -13,7 +13,14 @@ from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.weights import steps as weights
-from spark_llm.plan.weights.fanout import fanout_plan, fanout_sources, render_fanout
+from spark_llm.plan.weights.fanout import (
+    FanoutHead,
+    FanoutPlan,
+    FanoutWorker,
+    fanout_plan,
+    fanout_sources,
+    render_fanout,
+)
 from spark_llm.plan.weights.sync import RSYNC_OPTIONS
 from tests.conftest import dual_spark_raw
 
@@ -40,6 +47,20 @@ def test_the_plan_pins_each_workers_host_key_and_names_the_fabric_key_on_the_hea
     assert data["streams"] is None and data["transport"] == "rsyncd" and data["timeout"] == 21600
     assert data["idle_timeout"] == 60  # rsync's --timeout: a cut link fails the copy after a minute
     assert data["rsync_options"] == list(RSYNC_OPTIONS)  # the one list every weights copy uses
+
+
+def test_the_fanout_reads_only_keys_its_plan_record_declares_and_the_writer_writes_them_all():
+    """One typed record (FanoutPlan), one writer, one reader: a key the program reads that the plan does not write
+    (or writes under another name) fails here, as mypy fails it in `make lint`."""
+    cfg, p = build()
+    written = fanout_plan(cfg, p.head, list(p.workers), {"spark-2": "tok"}, "weights")
+    declared = set(FanoutPlan.__annotations__)
+    assert set(written) == declared - {"restore"}  # a rollback's alone (render_fanout)
+    assert set(written["workers"][0]) == set(FanoutWorker.__annotations__)
+    assert set(written["head"]) == set(FanoutHead.__annotations__)
+    source = "".join(fanout_sources().values())
+    read = set(re.findall(r'plan(?:\.get\(|\[)"(\w+)"', source))
+    assert read and read <= declared, read - declared
 
 
 def test_the_idle_bound_on_the_fabric_is_the_users_choice_within_limits():
@@ -119,4 +140,4 @@ def test_a_fanout_killed_outright_leaves_no_process_behind(tmp_path):
 def test_the_real_fanout_leads_a_process_group_of_its_own_before_it_starts_anything():
     source = (weights.MANIFEST_TOOL.parent / "fanout.py").read_text()
     main = source[source.index("def main(") :]
-    assert main.index("os.setpgid(0, 0)") < main.index("Copy(plan, work).run()")
+    assert main.index("os.setpgid(0, 0)") < main.index("Copy(plan, tool, work).run()")
