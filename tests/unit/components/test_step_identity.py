@@ -44,7 +44,8 @@ def resources(monkeypatch: pytest.MonkeyPatch, edit: Edit | None) -> dict[str, s
     for name in [n for n in sys.modules if n.split(".")[0] in ("spark_llm", "components")]:
         monkeypatch.delitem(sys.modules, name)
     # Nothing looks at the nodes (graph_mocks.register does the same to the modules it imported).
-    monkeypatch.setattr(importlib.import_module("components.bootstrap"), "observe_nodes", lambda plan, extra: None)
+    bootstrap = importlib.import_module("components.bootstrap")
+    monkeypatch.setattr(bootstrap, "observe_nodes", lambda stack, extras: [None for _ in extras])
     if edit is not None:
         edit(monkeypatch)
     registered = register(monkeypatch, stack(), secrets=("apiKey",))
