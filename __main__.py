@@ -9,10 +9,11 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 import pulumi  # noqa: E402
 
-from components import bootstrap, stack  # noqa: E402
+from components import bootstrap  # noqa: E402
+from components.stack import SparkStack, SparkStackArgs  # noqa: E402
 
 config = bootstrap.load()
 # One builder answers what the stack deploys (spark_llm.plan.stack): `spark-llm` asks the same one.
-plan = bootstrap.stack_plan(config)
-for key, value in stack.deploy(config, plan).items():
+stack = SparkStack("stack", SparkStackArgs(config=config, plan=bootstrap.stack_plan(config)))
+for key, value in stack.outputs.items():
     pulumi.export(key, value)

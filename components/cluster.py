@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_command as command
+import pulumi_docker as docker
 
 from components.bootstrap import under_mocks
-from components.connection import command_connection, docker_provider
+from components.connection import command_connection
 from components.engine_group import EngineGroup, EngineGroupArgs
 from components.engine_image import EngineImage, EngineImageArgs
 from components.firewall import Firewall, FirewallArgs
@@ -150,10 +151,22 @@ def _firewall_note(plan: DeploymentPlan, observations: dict[str, NodeObservation
             pulumi.log.warn(warning)
 
 
+@dataclass(frozen=True)
+class StackCore:
+    """What exists once per node for every group (components.stack): the providers that reach the nodes."""
+
+    commands: command.Provider
+    """The pulumi-command provider (each step carries its node's connection)."""
+    docker: dict[str, docker.Provider]
+    """Each node's docker provider (its engine over ssh, never the operator's own), by node name."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparkClusterArgs:
     plan: DeploymentPlan
     """The deployment plan built from the stack config."""
+    core: StackCore
+    """The stack's providers, made once for every group (components.stack)."""
     keys: dict[str, str]
     """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
     observations: dict[str, NodeObservation] | None = None
@@ -183,15 +196,13 @@ class SparkCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
         plan = args.plan
-        # Explicit providers only (Pulumi.yaml sets pulumi:disable-default-providers for command and docker): every
-        # command resource below inherits this one, every docker resource names its node's provider.
-        commands = command.Provider(f"{name}-command", opts=pulumi.ResourceOptions(parent=self))
-        child = pulumi.ResourceOptions(parent=self, providers={"command": commands})
+        # The stack's providers (components.stack): every command resource below inherits its command provider, every
+        # docker resource names its node's docker provider.
+        child = pulumi.ResourceOptions(parent=self, providers={"command": args.core.commands})
         # Every step's script and the values it uses, resolved once from the plan: the children only declare them.
         steps = build_steps(plan)
         connections = {n.name: command_connection(n.ssh, args.keys) for n in plan.nodes}
-        # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
-        providers = {n.name: docker_provider(f"{name}-docker-{n.name}", n.ssh, child) for n in plan.nodes}
+        providers = {n.name: args.core.docker[n.name] for n in plan.nodes}
         # Which engines this state started: its own id, and each node's owner record (spark_llm.plan.drift).
         identity = state_identity(f"{name}-state", child)
         generation = identity.stdout.apply(

@@ -27,7 +27,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand, secret_digest
-from components.connection import command_connection, docker_provider
+from components.connection import command_connection
 from spark_llm.plan import router
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.node_files import file_script, remove_file_command
@@ -45,6 +45,10 @@ class RouterArgs:
     """spark-llm:apiKey: written to the key file, a secret in state."""
     state_id: pulumi.Input[str] = ""
     """This state's identity (components.state_identity): the container's owner label, and what `-clear` keeps."""
+    commands: command.Provider
+    """The stack's pulumi-command provider (components.stack)."""
+    docker: docker.Provider
+    """The head's docker provider, the stack's (components.stack): the router runs beside the engines it fronts."""
 
 
 class Router(pulumi.ComponentResource):
@@ -56,9 +60,8 @@ class Router(pulumi.ComponentResource):
     def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:Router", name, None, opts)
         plan = args.plan
-        # Explicit providers only (Pulumi.yaml disables the default ones): the head's commands and docker engine.
-        commands = command.Provider(f"{name}-command", opts=pulumi.ResourceOptions(parent=self))
-        provider = docker_provider(f"{name}-docker", args.head, pulumi.ResourceOptions(parent=self))
+        # The stack's providers (Pulumi.yaml disables the default ones): the head's commands and docker engine.
+        commands, provider = args.commands, args.docker
         connection = command_connection(args.head, args.keys)
         image: pulumi.Input[str] = plan.image
         if not plan.image.startswith("sha256:"):

@@ -1,69 +1,126 @@
-"""The stack's resources from its one plan (spark_llm.plan.stack): an engine group per model on the nodes read once,
-and the router in front of them; and the outputs `spark-llm` reads.
+"""SparkStack: the stack's room above its groups, from its one plan (spark_llm.plan.stack).
 
-What exists once per node is read once here: the nodes' ssh keys and one read-only probe session a node for every
-group (components.bootstrap.observe_nodes). Each model's group keeps the names it has always had (the first model
-the single form's, `spark`; another `spark-<key>`), and the router its own (`router`), so that a stack deployed by
-an earlier version restarts nothing when this one runs.
+What exists once per node is made once here and handed to every model's group, as pulumi-eks hands each node group
+its cluster's core: the nodes' ssh keys, one read-only probe session a node for every group
+(components.bootstrap.observe_nodes), the pulumi-command provider and each node's docker provider. On that core: an
+engine group per model (SparkCluster) and the router in front of them, on the head's providers too.
+
+Names and aliases keep what a stack deployed by an earlier version runs: the groups keep their names (the first
+model the single form's `spark`, another `spark-<key>`) and the router its own (`router`), each aliased from where
+they stood before this room (at the stack's root); the shared providers take the first group's names and are aliased
+from under it, so its resources keep their provider; another group's resources move to the shared one, which the
+engine asks the provider about (DiffConfig: the same connection, nothing to replace).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
+import pulumi_command as command
 
 from components import bootstrap
-from components.cluster import SparkCluster, SparkClusterArgs, probe_extra
+from components.cluster import SparkCluster, SparkClusterArgs, StackCore, probe_extra
+from components.connection import docker_provider
 from components.router import Router, RouterArgs
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.stack import StackPlan
 
+# Where the groups and the router stood before the stack had a room of its own (spark-llm up to 1530184): at the
+# stack's root. Their children follow their aliases (the engine derives a child's from its parent's).
+AT_THE_ROOT = pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)
+FIRST_GROUP = "spark"
+CLUSTER_TYPE = "spark-llm:components:SparkCluster"
 
-def deploy(cfg: StackConfig, stack: StackPlan) -> dict[str, object]:
-    """Declare every group and the router; return the stack's outputs by name."""
-    keys = bootstrap.load_keys(stack)
-    # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
-    observations = bootstrap.observe_nodes(stack, [probe_extra(plan) for plan in stack.groups])
-    if stack.several:
-        # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
-        bootstrap.place_models(cfg, list(zip(stack.groups, observations, strict=True)))
-    clusters: dict[str, SparkCluster] = {}
-    for plan, observed in zip(stack.groups, observations, strict=True):
-        # `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group in order.
-        request = bootstrap.group_request(plan)
-        clusters[plan.model_name] = SparkCluster(
-            "spark" if plan.unit is None else f"spark-{plan.unit}",
-            SparkClusterArgs(
-                plan=plan,
-                keys=keys,
-                observations=observed,
-                replaced=request.replaced,
-                outputs_under_models=stack.several,
-                # One supervisor keeps the router up: the first model's (every group has one on the head).
-                router=stack.router if not clusters else None,
-            ),
-        )
-    endpoint: dict[str, object] = {}
-    if stack.router is not None:
-        # The router starts once every group served (its gate passed), on the head.
-        gateway = Router(
-            "router",
-            RouterArgs(
-                plan=stack.router,
-                head=stack.first.head.ssh,
-                keys=keys,
-                api_key=stack.first.api_key or "",
-                state_id=clusters[stack.first.model_name].state_id,
-            ),
-            pulumi.ResourceOptions(depends_on=list(clusters.values())),
-        )
-        # With a router, the stack's one endpoint is the router's, once it lists every model.
-        endpoint = {"endpoint": gateway.endpoint}
-    if not stack.several:
-        # The stack's one model: its outputs at the top level, as every version before several models wrote them.
-        return {**outputs(stack.first, clusters[stack.first.model_name]), **endpoint}
-    # Each model's outputs under its name (the API's `model`).
-    return {"models": {name: outputs(stack.models[name], cluster) for name, cluster in clusters.items()}, **endpoint}
+
+@dataclass(frozen=True, kw_only=True)
+class SparkStackArgs:
+    config: StackConfig
+    """The parsed stack: what is said of it as a whole (the models' fit)."""
+    plan: StackPlan
+    """What the stack deploys: its hosts, each model's group plan, the router (spark_llm.plan.stack.build_stack)."""
+
+
+class SparkStack(pulumi.ComponentResource):
+    """Every model's engine group on the stack's nodes, and the router in front of them."""
+
+    outputs: dict[str, object]
+    """The stack's outputs by name: one model's at the top level, several under `models.<name>`; the endpoint."""
+
+    def __init__(self, name: str, args: SparkStackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("spark-llm:components:SparkStack", name, None, opts)
+        stack = args.plan
+        keys = bootstrap.load_keys(stack)
+        # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
+        observations = bootstrap.observe_nodes(stack, [probe_extra(plan) for plan in stack.groups])
+        if stack.several:
+            # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
+            bootstrap.place_models(args.config, list(zip(stack.groups, observations, strict=True)))
+        core = self._core(stack)
+        clusters: dict[str, SparkCluster] = {}
+        for plan, observed in zip(stack.groups, observations, strict=True):
+            # `--target` of part of the engine group is refused; `--replace` of a member restarts the whole group.
+            request = bootstrap.group_request(plan)
+            clusters[plan.model_name] = SparkCluster(
+                group_name(plan),
+                SparkClusterArgs(
+                    plan=plan,
+                    core=core,
+                    keys=keys,
+                    observations=observed,
+                    replaced=request.replaced,
+                    outputs_under_models=stack.several,
+                    # One supervisor keeps the router up: the first model's (every group has one on the head).
+                    router=stack.router if not clusters else None,
+                ),
+                pulumi.ResourceOptions(parent=self, aliases=[AT_THE_ROOT]),
+            )
+        endpoint: dict[str, object] = {}
+        if stack.router is not None:
+            # The router starts once every group served (its gate passed), on the head.
+            gateway = Router(
+                "router",
+                RouterArgs(
+                    plan=stack.router,
+                    head=stack.first.head.ssh,
+                    keys=keys,
+                    api_key=stack.first.api_key or "",
+                    state_id=clusters[stack.first.model_name].state_id,
+                    commands=core.commands,
+                    docker=core.docker[stack.first.head.name],
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=list(clusters.values()), aliases=[AT_THE_ROOT]),
+            )
+            # With a router, the stack's one endpoint is the router's, once it lists every model.
+            endpoint = {"endpoint": gateway.endpoint}
+        if not stack.several:
+            # The stack's one model: its outputs at the top level, as every version before several models wrote them.
+            first = clusters[stack.first.model_name]
+            self.outputs = {**outputs(stack.first, first), **endpoint}
+        else:
+            # Each model's outputs under its name (the API's `model`).
+            by_model = {name: outputs(stack.models[name], cluster) for name, cluster in clusters.items()}
+            self.outputs = {"models": by_model, **endpoint}
+        self.register_outputs(self.outputs)
+
+    def _core(self, stack: StackPlan) -> StackCore:
+        """The providers every group uses, made once: named as the first group's were, and aliased from under it."""
+        # Explicit providers only (Pulumi.yaml sets pulumi:disable-default-providers for command and docker).
+        first = pulumi.create_urn(FIRST_GROUP, CLUSTER_TYPE)
+        under_first = pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(parent=first)])
+        commands = command.Provider(f"{FIRST_GROUP}-command", opts=under_first)
+        # One docker provider per node: nothing here ever talks to the operator's own Docker engine.
+        docker = {
+            node.name: docker_provider(f"{FIRST_GROUP}-docker-{node.name}", node.ssh, under_first)
+            for node in stack.nodes
+        }
+        return StackCore(commands=commands, docker=docker)
+
+
+def group_name(plan: DeploymentPlan) -> str:
+    """A group's component name: the first model keeps the single form's (`spark`), another carries its key."""
+    return FIRST_GROUP if plan.unit is None else f"{FIRST_GROUP}-{plan.unit}"
 
 
 def outputs(plan: DeploymentPlan, cluster: SparkCluster) -> dict[str, object]:

@@ -195,3 +195,29 @@ def test_a_rollback_of_one_model_puts_back_that_models_weights_and_no_others(mon
     monkeypatch.delenv("SPARK_LLM_RESTORE_MODEL")  # the stack's one model's rollback: every group it plans
     every = graph(_register(monkeypatch, with_embed("0.2")))
     assert any(not name.startswith("spark-embed") and every[name] != before[name] for name in before)
+
+
+def test_two_models_share_one_provider_a_node_and_the_groups_are_aliased_from_where_they_stood(monkeypatch):
+    """The stack's room (components.stack): one pulumi-command provider, one docker provider a node, for every group
+    (each model made its own before); the groups and the router stand under the stack, each aliased from the stack's
+    root where an earlier version put them, and the shared providers from under the first group, whose names they
+    keep: a stack deployed before upgrades moving nothing (tests/integration/test_router.py's upgrade)."""
+    raw = with_embed("0.2")
+    raw["router"] = {"image": "ghcr.io/you/router@sha256:" + "ab" * 32, "port": 4000}
+    raw["apiKey"] = "sk-test"
+    registered = _register(monkeypatch, raw, secrets=("apiKey",))
+    providers = sorted(name for name, r in registered.items() if r.type.startswith("pulumi:providers:"))
+    assert providers == ["spark-command", "spark-docker-spark-1", "spark-docker-spark-2"]
+    assert registered["stack"].type == "spark-llm:components:SparkStack"
+    for name in ("spark", "spark-embed", *providers):
+        assert registered[name].parent.endswith("spark-llm:components:SparkStack::stack"), name
+    for name in ("spark", "spark-embed"):
+        assert [str(a.spec) for a in registered[name].aliases] == ["noParent: true\n"], name
+    # (The router's container has its component's name: its parent is the router, under the stack.)
+    assert registered["router"].parent.endswith("spark-llm:components:SparkStack$spark-llm:components:Router::router")
+    first_group = "urn:pulumi:dual-spark::spark-llm::spark-llm:components:SparkCluster::spark"
+    for name in providers:
+        assert [a.spec.parentUrn for a in registered[name].aliases] == [first_group], name
+    # Every group's steps and containers reach the nodes through the shared providers.
+    used = {r.provider.split("::")[-2] for r in registered.values() if r.provider}
+    assert used == set(providers), used

@@ -48,7 +48,7 @@ def routed(monkeypatch, every_request):
 def test_the_router_is_a_container_on_the_head_made_after_the_engine_group(routed, every_request):
     container = routed["router"]
     assert container.type == "docker:index/container:Container"
-    assert "::router-docker::" in container.provider
+    assert "::spark-docker-spark-1::" in container.provider  # the stack's provider of the head (components.stack)
     got = inputs(container)
     assert got["name"] == "spark-llm-router" and got["networkMode"] == "host" and got["restart"] == "unless-stopped"
     assert all(v["readOnly"] is True for v in got["volumes"])
@@ -79,7 +79,7 @@ def test_the_image_pinned_by_digest_is_pulled_on_the_head(routed):
     image = routed["router-image"]
     assert image.type == "docker:index/remoteImage:RemoteImage"
     assert inputs(image)["name"] == f"ghcr.io/you/spark-llm-router@{DIGEST}"
-    assert "::router-docker::" in image.provider
+    assert "::spark-docker-spark-1::" in image.provider
 
 
 def test_without_a_router_nothing_of_it_is_made(registered):
