@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -33,7 +34,7 @@ import openai
 import pytest
 import yaml
 
-from bench.router_rig import RouterRig, listed_models, router_rig
+from bench.router_rig import RouterRig, docker, healthy, listed_models, request, router_rig
 from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
 from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
@@ -87,6 +88,35 @@ def test_a_wrong_key_is_refused_at_the_router(rig: RouterRig) -> None:
     with pytest.raises(openai.AuthenticationError) as refused:
         client(rig, "sk-not-the-key").chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
     assert refused.value.status_code == 401
+
+
+def test_a_restarted_engine_is_served_again_as_soon_as_it_answers_and_an_unknown_model_is_told_apart(
+    rig: RouterRig,
+) -> None:
+    """User story: a model's engine restarts (its group restarted); meanwhile a client asking that model is told it
+    is unavailable (503), a client asking a model the stack never served is told that (404), and the router serves
+    the model again as soon as its engine answers (with smg's defaults: 57 s later)."""
+    engine, url = rig.engine_containers["alpha"], rig.engine_urls["alpha"]
+    docker("stop", "-t", "1", engine)
+    wait_for("the router to say alpha is unavailable", lambda: asked(rig, "alpha")[0] == 503, 10, interval_s=0.2)
+    status, error = asked(rig, "alpha")
+    assert error["code"] == "no_available_workers", error
+    status, error = asked(rig, "not-a-model")
+    assert (status, error["code"]) == (404, "model_not_found") and "'not-a-model'" in error["message"], error
+
+    docker("start", engine)
+    wait_for("alpha's engine to answer /health", lambda: healthy(url), 60, interval_s=0.1)
+    answered = time.monotonic()
+    wait_for("the router to serve alpha again", lambda: asked(rig, "alpha")[0] == 200, 30, interval_s=0.1)
+    assert time.monotonic() - answered < 3  # smg's health check every second (spark_llm.plan.router.HEALTH_FLAGS)
+
+
+def asked(rig: RouterRig, model: str) -> tuple[int, dict]:
+    """A one-token completion of `model` through the router: its status and, for an error, smg's `error` object."""
+    status, _, body = request(
+        rig.router_url, "POST", "/v1/completions", {"model": model, "prompt": "ping", "max_tokens": 1}, key=rig.key
+    )
+    return status, json.loads(body).get("error", {}) if status != 200 else {}
 
 
 # ---------- the router as a resource of a stack on the sim ----------

@@ -152,9 +152,7 @@ def test_the_supervisors_copy_of_the_router_makes_the_container_pulumi_up_makes(
     create = spec["create"]
     assert spec["container"] == container["name"]
     assert create["Cmd"] == container["command"] and create["Env"] == container["envs"]
-    assert create["HostConfig"]["Binds"] == [
-        f"{v['hostPath']}:{v['containerPath']}:ro" for v in container["volumes"]
-    ]
+    assert create["HostConfig"]["Binds"] == [f"{v['hostPath']}:{v['containerPath']}:ro" for v in container["volumes"]]
     assert create["HostConfig"]["NetworkMode"] == container["networkMode"]
     assert create["Labels"]["spark-llm.router.revision"] == label(routed["router"], "spark-llm.router.revision")
     assert "/home/aurora/spark-llm/router-workers:/run/spark-llm/router-workers:ro" in create["HostConfig"]["Binds"]
