@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from bench.router_rig import RouterRig, docker, healthy, listed_models, request, router_rig
-from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
+from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_model, two_models
 from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
 from tests.waits import wait_for
@@ -421,17 +421,8 @@ def test_a_failed_start_of_one_model_rolls_back_that_model_alone(routed: str, pu
     assert yaml.safe_load(pulumi.config_file.read_text()) == document  # the user's stack file is not edited
 
 
-THIRD = "spark-llm/standin-third"
 THIRD_GROUP = "spark-spark-llm-standin-third"
 RENAMED = "spark-llm/standin-model-renamed"
-
-
-def third_model(config: dict) -> None:
-    """A third small model on the head, beside SMALL: its own ports and a tenth of the head's memory."""
-    small = next(m for m in config["spark-llm:models"] if m["name"] == SMALL)
-    engine = {**small["engine"], "port": small["engine"]["port"] + 1, "distPort": small["engine"]["distPort"] + 1}
-    engine["flags"] = ["--mem-fraction-static", "0.1"]
-    config["spark-llm:models"].append({**small, "name": THIRD, "path": "/srv/models/standin-third", "engine": engine})
 
 
 def test_models_added_renamed_and_removed_live_the_others_answer_every_request_and_the_router_stays(
