@@ -44,6 +44,10 @@ REST_SECONDS = 10.0
 # once its own probe of the engine answered, a moment later. An engine is only posted once it answers (`answers`),
 # so a registration that fails is rare and retried soon.
 PENDING_SECONDS = 5.0
+# A removal smg accepted (202) is not asked again for this long while the entry still shows: smg drains an engine
+# before it drops it (5.0 s measured each time, bench/router_rig.py), and a removal asked again meanwhile was carried
+# out after the engine's registration under its new name, and took that away (a renamed model answered 404 on and off).
+REMOVING_SECONDS = 30.0
 # How long the registering process waits for an engine's answer (any HTTP status) before it counts as not there yet.
 ANSWER_TIMEOUT_SECONDS = 2.0
 
@@ -164,17 +168,21 @@ def changes(
     wanted: list[tuple[str, str]],
     entries: list[dict],
     posted: dict[str, float],
+    removing: dict[str, float],
     now: float,
     answering: Callable[[str], bool],
 ) -> list[tuple[str, str, str]]:
     """What makes smg's entries the workers file's: ("remove", entry id, why) for an entry the file does not have or
     filed under another model (smg 1.13.0 files a vLLM engine under `unknown` now and then; a renamed model keeps
-    its URL), and ("register", model, url) for each engine of the file smg lacks that answers, unless smg accepted
-    its registration less than PENDING_SECONDS ago (`posted`: url -> when)."""
+    its URL), unless smg accepted its removal less than REMOVING_SECONDS ago (`removing`: entry id -> when); and
+    ("register", model, url) for each engine of the file smg lists at no entry that answers, unless smg accepted its
+    registration less than PENDING_SECONDS ago (`posted`: url -> when)."""
     models = {url: model for model, url in wanted}
     out: list[tuple[str, str, str]] = []
     for entry in entries:
         url, filed = entry.get("url"), entry.get("model_id")
+        if now - removing.get(str(entry["id"]), -REMOVING_SECONDS) < REMOVING_SECONDS:
+            continue  # draining: its removal is under way
         if url not in models:
             out.append(("remove", str(entry["id"]), f"{filed} ({url}) is no longer in the workers file"))
         elif filed != models[url]:
@@ -195,6 +203,7 @@ def keep_registered(gateway: Gateway, path: str, wanted: list[tuple[str, str]], 
     parent (smg) ends. A file that is missing or unreadable for a while (a `pulumi up` deletes the old one just before
     it writes the new) leaves the registrations as they are."""
     posted: dict[str, float] = {}  # url -> when smg accepted its registration
+    removing: dict[str, float] = {}  # entry id -> when smg accepted its removal
     said_file = ""
     in_sync_at = -REST_SECONDS
     while os.getppid() == parent:
@@ -214,10 +223,11 @@ def keep_registered(gateway: Gateway, path: str, wanted: list[tuple[str, str]], 
         if entries is None:
             time.sleep(CHECK_SECONDS)
             continue
-        for action, first, second in changes(wanted, entries, posted, time.monotonic(), answers):
+        for action, first, second in changes(wanted, entries, posted, removing, time.monotonic(), answers):
             try:
                 if action == "remove":
                     status, _ = gateway.call("DELETE", f"/workers/{first}")
+                    removing[first] = time.monotonic()
                     print(f"spark-llm-router: removed {second} (HTTP {status})", flush=True)
                 else:
                     # The engine's own key is the stack's too: smg's probe of the engine (GET /v1/models) sends it.
