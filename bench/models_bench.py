@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ SSH_CONFIG = REPO / ".sim" / "ssh_config"
 def router_container(env: dict) -> str:
     """The router container's ID and start time on the head (a replaced or restarted router changes it)."""
     inspect = ["docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "spark-llm-router"]
-    return sh(["ssh", "-F", str(SSH_CONFIG), "head", *inspect], env).stdout.strip()
+    return sh(["ssh", "-F", str(SSH_CONFIG), "head", shlex.join(inspect)], env).stdout.strip()  # one remote line
 
 
 def rename_first(config: dict) -> None:
