@@ -47,11 +47,11 @@ WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
 METRICS_PORT = 29000
 # How smg notices an engine that went away and came back (its group restarted). Its defaults (a health check every
 # 60 s, a circuit breaker that opens after 10 failed requests and stays open 60 s) kept a restarted engine out for
-# 57 s after it answered again (bench/router_rig.py, a stand-in stopped and started under requests). A check every
-# second, unhealthy after 2 missed and healthy after 1 answered, serves it again within a second of its answer
-# (0.4 s measured), and a request meanwhile gets smg's 503 `no_available_workers` within 2 s of the engine going,
-# where a request for a model the stack does not serve gets 404 `model_not_found`. No circuit breaker: each model
-# has one engine, so there is nothing to fail over to, and the health check already keeps a dead one out.
+# 55 to 59 s after it answered again (bench/router_restart_bench.py: a stand-in stopped and started under requests).
+# A check every second, unhealthy after 2 missed and healthy after 1 answered, serves it again within a second of
+# its answer (0.5 to 0.6 s), and a request meanwhile gets smg's 503 `no_available_workers` within 2 s of the engine
+# going, where a request for a model the stack does not serve gets 404 `model_not_found`. No circuit breaker: each
+# model has one engine, so there is nothing to fail over to, and the health check already keeps a dead one out.
 HEALTH_FLAGS = (
     "--health-check-interval-secs",
     "1",
