@@ -13,9 +13,9 @@ up` restarts A's group alone; a client asks B for a one-token completion every 1
 until it ends, at the stack's endpoint: the router (`sim up --load-router`), with the stack's API key. Then the same
 client runs as long again with nothing rolling out: the quiet window.
 
---churn, after the rounds: three `pulumi up`s, each changing the list of models (a third model added, the first
-renamed, the third removed), with a client asking each model that stays every 100 ms during the `up`; the router's
-container ID and start time before and after each. Talks only to the sim's containers.
+--churn, after the rounds: four `pulumi up`s, each changing the list of models (a third model added, the first
+renamed, the third renamed, the third removed), with a client asking each model that stays every 100 ms during the
+`up`; the router's container ID and start time before and after each. Talks only to the sim's containers.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from steady_client import SMALL, THIRD, SteadyClient, third_model, two_models
 
 BIG = "spark-llm/standin-model"
 RENAMED = "spark-llm/standin-model-renamed"
+THIRD_RENAMED = "spark-llm/standin-third-renamed"
 SSH_CONFIG = REPO / ".sim" / "ssh_config"
 
 
@@ -48,14 +49,19 @@ def rename_first(config: dict) -> None:
     config["spark-llm:models"][0]["name"] = RENAMED
 
 
+def rename_third(config: dict) -> None:
+    config["spark-llm:models"][2]["name"] = THIRD_RENAMED
+
+
 def remove_third(config: dict) -> None:
-    config["spark-llm:models"] = [m for m in config["spark-llm:models"] if m["name"] != THIRD]
+    config["spark-llm:models"] = config["spark-llm:models"][:2]
 
 
 # (what changes, how the stack file changes, the models that stay and are asked meanwhile)
 CHURN = (
     ("a third model added", third_model, (BIG, SMALL)),
     ("the first model renamed", rename_first, (SMALL, THIRD)),
+    ("the third model renamed", rename_third, (RENAMED, SMALL)),
     ("the third model removed", remove_third, (RENAMED, SMALL)),
 )
 

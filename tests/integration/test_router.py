@@ -19,9 +19,9 @@ neither engine port answers from the operator's side. A flag change to
 the small model restarts its group alone (preview names nothing else), and a client asking the first model through
 the router every 100 ms meanwhile sees no failure. The operator CLI acts per model: `spark-llm status` shows both
 groups, `spark-llm restart --model` restarts one, and after a failed start of the small one `spark-llm rollback
---model` brings back that one alone. Then models come and go, each in its own `pulumi up` (a third added, the first
-renamed, the third removed), with a client on each model that stays asking every 100 ms: none of them sees a failure,
-and the router keeps its container (its ID and start time) throughout.
+--model` brings back that one alone. Then models come and go, each in its own `pulumi up` (a third added, renamed,
+removed), with a client on each model that stays asking every 100 ms: none of them sees a failure, and the router
+keeps its container (its ID and start time) throughout.
 """
 
 from __future__ import annotations
@@ -422,7 +422,8 @@ def test_a_failed_start_of_one_model_rolls_back_that_model_alone(routed: str, pu
 
 
 THIRD_GROUP = "spark-spark-llm-standin-third"
-RENAMED = "spark-llm/standin-model-renamed"
+RENAMED = "spark-llm/standin-third-renamed"
+RENAMED_GROUP = "spark-spark-llm-standin-third-renamed"
 
 
 def test_models_added_renamed_and_removed_live_the_others_answer_every_request_and_the_router_stays(
@@ -453,14 +454,19 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, THIRD])
     assert client.chat.completions.create(model=THIRD, messages=MESSAGES, max_tokens=4).model == THIRD
 
-    # The first model renamed: its group restarts (the engine serves the new name); the router files it anew.
-    edit_config(pulumi, lambda config: config["spark-llm:models"][0].update(name=RENAMED))
-    up_with_clients_on(SMALL, THIRD)
-    assert sorted(m.id for m in client.models.list()) == sorted([RENAMED, SMALL, THIRD])
+    # The third model renamed: a new group (its resources named after the new name) on the old one's ports, whose
+    # first step removes the old engine there (preview: its create); the router files the engine anew.
+    edit_config(pulumi, lambda config: config["spark-llm:models"][2].update(name=RENAMED))
+    changed = changed_steps(pulumi)
+    assert changed.get(f"{RENAMED_GROUP}-engine-take-ports-head") == "create", changed.why
+    assert changed.get(f"{THIRD_GROUP}-engine-head") == "delete" and "router" not in changed, changed.why
+    assert outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready") == {}
+    up_with_clients_on(BIG, SMALL)
+    assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, RENAMED])
     assert client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4).model == RENAMED
 
     edit_config(pulumi, lambda config: config.update({"spark-llm:models": config["spark-llm:models"][:2]}))
-    up_with_clients_on(RENAMED, SMALL)
-    assert sorted(m.id for m in client.models.list()) == sorted([RENAMED, SMALL])
+    up_with_clients_on(BIG, SMALL)
+    assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL])
     with pytest.raises(openai.NotFoundError):  # smg: 404 model_not_found
-        client.chat.completions.create(model=THIRD, messages=MESSAGES, max_tokens=4)
+        client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4)
