@@ -57,7 +57,7 @@ def test_the_first_step_removes_the_engines_of_a_model_no_longer_listed_on_its_p
 
 def test_with_no_other_engine_on_its_ports_the_step_says_so_and_removes_nothing(tmp_path: Path) -> None:
     deployment = plan.build_plan(parse(dual_spark_raw()), plan.LAUNCH_TEMPLATE.read_text())
-    (tmp_path / "docker").write_text("#!/bin/bash\n[ \"$1\" = ps ] && exit 0\nexit 1\n")
+    (tmp_path / "docker").write_text('#!/bin/bash\n[ "$1" = ps ] && exit 0\nexit 1\n')
     (tmp_path / "docker").chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     script = container.take_ports_script(deployment, deployment.head)
