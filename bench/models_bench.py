@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """Requests that fail to model B while model A rolls out (goal: 0), on the simulated cluster with two models, written
-as JSON with B's latency during each rollout beside a quiet window of the same length.
+as JSON with B's latency during each rollout beside a quiet window of the same length; with --churn, also the
+requests that fail to the models that stay while models come and go (goal: 0), and whether the router kept its
+container.
 
-Usage:   . tools/env.sh && python bench/models_bench.py [--repeat N]
+Usage:   . tools/env.sh && python bench/models_bench.py [--repeat N] [--churn]
 Outputs: bench/results/models-<UTC timestamp>.json and a short table on stdout.
 
 The stack: the sim's stand-in model across head and worker (B) and a small stand-in model on the head (A)
 (bench/steady_client.two_models). Each round changes A's --mem-fraction-static (0.2 and 0.25 in turn), so `pulumi
 up` restarts A's group alone; a client asks B for a one-token completion every 100 ms from just before `up` starts
 until it ends, at the stack's endpoint: the router (`sim up --load-router`), with the stack's API key. Then the same
-client runs as long again with nothing rolling out: the quiet window. Talks only to the sim's containers.
+client runs as long again with nothing rolling out: the quiet window.
+
+--churn, after the rounds: four `pulumi up`s, each changing the list of models (a third model added, the first
+renamed, the third renamed, the third removed), with a client asking each model that stays every 100 ms during the
+`up`; the router's container ID and start time before and after each. Talks only to the sim's containers.
 """
 
 from __future__ import annotations
@@ -17,15 +23,75 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 
 import yaml
 from simbench import REPO, bench_parser, bench_stack, sh, sim_up, write_result
-from steady_client import SMALL, SteadyClient, two_models
+from steady_client import SMALL, THIRD, SteadyClient, third_model, two_models
 
 BIG = "spark-llm/standin-model"
+RENAMED = "spark-llm/standin-model-renamed"
+THIRD_RENAMED = "spark-llm/standin-third-renamed"
+SSH_CONFIG = REPO / ".sim" / "ssh_config"
+
+
+def router_container(env: dict) -> str:
+    """The router container's ID and start time on the head (a replaced or restarted router changes it)."""
+    inspect = ["docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", "spark-llm-router"]
+    return sh(["ssh", "-F", str(SSH_CONFIG), "head", shlex.join(inspect)], env).stdout.strip()  # one remote line
+
+
+def rename_first(config: dict) -> None:
+    config["spark-llm:models"][0]["name"] = RENAMED
+
+
+def rename_third(config: dict) -> None:
+    config["spark-llm:models"][2]["name"] = THIRD_RENAMED
+
+
+def remove_third(config: dict) -> None:
+    config["spark-llm:models"] = config["spark-llm:models"][:2]
+
+
+# (what changes, how the stack file changes, the models that stay and are asked meanwhile)
+CHURN = (
+    ("a third model added", third_model, (BIG, SMALL)),
+    ("the first model renamed", rename_first, (SMALL, THIRD)),
+    ("the third model renamed", rename_third, (RENAMED, SMALL)),
+    ("the third model removed", remove_third, (RENAMED, SMALL)),
+)
+
+
+def churn(config_file, url: str, key: str, env: dict, stack_args: list[str]) -> list[dict]:
+    """CHURN's `up`s in turn, each with a client on each model that stays: what each saw, and whether the router
+    kept its container."""
+    out = []
+    for what, change, staying in CHURN:
+        document = yaml.safe_load(config_file.read_text())
+        change(document["config"])
+        config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+        router_before = router_container(env)
+        start = time.monotonic()
+        with ExitStack() as running:
+            clients = [running.enter_context(SteadyClient(url, model, key)) for model in staying]
+            sh(["pulumi", "up", "--yes", "--skip-preview", *stack_args], env)
+        seconds = time.monotonic() - start
+        kept = router_container(env) == router_before
+        out.append(
+            {
+                "change": what,
+                "up_seconds": round(seconds, 1),
+                "router_container_kept": kept,
+                "staying": {client.model: client.summary() for client in clients},
+            }
+        )
+        failed = {client.model: f"{client.summary()['failed']} of {client.summary()['requests']}" for client in clients}
+        print(f"{what}: up {seconds:5.1f} s; router kept: {kept}; failed to the models that stay: {failed}")
+    return out
 
 
 def write_config(config_file, small_flags: tuple[str, ...]) -> None:
@@ -38,7 +104,9 @@ def write_config(config_file, small_flags: tuple[str, ...]) -> None:
 
 
 def main() -> int:
-    args = bench_parser(__doc__, repeat=3).parse_args()
+    parser = bench_parser(__doc__, repeat=3)
+    parser.add_argument("--churn", action="store_true", help="then add, rename and remove a model (see above)")
+    args = parser.parse_args()
     sim_up(args.workers)
     sh([str(REPO / "sim/sim"), "up", "--load-router"], dict(os.environ))  # the router's image on the head
     rounds = []
@@ -77,15 +145,22 @@ def main() -> int:
                 f" quiet: {quiet.summary()['failed']} of {quiet.summary()['requests']} failed,"
                 f" p50 {quiet.summary()['latency_ms']['p50']} ms"
             )
+        churned = churn(config, url, key, env, stack_args) if args.churn else []
         sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack_args], env, check=False)
     failed = sum(r["during_a_rollout"]["failed"] for r in rounds)
+    failed_churn = sum(s["failed"] for c in churned for s in c["staying"].values())
+    replaced = [c["change"] for c in churned if not c["router_container_kept"]]
     path = write_result(
         "models",
         {"endpoint": "router", "model_a": SMALL, "model_b": BIG,
-         "failed_to_b_during_a_rollouts": failed, "rounds": rounds},
+         "failed_to_b_during_a_rollouts": failed, "rounds": rounds,
+         **({"failed_to_staying_models_during_churn": failed_churn, "router_replaced_by": replaced,
+             "churn": churned} if args.churn else {})},
     )  # fmt: skip
     print(f"requests failed to B during A's rollouts: {failed}; {path}")
-    return 0 if failed == 0 else 1
+    if args.churn:
+        print(f"requests failed to the models that stay while models come and go: {failed_churn}")
+    return 0 if failed == 0 and failed_churn == 0 and not replaced else 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_llm.plan.router import HEALTH_FLAGS
 from tests.waits import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -169,9 +170,12 @@ class RouterRig:
 
 
 @contextmanager
-def router_rig(models_at_start: tuple[str, ...] = ("alpha", "beta")) -> Iterator[RouterRig]:
+def router_rig(
+    models_at_start: tuple[str, ...] = ("alpha", "beta"), router_flags: tuple[str, ...] = HEALTH_FLAGS
+) -> Iterator[RouterRig]:
     """The two stand-ins and the router with the engines of `models_at_start` registered, ready: each engine's
-    /health answers 200 and the router lists those models. Everything is removed on exit."""
+    /health answers 200 and the router lists those models. `router_flags`: smg's flags beyond its address, a
+    deployment's by default (`()`: smg's own defaults). Everything is removed on exit."""
     engine_image = image("sim/engine/build-image.sh")
     router_image = image("sim/router/build-image.sh")
     run_id = f"spark-llm-router-{secrets.token_hex(4)}"
@@ -207,7 +211,7 @@ def router_rig(models_at_start: tuple[str, ...] = ("alpha", "beta")) -> Iterator
                 "-v", f"{key_file}:{KEY_IN_CONTAINER}:ro", "-e", f"SPARK_LLM_ROUTER_API_KEY_FILE={KEY_IN_CONTAINER}",
                 router_image, "spark-llm-router", "--host", "127.0.0.1", "--port", str(router_port),
                 # smg's metrics listen on 0.0.0.0:29000 unless told: one port per router, on loopback.
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()), *router_flags,
             )  # fmt: skip
             rig.router_url = f"http://127.0.0.1:{router_port}"
             # Each engine registered through the API, as every later change is: add_worker checks the model name

@@ -2,7 +2,8 @@
 keeps answering while model A rolls out" is counted with (tests/integration/test_models.py, bench/models_bench.py).
 
 Also the sim's two-model stack: the sim's single-form config (sim/stack-defaults.yaml) turned into spark-llm:models
-with the stand-in model across head and workers and a small second stand-in model on the head alone.
+with the stand-in model across head and workers and a small second stand-in model on the head alone; and a third
+small one beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 INTERVAL_S = 0.1
 SMALL = "spark-llm/standin-small"
+THIRD = "spark-llm/standin-third"
 # The stand-in model's memory budget beside SMALL: half of each node (placement needs one for an SGLang model).
 BIG_FLAGS = ("--mem-fraction-static", "0.5")
 
@@ -120,3 +122,12 @@ def two_models(config: dict[str, Any], small_flags: tuple[str, ...] = ("--mem-fr
         "nodes": [head],
     }
     config["spark-llm:models"] = [big, small]
+
+
+def third_model(config: dict[str, Any]) -> None:
+    """A third model added to `two_models`' stack: THIRD on the head beside SMALL, on the next ports, at a tenth of
+    the head's memory."""
+    small = next(m for m in config["spark-llm:models"] if m["name"] == SMALL)
+    engine = {**small["engine"], "port": small["engine"]["port"] + 1, "distPort": small["engine"]["distPort"] + 1}
+    engine["flags"] = ["--mem-fraction-static", "0.1"]
+    config["spark-llm:models"].append({**small, "name": THIRD, "path": "/srv/models/standin-third", "engine": engine})

@@ -34,7 +34,7 @@ import pulumi_docker as docker
 from components.commands import NodeCommand, discarding_stdin
 from components.memory_admission import admission_steps
 from spark_llm.group.order import stop_order
-from spark_llm.plan.container import ContainerSpec, container_spec
+from spark_llm.plan.container import ContainerSpec, container_spec, take_ports_script
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.memory import DROP_CACHES_SCRIPT
@@ -157,8 +157,21 @@ class EngineGroup(pulumi.ComponentResource):
         # the members' stop steps keep their script, so enabling it (or upgrading to it) restarts no group.
         # Each node's memory admission (components.memory_admission) before the first stop: a node that cannot fit
         # fails `up` while the old group still serves.
+        # A model renamed (other than the first) is this new group on the old one's ports, and Pulumi deletes the
+        # old group only after this one started: its engines go first, before the admission counts their memory
+        # (scripts/lib/engine_ports.sh). A step of its own, made once with the group (its create in `pulumi
+        # preview`, its line in `pulumi up` naming what it removed), so no existing stop step changes.
+        taken = [
+            NodeCommand(
+                f"{name}-take-ports-{node.name}",
+                connection=args.connections[node.name],
+                script=take_ports_script(plan, node),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+            )
+            for node in plan.nodes
+        ]
         admitted = admission_steps(
-            f"{name}-admit", plan, triggers, pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
+            f"{name}-admit", plan, triggers, pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *taken])
         )
         stops: list[NodeCommand] = []
         if args.supervised:

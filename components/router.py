@@ -6,14 +6,16 @@
   stack's apiKey, 0400) on the head, written by a step whose script carries the content on stdin: the key is on no
   command line, and in state only encrypted (the step is secret). Each is rewritten, as a replacement, when its
   content changes.
-- `{name}`: the container, host network, both files mounted read-only, `restart: unless-stopped` (docker brings it
-  back after a crash or the head's reboot; with spark-llm:supervisor the supervisor also brings it back when it is
-  removed or stopped: spark_llm.group.router). Its labels are the router's revision and the key's digest (a
-  secret), so a new image, port, workers list or key replaces this container and nothing else: no engine resource
-  reads anything of the router.
+- `{name}`: the container, host network, the workers file's directory and the key file mounted read-only,
+  `restart: unless-stopped` (docker brings it back after a crash or the head's reboot; with spark-llm:supervisor the
+  supervisor also brings it back when it is removed or stopped: spark_llm.group.router). Its labels are the router's
+  revision and the key's digest (a secret), so a new image, port or key replaces this container and nothing else: no
+  engine resource reads anything of the router. A model added, removed or renamed rewrites the workers file only:
+  the running router's launcher reads it again and registers or removes the engine through smg's worker API.
 - `{name}-clear`: before each new container, removes a router the supervisor made in its place (it holds the name).
-- `{name}-ready`: on the head, the launcher in the container waits (bounded, with progress) until smg lists every
-  model under its own name, healthy; re-run for each new container. The stack's endpoint waits for it.
+- `{name}-ready`: on the head, the launcher in the container waits (bounded, with progress) until smg lists exactly
+  the file's models, each under its own name, healthy; re-run for each new container and each new workers file. The
+  stack's endpoint waits for it.
 The caller declares it after the engine group (`depends_on` the cluster): it starts once the group served and its
 gate passed.
 """
@@ -110,7 +112,9 @@ class Router(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(host_path=source, container_path=target, read_only=True)
                 for source, target in plan.mounts
             ],
-            # What replaces it (a new image, port, workers list or key), and only it: the engines read none of it.
+            # What replaces it (a new image, port or key), and only it: the engines read none of it. The workers are
+            # not here: the launcher takes a new list on live (spark_llm.plan.router.CONTAINER_WORKERS_DIR says why
+            # the directory is mounted, not the file), so adding a model never drops the others' requests.
             labels=[
                 docker.ContainerLabelArgs(label=router.LABEL_REVISION, value=plan.revision),
                 docker.ContainerLabelArgs(label=router.LABEL_API_KEY, value=key_digest),
@@ -132,9 +136,10 @@ class Router(pulumi.ComponentResource):
             f"{name}-ready",
             connection=connection,
             script=plan.ready_command(),
-            # Each new container registers its engines anew: the check runs again.
-            triggers=[container.id],
-            opts=pulumi.ResourceOptions(parent=self, provider=commands, depends_on=[container]),
+            # Each new container registers its engines anew, and the running one follows a new workers file: the
+            # check runs again for either, after the file is written.
+            triggers=[container.id, plan.workers_digest],
+            opts=pulumi.ResourceOptions(parent=self, provider=commands, depends_on=[container, workers]),
         )
         self.container_id = container.id
         self.endpoint = ready.stdout.apply(lambda _: plan.endpoint)

@@ -7,16 +7,20 @@ file named by SPARK_LLM_ROUTER_API_KEY_FILE (a mounted file, mode 0400 on the ho
 result, so the key reaches the gateway's memory only.
 
 smg keeps its engines ("workers") in memory only. With SPARK_LLM_ROUTER_WORKERS_FILE set (a JSON list of
-{"model": NAME, "url": URL}, spark_llm.plan.router), a process forked before smg starts registers each one
-(POST /workers) once smg answers, and keeps checking GET /workers: an engine missing is registered again, one filed
-under another model's name is removed and registered again (smg 1.13.0 files a vLLM engine under `unknown` in about
-one registration of five: bench/router_rig.py). So a restarted router container registers its engines by itself.
-A process, not a thread: smg's server runs inside its Rust extension, which need not give Python's lock back.
+{"model": NAME, "url": URL}, spark_llm.plan.router), a process forked before smg starts keeps smg's registrations as
+the file says, reading the file every second: an engine of the file is registered (POST /workers) as soon as it
+answers, one filed under another model's name (smg 1.13.0 files a vLLM engine under `unknown` in about one
+registration of five: bench/router_rig.py; a renamed model) is removed and registered again, and one the file no
+longer has is removed (DELETE /workers/ID). So a model added, removed or renamed by `pulumi up` (which rewrites the
+file in the mounted directory) changes the running router's list with no restart, and a restarted router container
+registers its engines by itself. A process, not a thread: smg's server runs inside its Rust extension, which need
+not give Python's lock back.
 
 Usage (in the router image):
   spark-llm-router SMG-FLAGS...                       e.g. --host 0.0.0.0 --port 4000
-  spark-llm-router --wait-ready SECONDS --port PORT   exit 0 once smg lists every model of the workers file under its
-                                                      own name, healthy; 1 with what it lists when SECONDS pass
+  spark-llm-router --wait-ready SECONDS --port PORT   exit 0 once smg lists the models of the workers file, each under
+                                                      its own name, healthy, and no other; 1 with what differs when
+                                                      SECONDS pass
 """
 
 from __future__ import annotations
@@ -27,15 +31,29 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 KEY_FILE_VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
 WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
-# How often the registering process checks smg's list: soon while something is missing, then at rest.
-CHECK_SECONDS = 2.0
+# How often the registering process reads the workers file, and asks smg while something is not as the file says;
+# at rest it asks smg every REST_SECONDS (only a restarted smg or a hand's DELETE changes its list then).
+CHECK_SECONDS = 1.0
 REST_SECONDS = 10.0
-# A registration smg accepted is not posted again for this long while its entry does not show yet.
-PENDING_SECONDS = 30.0
+# A registration smg accepted (202) is not posted again for this long while its entry does not show yet: smg adds it
+# once its own probe of the engine answered, a moment later. An engine is only posted once it answers (`answers`),
+# so a registration that fails is rare and retried soon.
+PENDING_SECONDS = 5.0
+# A removal smg accepted (202) is not asked again for this long while the entry still shows: smg drains an engine
+# before it drops it (5.0 s measured each time, bench/router_rig.py), and a removal asked again meanwhile was carried
+# out after the engine's registration under its new name, and took that away (a renamed model answered 404 on and off).
+REMOVING_SECONDS = 30.0
+# How long the registering process waits for an engine's answer (any HTTP status) before it counts as not there yet.
+ANSWER_TIMEOUT_SECONDS = 2.0
+
+
+class WorkersFileError(Exception):
+    """The workers file cannot be read or is not a list of {"model": NAME, "url": URL}."""
 
 
 def fail(message: str) -> None:
@@ -57,16 +75,29 @@ def api_key() -> str:
     return key
 
 
-def wanted_workers() -> list[tuple[str, str]]:
-    """(model, url) of each engine in the file WORKERS_FILE_VARIABLE names ([] when unset); exits 2 when unreadable."""
-    path = os.environ.get(WORKERS_FILE_VARIABLE, "")
-    if not path:
-        return []
+def read_workers(path: str) -> list[tuple[str, str]]:
+    """(model, url) of each engine in the workers file at `path`; WorkersFileError saying what is wrong."""
     try:
         entries = json.loads(Path(path).read_text())
         return [(str(entry["model"]), str(entry["url"])) for entry in entries]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        fail(f'{WORKERS_FILE_VARIABLE}={path}: not a list of {{"model": NAME, "url": URL}} ({error})')
+    except OSError as error:
+        raise WorkersFileError(f"{WORKERS_FILE_VARIABLE}={path}: cannot read it ({error.strerror})") from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise WorkersFileError(
+            f'{WORKERS_FILE_VARIABLE}={path}: not a list of {{"model": NAME, "url": URL}} ({error})'
+        ) from None
+
+
+def wanted_workers() -> list[tuple[str, str]]:
+    """The workers file's engines at start ([] when WORKERS_FILE_VARIABLE is unset or the file is not there yet: the
+    registering process takes it on when it comes); exits 2 when the file is there and not a list of models."""
+    path = os.environ.get(WORKERS_FILE_VARIABLE, "")
+    if not path or not Path(path).exists():
+        return []
+    try:
+        return read_workers(path)
+    except WorkersFileError as error:
+        fail(str(error))
     return []
 
 
@@ -98,8 +129,21 @@ class Gateway:
         return list(listed.get("workers", [])) if status == 200 else None
 
 
+def answers(url: str) -> bool:
+    """Whether the engine at `url` answers HTTP at all (its /health; any status counts: an engine with a key of its
+    own may refuse us, smg's registration sends the key): registering one that does not answer fails in smg."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=ANSWER_TIMEOUT_SECONDS):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
 def misfiled(wanted: list[tuple[str, str]], entries: list[dict] | None) -> list[str]:
-    """What is not as wanted, one phrase each: a model smg lacks, files under another name, or finds unhealthy."""
+    """What is not as the workers file says, one phrase each: a model smg lacks, files under another name or finds
+    unhealthy, and an engine smg lists that the file does not (a model removed from the stack)."""
     if entries is None:
         return ["the router does not answer GET /workers yet"]
     out = []
@@ -111,38 +155,92 @@ def misfiled(wanted: list[tuple[str, str]], entries: list[dict] | None) -> list[
             out.append(f"{model} ({url}) filed under {entry.get('model_id')!r}")
         elif not entry.get("is_healthy"):
             out.append(f"{model} ({url}) not healthy yet")
+    urls = {url for _, url in wanted}
+    out += [
+        f"{entry.get('model_id')} ({entry.get('url')}) still registered, not in the workers file"
+        for entry in entries
+        if entry.get("url") not in urls
+    ]
     return out
 
 
-def keep_registered(gateway: Gateway, wanted: list[tuple[str, str]], parent: int) -> None:
-    """Register each wanted engine that smg lacks, and again one filed under another model, until the parent ends."""
-    posted: dict[str, float] = {}  # url -> when: smg answers 202 and adds the entry a moment later
+def changes(
+    wanted: list[tuple[str, str]],
+    entries: list[dict],
+    posted: dict[str, float],
+    removing: dict[str, float],
+    now: float,
+    answering: Callable[[str], bool],
+) -> list[tuple[str, str, str]]:
+    """What makes smg's entries the workers file's: ("remove", entry id, why) for an entry the file does not have or
+    filed under another model (smg 1.13.0 files a vLLM engine under `unknown` now and then; a renamed model keeps
+    its URL), unless smg accepted its removal less than REMOVING_SECONDS ago (`removing`: entry id -> when); and
+    ("register", model, url) for each engine of the file smg lists at no entry that answers, unless smg accepted its
+    registration less than PENDING_SECONDS ago (`posted`: url -> when)."""
+    models = {url: model for model, url in wanted}
+    out: list[tuple[str, str, str]] = []
+    for entry in entries:
+        url, filed = entry.get("url"), entry.get("model_id")
+        if now - removing.get(str(entry["id"]), -REMOVING_SECONDS) < REMOVING_SECONDS:
+            continue  # draining: its removal is under way
+        if url not in models:
+            out.append(("remove", str(entry["id"]), f"{filed} ({url}) is no longer in the workers file"))
+        elif filed != models[url]:
+            out.append(
+                ("remove", str(entry["id"]), f"{url} was filed under {filed!r}: registering it as {models[url]}")
+            )
+    listed = {entry.get("url") for entry in entries}
+    for model, url in wanted:
+        if url in listed or now - posted.get(url, -PENDING_SECONDS) < PENDING_SECONDS:
+            continue
+        if answering(url):
+            out.append(("register", model, url))
+    return out
+
+
+def keep_registered(gateway: Gateway, path: str, wanted: list[tuple[str, str]], parent: int) -> None:
+    """Keep smg's registrations as the workers file at `path` says, reading the file every CHECK_SECONDS, until the
+    parent (smg) ends. A file that is missing or unreadable for a while (a `pulumi up` deletes the old one just before
+    it writes the new) leaves the registrations as they are."""
+    posted: dict[str, float] = {}  # url -> when smg accepted its registration
+    removing: dict[str, float] = {}  # entry id -> when smg accepted its removal
+    said_file = ""
+    in_sync_at = -REST_SECONDS
     while os.getppid() == parent:
+        try:
+            now_wanted = read_workers(path)
+            said_file = ""
+        except WorkersFileError as error:
+            now_wanted = wanted
+            if str(error) != said_file:
+                print(f"spark-llm-router: {error}; keeping the engines registered as they are", flush=True)
+                said_file = str(error)
+        file_changed, wanted = now_wanted != wanted, now_wanted
+        if not file_changed and time.monotonic() - in_sync_at < REST_SECONDS:
+            time.sleep(CHECK_SECONDS)
+            continue
         entries = gateway.entries()
         if entries is None:
             time.sleep(CHECK_SECONDS)
             continue
-        changed = False
-        for model, url in wanted:
-            entry = next((e for e in entries if e.get("url") == url), None)
+        for action, first, second in changes(wanted, entries, posted, removing, time.monotonic(), answers):
             try:
-                if entry is None and time.monotonic() - posted.get(url, -PENDING_SECONDS) >= PENDING_SECONDS:
-                    posted[url] = time.monotonic()
+                if action == "remove":
+                    status, _ = gateway.call("DELETE", f"/workers/{first}")
+                    removing[first] = time.monotonic()
+                    print(f"spark-llm-router: removed {second} (HTTP {status})", flush=True)
+                else:
                     # The engine's own key is the stack's too: smg's probe of the engine (GET /v1/models) sends it.
                     status, _ = gateway.call(
-                        "POST", "/workers", {"url": url, "model_id": model, "api_key": gateway.key}
+                        "POST", "/workers", {"url": second, "model_id": first, "api_key": gateway.key}
                     )
-                    print(f"spark-llm-router: registered {model} at {url} (HTTP {status})", flush=True)
-                    changed = True
-                elif entry is not None and entry.get("model_id") != model:
-                    gateway.call("DELETE", f"/workers/{entry['id']}")
-                    posted.pop(url, None)  # registered again as soon as the wrong entry is gone
-                    print(f"spark-llm-router: {url} was filed under {entry.get('model_id')!r}: registering it"
-                          f" again as {model}", flush=True)  # fmt: skip
-                    changed = True
+                    posted[second] = time.monotonic()
+                    print(f"spark-llm-router: registered {first} at {second} (HTTP {status})", flush=True)
             except OSError:
-                changed = True  # smg is not answering yet: soon again
-        time.sleep(CHECK_SECONDS if changed or misfiled(wanted, entries) else REST_SECONDS)
+                pass  # smg is not answering yet: the next round tries again
+        # In sync (nothing to do, each model healthy under its name): smg again only after REST_SECONDS.
+        in_sync_at = time.monotonic() if not misfiled(wanted, gateway.entries()) else -REST_SECONDS
+        time.sleep(CHECK_SECONDS)
 
 
 def wait_ready(argv: list[str]) -> None:
@@ -152,16 +250,21 @@ def wait_ready(argv: list[str]) -> None:
         port = int(argv[argv.index("--port") + 1])
     except (ValueError, IndexError):
         fail("usage: spark-llm-router --wait-ready SECONDS --port PORT")
-    wanted = wanted_workers()
     gateway = Gateway(port, api_key())
+    path = os.environ.get(WORKERS_FILE_VARIABLE, "")
     started = time.monotonic()
     said = started
     while True:
-        problems = misfiled(wanted, gateway.entries())
+        try:
+            wanted = read_workers(path) if path else []
+            problems = misfiled(wanted, gateway.entries())
+        except WorkersFileError as error:
+            wanted, problems = [], [str(error)]
         waited = time.monotonic() - started
         if not problems:
             names = ", ".join(m for m, _ in wanted)
-            print(f"router: every model listed under its own name, healthy: {names} ({waited:.0f} s)")
+            print(f"router: every model of the workers file listed under its own name, healthy, and no other: {names}"
+                  f" ({waited:.0f} s)")  # fmt: skip
             return
         if waited > seconds:
             print(f"router: not ready after {seconds:.0f} s: {'; '.join(problems)}", file=sys.stderr)
@@ -184,11 +287,12 @@ def main(argv: list[str]) -> None:
     from smg.launch_router import launch_router, parse_router_args
 
     router_args = parse_router_args(argv)
-    if wanted:
+    path = os.environ.get(WORKERS_FILE_VARIABLE, "")
+    if path:
         # Forked before smg starts any thread (its Rust runtime starts them in launch_router).
         parent = os.getpid()
         if os.fork() == 0:
-            keep_registered(Gateway(router_args.port, key), wanted, parent)
+            keep_registered(Gateway(router_args.port, key), path, wanted, parent)
             os._exit(0)
     # smg checks this key on the serving path (a wrong or missing Bearer token answers 401) and sends it on to the
     # engines, which ignore it when they were started without a key of their own.

@@ -16,6 +16,7 @@ from spark_llm.plan.deployment import (
     DeploymentPlan,
     NodePlan,
 )
+from spark_llm.plan.scripts import bash_lib
 
 # Labels every engine container carries; spark_llm.remote.observe reads them back.
 LABEL_NODE = "spark-llm.node"
@@ -101,3 +102,12 @@ def stop_script(plan: DeploymentPlan, node: NodePlan) -> str:
         f"docker rm -f {shlex.quote(plan.container)} >/dev/null 2>&1 || true\n"
         f"echo 'stopped the engine on {node.name} (if it ran): the group restarts in order'\n"
     )
+
+
+def take_ports_script(plan: DeploymentPlan, node: NodePlan) -> str:
+    """The group's first step on a node (components.engine_group): another spark-llm engine holding this group's API
+    or distributed port there (a model renamed or removed in the same `up`) is removed before this group is admitted
+    and started (scripts/lib/engine_ports.sh says why)."""
+    ports = [str(port) for port in (plan.port, plan.dist_port) if port]
+    words = [node.name, plan.container, *ports]
+    return bash_lib("engine_ports") + "take_ports " + " ".join(shlex.quote(word) for word in words) + "\n"

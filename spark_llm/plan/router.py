@@ -7,14 +7,16 @@ itself), and answers `--wait-ready` with whether smg lists each model under its 
 
 With a router the engines' API is not for clients any more: `engine_behind_router` binds it to the head's fabric
 address (unless the user chose spark-llm:engine.host), which the router on the head reaches and the operator's
-side does not. A change here (image, port, workers, key) replaces the router's container only: nothing of it is
-in the engine group's revision.
+side does not. A new image, port or key replaces the router's container only (nothing of it is in the engine
+group's revision); the models it serves (the workers file) change without replacing it: the launcher reads the file
+again and changes smg's registrations live.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,16 +29,39 @@ from spark_llm.group.router import LABEL_RESTORED
 from spark_llm.plan.nodes import remote_dir
 
 CONTAINER = "spark-llm-router"
-# The router's files on the head, beside the launch script; read-only in its container.
-WORKERS_NAME = "router-workers.json"
+# The router's files on the head, beside the launch script; read-only in its container. The workers file sits in a
+# directory of its own, and the directory is what the container mounts: the file is rewritten by a rename (a new
+# inode, spark_llm.plan.node_files.file_script), and a bind mount of the file itself would keep showing the old
+# inode to the running router. A mounted directory shows the new file at once, so the launcher follows each model
+# added, removed or renamed with no new container; and the file alone is the router's list of models, whoever
+# (a `pulumi up`, the supervisor's copy, docker after a reboot) starts the container.
+WORKERS_DIR_NAME = "router-workers"
+WORKERS_NAME = "workers.json"
 KEY_NAME = "router-api-key"
-CONTAINER_WORKERS = "/run/spark-llm/router-workers.json"
+CONTAINER_WORKERS_DIR = "/run/spark-llm/router-workers"
+CONTAINER_WORKERS = f"{CONTAINER_WORKERS_DIR}/{WORKERS_NAME}"
 CONTAINER_KEY = "/run/secrets/router-api-key"
 # The variables the launcher reads (sim/router/launch.py).
 KEY_FILE_VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
 WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
 # smg's Prometheus metrics listen on 0.0.0.0:29000 unless told: on the head's loopback only.
 METRICS_PORT = 29000
+# How smg notices an engine that went away and came back (its group restarted). Its defaults (a health check every
+# 60 s, a circuit breaker that opens after 10 failed requests and stays open 60 s) kept a restarted engine out for
+# 55 to 59 s after it answered again (bench/router_restart_bench.py: a stand-in stopped and started under requests).
+# A check every second, unhealthy after 2 missed and healthy after 1 answered, serves it again within a second of
+# its answer (0.5 to 0.6 s), and a request meanwhile gets smg's 503 `no_available_workers` within 2 s of the engine
+# going, where a request for a model the stack does not serve gets 404 `model_not_found`. No circuit breaker: each
+# model has one engine, so there is nothing to fail over to, and the health check already keeps a dead one out.
+HEALTH_FLAGS = (
+    "--health-check-interval-secs",
+    "1",
+    "--health-failure-threshold",
+    "2",
+    "--health-success-threshold",
+    "1",
+    "--disable-circuit-breaker",
+)
 # How long `pulumi up` waits for the router to list every model (the engines already served: seconds, normally).
 READY_SECONDS = 120
 # How long the router must be gone or stopped before the supervisor brings it back (`pulumi up` replaces it within
@@ -61,7 +86,7 @@ class RouterPlan:
     workers: tuple[tuple[str, str], ...]
     """Each model the router serves: (its name in the API, the engine's URL as the head reaches it)."""
     workers_path: str
-    """The workers file on the head (JSON, `workers_file`)."""
+    """The workers file on the head (JSON, `workers_file`), alone in its directory (`workers_dir`, mounted)."""
     key_path: str
     """The API key file on the head (0400): the stack's apiKey, a secret."""
     endpoint: str
@@ -72,6 +97,16 @@ class RouterPlan:
     def workers_file(self) -> str:
         """The workers file's content: `[{"model": NAME, "url": URL}, ...]`, one line and a newline."""
         return json.dumps([{"model": m, "url": u} for m, u in self.workers]) + "\n"
+
+    @property
+    def workers_dir(self) -> str:
+        """The directory the container mounts for the workers file (see CONTAINER_WORKERS_DIR for why not the file)."""
+        return posixpath.dirname(self.workers_path)
+
+    @property
+    def workers_digest(self) -> str:
+        """Digest of the workers file: a new one re-runs the ready step (`pulumi up` waits for the new models)."""
+        return hashlib.sha256(self.workers_file.encode()).hexdigest()[:16]
 
     @property
     def command(self) -> tuple[str, ...]:
@@ -86,6 +121,7 @@ class RouterPlan:
             "127.0.0.1",
             "--prometheus-port",
             str(METRICS_PORT),
+            *HEALTH_FLAGS,
         )
 
     @property
@@ -94,13 +130,18 @@ class RouterPlan:
 
     @property
     def mounts(self) -> tuple[tuple[str, str], ...]:
-        """(on the head, in the container) pairs, each mounted read-only."""
-        return ((self.workers_path, CONTAINER_WORKERS), (self.key_path, CONTAINER_KEY))
+        """(on the head, in the container) pairs, each mounted read-only: the workers file's directory, the key file
+        (a new key replaces the container, so its file's inode may stay pinned)."""
+        return ((self.workers_dir, CONTAINER_WORKERS_DIR), (self.key_path, CONTAINER_KEY))
 
     @property
     def revision(self) -> str:
-        """Digest of what replaces the router's container when it changes (the key's own digest is a secret label)."""
-        material = json.dumps({"image": self.image, "command": self.command, "workers": self.workers}, sort_keys=True)
+        """Digest of what replaces the router's container when it changes (the key's own digest is a secret label):
+        its image, command (the port), environment and mounts; not the models it serves (`workers`), which the
+        running router takes on from the file."""
+        material = json.dumps(
+            {"image": self.image, "command": self.command, "env": self.env, "mounts": self.mounts}, sort_keys=True
+        )
         return hashlib.sha256(material.encode()).hexdigest()[:16]
 
     def supervisor_spec(self) -> RouterSpec:
@@ -144,8 +185,9 @@ class RouterPlan:
         )
 
     def ready_command(self) -> str:
-        """The head's step after the container started: the launcher in the container waits until smg lists every
-        model under its own name, healthy (it reads the key where smg does: the key never leaves the container)."""
+        """The head's step after the container started or the workers file changed: the launcher in the container
+        waits until smg lists exactly the file's models, each under its own name, healthy (it reads the key where smg
+        does: the key never leaves the container)."""
         return f"docker exec {self.container} spark-llm-router --wait-ready {READY_SECONDS} --port {self.port}"
 
 
@@ -176,7 +218,7 @@ def router_plan(cfg: StackConfig, workers: Sequence[tuple[str, str]]) -> RouterP
         port=cfg.router.port,
         container=CONTAINER,
         workers=tuple(workers),
-        workers_path=f"{directory}/{WORKERS_NAME}",
+        workers_path=f"{directory}/{WORKERS_DIR_NAME}/{WORKERS_NAME}",
         key_path=f"{directory}/{KEY_NAME}",
         endpoint=router_endpoint(cfg) or "",
     )

@@ -13,12 +13,15 @@ hand is made again by the supervisor, with no engine restarted; a new router por
 names no engine resource).
 
 User story (several models): the operator lists a second, small model beside the first (spark-llm:models): preview
-creates only its resources and replaces the router, the first model's engines keep running, and the openai client
-reaches both names at the one endpoint while neither engine port answers from the operator's side. A flag change to
+creates only its resources and rewrites the router's list of models (never its container), the first model's engines
+keep running and answer every request meanwhile, and the openai client reaches both names at the one endpoint while
+neither engine port answers from the operator's side. A flag change to
 the small model restarts its group alone (preview names nothing else), and a client asking the first model through
 the router every 100 ms meanwhile sees no failure. The operator CLI acts per model: `spark-llm status` shows both
 groups, `spark-llm restart --model` restarts one, and after a failed start of the small one `spark-llm rollback
---model` brings back that one alone.
+--model` brings back that one alone. Then models come and go, each in its own `pulumi up` (a third added, renamed,
+removed), with a client on each model that stays asking every 100 ms: none of them sees a failure, and the router
+keeps its container (its ID and start time) throughout.
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from urllib.parse import urlsplit
 
 import openai
 import pytest
 import yaml
 
-from bench.router_rig import RouterRig, listed_models, router_rig
-from bench.steady_client import BIG_FLAGS, SMALL, SteadyClient, two_models
+from bench.router_rig import RouterRig, docker, healthy, listed_models, request, router_rig
+from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_model, two_models
 from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
 from tests.waits import wait_for
@@ -87,6 +92,35 @@ def test_a_wrong_key_is_refused_at_the_router(rig: RouterRig) -> None:
     with pytest.raises(openai.AuthenticationError) as refused:
         client(rig, "sk-not-the-key").chat.completions.create(model="alpha", messages=MESSAGES, max_tokens=4)
     assert refused.value.status_code == 401
+
+
+def test_a_restarted_engine_is_served_again_as_soon_as_it_answers_and_an_unknown_model_is_told_apart(
+    rig: RouterRig,
+) -> None:
+    """User story: a model's engine restarts (its group restarted); meanwhile a client asking that model is told it
+    is unavailable (503), a client asking a model the stack never served is told that (404), and the router serves
+    the model again as soon as its engine answers (with smg's defaults: 57 s later)."""
+    engine, url = rig.engine_containers["alpha"], rig.engine_urls["alpha"]
+    docker("stop", "-t", "1", engine)
+    wait_for("the router to say alpha is unavailable", lambda: asked(rig, "alpha")[0] == 503, 10, interval_s=0.2)
+    status, error = asked(rig, "alpha")
+    assert error["code"] == "no_available_workers", error
+    status, error = asked(rig, "not-a-model")
+    assert (status, error["code"]) == (404, "model_not_found") and "'not-a-model'" in error["message"], error
+
+    docker("start", engine)
+    wait_for("alpha's engine to answer /health", lambda: healthy(url), 60, interval_s=0.1)
+    answered = time.monotonic()
+    wait_for("the router to serve alpha again", lambda: asked(rig, "alpha")[0] == 200, 30, interval_s=0.1)
+    assert time.monotonic() - answered < 3  # smg's health check every second (spark_llm.plan.router.HEALTH_FLAGS)
+
+
+def asked(rig: RouterRig, model: str) -> tuple[int, dict]:
+    """A one-token completion of `model` through the router: its status and, for an error, smg's `error` object."""
+    status, _, body = request(
+        rig.router_url, "POST", "/v1/completions", {"model": model, "prompt": "ping", "max_tokens": 1}, key=rig.key
+    )
+    return status, json.loads(body).get("error", {}) if status != 200 else {}
 
 
 # ---------- the router as a resource of a stack on the sim ----------
@@ -255,6 +289,12 @@ def test_a_new_router_port_replaces_the_router_only(routed: str, pulumi: Pulumi,
 
 # ---------- several models behind the router ----------
 
+
+def router_container(sim_cluster: SimCluster) -> str:
+    """The router container's ID and when it started: a replaced or restarted router changes it."""
+    return sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", ROUTER).stdout
+
+
 BIG = "spark-llm/standin-model"
 SMALL_GROUP = "spark-spark-llm-standin-small"
 
@@ -264,16 +304,20 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
 ) -> None:
     before = pulumi.outputs()
     engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    router_before = router_container(sim_cluster)
     edit_config(pulumi, two_models)
     changed = changed_steps(pulumi)
-    # The new model's resources, and the router (its list of engines) with the supervisor's spec of it: nothing of
-    # the first model's group.
+    # The new model's resources, and the router's list of engines (its file, and the wait for the new one): nothing
+    # of the first model's group, nor the router's container.
     assert {name for name, op in changed.items() if op == "create"} >= {SMALL_GROUP, f"{SMALL_GROUP}-engine-head"}
-    assert outside(changed, SMALL_GROUP, "router", "spark-supervisor") == {}
-    pulumi.up()
+    assert outside(changed, SMALL_GROUP, "router-workers", "router-ready") == {}
+    with SteadyClient(before["endpoint"], BIG, routed) as client:
+        pulumi.up()
+    assert client.summary()["requests"] >= 20 and client.failures == [], client.summary()
     outputs = pulumi.outputs()
     assert outputs["models"][BIG]["container_ids"] == before["container_ids"]
     assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
+    assert router_container(sim_cluster) == router_before
 
     client = routed_client(outputs["endpoint"], routed)
     assert sorted(m.id for m in client.models.list()) == [BIG, SMALL]
@@ -375,3 +419,54 @@ def test_a_failed_start_of_one_model_rolls_back_that_model_alone(routed: str, pu
     )
     assert answer.model == SMALL
     assert yaml.safe_load(pulumi.config_file.read_text()) == document  # the user's stack file is not edited
+
+
+THIRD_GROUP = "spark-spark-llm-standin-third"
+RENAMED = "spark-llm/standin-third-renamed"
+RENAMED_GROUP = "spark-spark-llm-standin-third-renamed"
+
+
+def test_models_added_renamed_and_removed_live_the_others_answer_every_request_and_the_router_stays(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    """Issue 40: each of these `up`s replaced the router's container, and the models that stayed lost 389 to 880
+    requests over about 4 s. Now the router takes each new list of models on live."""
+    endpoint = pulumi.outputs()["endpoint"]
+    router_before = router_container(sim_cluster)
+    client = routed_client(endpoint, routed)
+
+    def up_with_clients_on(*models: str) -> None:
+        with ExitStack() as running:
+            clients = [running.enter_context(SteadyClient(endpoint, model, routed)) for model in models]
+            pulumi.up()
+        for steady in clients:
+            assert steady.summary()["requests"] >= 20 and steady.failures == [], (steady.model, steady.summary())
+        assert router_container(sim_cluster) == router_before  # the same container, never restarted
+
+    # (The rollback above left the small model's crash in the stack file: the last good config again.)
+    edit_config(pulumi, lambda config: next(m for m in config["spark-llm:models"] if m["name"] == SMALL)["engine"].pop(
+        "env", None))  # fmt: skip
+    edit_config(pulumi, third_model)
+    changed = changed_steps(pulumi)
+    assert changed.get(f"{THIRD_GROUP}-engine-head") == "create" and "router" not in changed, changed.why
+    assert outside(changed, THIRD_GROUP, "router-workers", "router-ready") == {}
+    up_with_clients_on(BIG, SMALL)
+    assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, THIRD])
+    assert client.chat.completions.create(model=THIRD, messages=MESSAGES, max_tokens=4).model == THIRD
+
+    # The third model renamed: a new group (its resources named after the new name) on the old one's ports, whose
+    # first step removes the old engine there (preview: its create); the router files the engine anew.
+    edit_config(pulumi, lambda config: config["spark-llm:models"][2].update(name=RENAMED))
+    changed = changed_steps(pulumi)
+    assert changed.get(f"{RENAMED_GROUP}-engine-take-ports-head") == "create", changed.why
+    assert changed.get(f"{THIRD_GROUP}-engine-head") == "delete" and "router" not in changed, changed.why
+    assert outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready") == {}
+    up_with_clients_on(BIG, SMALL)
+    assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, RENAMED])
+    assert client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4).model == RENAMED
+
+    edit_config(pulumi, lambda config: config.update({"spark-llm:models": config["spark-llm:models"][:2]}))
+    up_with_clients_on(BIG, SMALL)
+    assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL])
+    with pytest.raises(openai.NotFoundError):  # smg: 404 model_not_found
+        client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4)

@@ -141,3 +141,15 @@ def test_a_key_file_others_can_read_stops_the_program_with_the_chmod_fix(monkeyp
     )
     key.chmod(0o600)
     assert "spark-engine-spark-1" in register(monkeypatch, raw)
+
+
+def test_each_node_first_takes_the_groups_ports_from_an_engine_of_a_model_no_longer_listed(registered):
+    """A renamed model (other than the first) is a new group on the old one's ports: its first step on each node
+    removes the old engine there, before the admission counts its memory and before any stop or start (issue 40).
+    Made once with the group, no triggers: a restart of the group does not run it again."""
+    for node, host in (("spark-1", "10.1.230.180"), ("spark-2", "192.168.200.13")):
+        take = registered[f"spark-engine-take-ports-{node}"]
+        assert inputs(take)["connection"]["value"]["host"] == host
+        assert f"take_ports {node} spark-llm-engine 30000 20000\n" in inputs(take)["stdin"]
+        assert inputs(take)["triggers"][1:] == []  # the script's digest alone
+        assert _depends_on(registered[f"spark-engine-admit-{node}"], f"spark-engine-take-ports-{node}")

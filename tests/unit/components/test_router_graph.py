@@ -4,7 +4,9 @@ the stack's endpoint is the router's. Without the key: none of it, and the endpo
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 
 import pytest
 
@@ -52,8 +54,9 @@ def test_the_router_is_a_container_on_the_head_made_after_the_engine_group(route
     got = inputs(container)
     assert got["name"] == "spark-llm-router" and got["networkMode"] == "host" and got["restart"] == "unless-stopped"
     assert all(v["readOnly"] is True for v in got["volumes"])
+    # The workers file's directory (a rewritten file shows in the running router), the key file.
     assert {v["hostPath"] for v in got["volumes"]} == {
-        "/home/aurora/spark-llm/router-workers.json",
+        "/home/aurora/spark-llm/router-workers",
         "/home/aurora/spark-llm/router-api-key",
     }
     assert container.deleteBeforeReplace
@@ -105,3 +108,51 @@ def test_with_several_models_one_router_lists_each_at_its_engine_and_one_supervi
     # It waits for both groups' gates.
     component = next(r for r in every_request if r.type == "spark-llm:components:Router")
     assert {"spark-engine-ready", "spark-embed-engine-ready"} <= {d.rsplit("::", 1)[-1] for d in component.dependencies}
+
+
+def written(script: str, name: str) -> str:
+    """What a file step's script (spark_llm.plan.node_files.file_script) writes to the file whose path ends in
+    `name`: its heredoc, as text or base64."""
+    after = script[script.index(f"/{name}") :]
+    found = re.search(r"(cat|base64 -d) > \"\$tmp\" <<'([^']+)'\n(.*?)\n?\2\n", after, re.S)
+    assert found is not None, after[:500]
+    body = found.group(3)
+    return base64.b64decode(body).decode() if found.group(1) == "base64 -d" else body + "\n"
+
+
+def only_first_model(raw: dict) -> dict:
+    return {**raw, "models": raw["models"][:1]}
+
+
+def test_adding_a_model_rewrites_the_workers_file_and_waits_for_it_and_keeps_the_routers_container(
+    monkeypatch,
+):
+    """Issue 40: the workers list was in the container's revision label, so adding a model replaced the router and
+    its other models lost ~4 s of requests. Now the container's inputs (what replaces it) and the step that clears
+    the name stay as they were; the workers step writes a new file and the ready step waits for the new model."""
+    raw = with_embed("0.2")
+    raw["apiKey"] = KEY
+    raw["router"] = {"image": DIGEST}
+    one = register(monkeypatch, only_first_model(raw), secrets=("apiKey",))
+    two = register(monkeypatch, raw, secrets=("apiKey",))
+    assert json.dumps(inputs(two["router"]), sort_keys=True) == json.dumps(inputs(one["router"]), sort_keys=True)
+    assert inputs(two["router-clear"])["triggers"] == inputs(one["router-clear"])["triggers"]
+    assert '"model": "embed"' in written(inputs(two["router-workers"])["stdin"], "workers.json")
+    assert '"model": "embed"' not in written(inputs(one["router-workers"])["stdin"], "workers.json")
+    assert inputs(two["router-ready"])["triggers"] != inputs(one["router-ready"])["triggers"]
+    # The ready step runs after the new file is written.
+    assert any(dep.endswith("::router-workers") for dep in two["router-ready"].dependencies)
+
+
+def test_the_supervisors_copy_of_the_router_makes_the_container_pulumi_up_makes(routed):
+    """The supervisor makes the router again from its spec when it was removed: the same image, command, environment,
+    mounts (the workers file's directory, so it serves the models of the latest `up`) and revision."""
+    container = inputs(routed["router"])
+    spec = json.loads(written(inputs(routed["spark-supervisor-files"])["stdin"], "spec.json"))["router"]
+    create = spec["create"]
+    assert spec["container"] == container["name"]
+    assert create["Cmd"] == container["command"] and create["Env"] == container["envs"]
+    assert create["HostConfig"]["Binds"] == [f"{v['hostPath']}:{v['containerPath']}:ro" for v in container["volumes"]]
+    assert create["HostConfig"]["NetworkMode"] == container["networkMode"]
+    assert create["Labels"]["spark-llm.router.revision"] == label(routed["router"], "spark-llm.router.revision")
+    assert "/home/aurora/spark-llm/router-workers:/run/spark-llm/router-workers:ro" in create["HostConfig"]["Binds"]

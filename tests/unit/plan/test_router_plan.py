@@ -1,6 +1,6 @@
 """The router's plan: with spark-llm:router the engine's API moves to the head's fabric address (the router reaches it
 there, the operator's side does not) unless engine.host was set, the stack's endpoint is the router's, and what
-replaces the router (its revision) is apart from what restarts the engine group."""
+replaces the router (its revision) is apart from what restarts the engine group and from the models it serves."""
 
 from __future__ import annotations
 
@@ -59,12 +59,14 @@ def test_the_router_plan_registers_the_engine_at_its_fabric_url_and_mounts_its_f
     assert routed is not None
     assert routed.workers == ((deployment.model_name, "http://192.168.200.12:30000"),)
     assert json.loads(routed.workers_file) == [{"model": deployment.model_name, "url": "http://192.168.200.12:30000"}]
-    assert routed.workers_path == "/home/aurora/spark-llm/router-workers.json"
+    assert routed.workers_path == "/home/aurora/spark-llm/router-workers/workers.json"
     assert routed.key_path == "/home/aurora/spark-llm/router-api-key"
+    # The workers file's directory, not the file: a rewritten file (a new inode) shows in the running router.
     assert routed.mounts == (
-        ("/home/aurora/spark-llm/router-workers.json", router.CONTAINER_WORKERS),
+        ("/home/aurora/spark-llm/router-workers", "/run/spark-llm/router-workers"),
         ("/home/aurora/spark-llm/router-api-key", router.CONTAINER_KEY),
     )
+    assert f"SPARK_LLM_ROUTER_WORKERS_FILE={router.CONTAINER_WORKERS_DIR}/workers.json" in routed.env
     assert "--port" in routed.command and "4100" in routed.command
     # The key is never on the command line, only the file it is in.
     assert "sk-test" not in " ".join(routed.command + routed.env) + routed.workers_file + routed.ready_command()
@@ -85,11 +87,42 @@ def test_a_router_change_replaces_the_router_and_not_the_engine_group(change: st
     assert plans[0].revision != plans[1].revision
 
 
-def test_a_second_model_changes_the_routers_revision() -> None:
+A = ("a", "http://192.168.200.12:30000")
+B = ("b", "http://192.168.200.12:30001")
+
+
+@pytest.mark.parametrize(
+    ("change", "before", "after"),
+    [
+        ("a model added", [A], [A, B]),
+        ("a model removed", [A, B], [A]),
+        ("a model renamed", [A, B], [A, ("b2", B[1])]),
+        ("the models reordered", [A, B], [B, A]),
+    ],
+)
+def test_the_models_served_change_the_workers_file_and_never_the_routers_container(
+    change: str, before: list[tuple[str, str]], after: list[tuple[str, str]]
+) -> None:
+    """Issue 40: a new list of models replaced the router's container, and the model that stayed lost its requests
+    for seconds; the list is now the file's alone, which the running router follows."""
     config = parse(raw())
-    one = router.router_plan(config, [("a", "http://192.168.200.12:30000")])
-    two = router.router_plan(config, [("a", "http://192.168.200.12:30000"), ("b", "http://192.168.200.12:30001")])
-    assert one is not None and two is not None and one.revision != two.revision
+    old, new = router.router_plan(config, before), router.router_plan(config, after)
+    assert old is not None and new is not None
+    assert new.revision == old.revision, change
+    assert new.supervisor_spec() == old.supervisor_spec(), change  # the supervisor's copy makes the same container
+    assert (new.command, new.env, new.mounts) == (old.command, old.env, old.mounts)
+    assert new.workers_file != old.workers_file and new.workers_digest != old.workers_digest
+
+
+def test_the_router_notices_an_engine_that_went_and_came_back_within_seconds() -> None:
+    """smg's defaults (a health check every 60 s, a circuit breaker open for 60 s) served a restarted engine again
+    57 s after it answered; the router checks every second and has no circuit breaker."""
+    routed = router.router_plan(parse(raw()), [A])
+    assert routed is not None
+    command = routed.command
+    assert command[command.index("--health-check-interval-secs") + 1] == "1"
+    assert command[command.index("--health-success-threshold") + 1] == "1"
+    assert "--disable-circuit-breaker" in command
 
 
 def test_the_supervisor_makes_the_router_again_as_pulumi_up_makes_it_and_marks_it_its_own() -> None:

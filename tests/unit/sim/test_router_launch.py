@@ -5,6 +5,7 @@ bounded and says what it waited for."""
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import subprocess
 import sys
@@ -73,3 +74,69 @@ def test_a_workers_file_that_is_not_a_list_of_models_stops_the_router_naming_its
     assert result.returncode == 2
     assert result.stderr.startswith(f"spark-llm-router: error: SPARK_LLM_ROUTER_WORKERS_FILE={workers}: not a list of")
     assert "Traceback" not in result.stderr
+
+
+def launcher_module():
+    """sim/router/launch.py as a module (it runs as a script in the router image)."""
+    spec = importlib.util.spec_from_file_location("router_launch", LAUNCHER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+A, B, C = ("a", "http://10.0.0.1:30000"), ("b", "http://10.0.0.1:30001"), ("c", "http://10.0.0.1:30002")
+
+
+def entry(id_: str, model: str, url: str, healthy: bool = True) -> dict:
+    return {"id": id_, "model_id": model, "url": url, "is_healthy": healthy}
+
+
+@pytest.mark.parametrize(
+    ("story", "wanted", "entries", "posted", "answering", "expected", "removing"),
+    [
+        ("in sync: nothing", [A, B], [entry("1", *A), entry("2", *B)], {}, {A[1], B[1]}, [], {}),
+        ("a model added: registered", [A, B, C], [entry("1", *A), entry("2", *B)], {}, {C[1]},
+         [("register", "c", C[1])], {}),
+        ("a model added whose engine does not answer yet: not posted (smg would drop it)", [A, C],
+         [entry("1", *A)], {}, set(), [], {}),
+        ("a registration smg accepted a moment ago: not posted again", [A, C], [entry("1", *A)], {C[1]: 98.0},
+         {C[1]}, [], {}),
+        ("one accepted long ago that never showed: posted again", [A, C], [entry("1", *A)], {C[1]: 90.0},
+         {C[1]}, [("register", "c", C[1])], {}),
+        ("a model removed: its entry goes", [A], [entry("1", *A), entry("2", *B)], {}, {A[1]},
+         [("remove", "2", f"b ({B[1]}) is no longer in the workers file")], {}),
+        ("a model renamed (same engine URL): removed, then registered under its new name", [A, ("b2", B[1])],
+         [entry("1", *A), entry("2", *B)], {}, {A[1], B[1]},
+         [("remove", "2", f"{B[1]} was filed under 'b': registering it as b2")], {}),
+        ("an engine filed under `unknown` (smg 1.13.0's flaw): removed", [A], [entry("1", "unknown", A[1])], {},
+         {A[1]}, [("remove", "1", f"{A[1]} was filed under 'unknown': registering it as a")], {}),
+        ("an engine restarting (registered, unhealthy): left registered, smg's health check brings it back",
+         [A], [entry("1", *A, healthy=False)], {}, set(), [], {}),
+        # Regression: smg drains an entry 5 s before it drops it; removals asked each second meanwhile were carried
+        # out after the renamed model's new registration and took it away (404 on and off, on the sim).
+        ("a removal under way (the entry drains): not asked again", [A, ("b2", B[1])],
+         [entry("1", *A), entry("2", *B)], {}, {A[1], B[1]}, [], {"2": 95.0}),
+        ("a removal asked long ago whose entry still shows: asked again", [A], [entry("1", *A), entry("2", *B)],
+         {}, {A[1]}, [("remove", "2", f"b ({B[1]}) is no longer in the workers file")], {"2": 60.0}),
+    ],
+)  # fmt: skip
+def test_the_launcher_makes_the_routers_registrations_the_workers_files(
+    story: str, wanted: list, entries: list, posted: dict, answering: set, expected: list, removing: dict
+) -> None:
+    launch_module = launcher_module()
+    got = launch_module.changes(wanted, entries, posted, removing, 100.0, lambda url: url in answering)
+    assert got == expected, story
+
+
+def test_the_readiness_wait_names_a_model_still_registered_that_the_file_no_longer_has() -> None:
+    launch_module = launcher_module()
+    problems = launch_module.misfiled([A], [entry("1", *A), entry("2", *B)])
+    assert problems == [f"b ({B[1]}) still registered, not in the workers file"]
+
+
+def test_a_workers_file_missing_at_start_is_waited_for_not_fatal(tmp_path: Path, monkeypatch) -> None:
+    """`pulumi up` deletes the old file just before it writes the new one: a router (re)started in between starts
+    smg and registers the models once the file is there."""
+    monkeypatch.setenv("SPARK_LLM_ROUTER_WORKERS_FILE", str(tmp_path / "workers.json"))
+    assert launcher_module().wanted_workers() == []
