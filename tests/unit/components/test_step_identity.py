@@ -180,6 +180,10 @@ EXPECTED: dict[str, list[str]] = {
         "spark-engine-spark-1-drop-caches",
         "spark-engine-spark-2-drop-caches",
     ],
+    "scripts/lib/engine_ports.sh": [
+        "spark-engine-take-ports-spark-1",
+        "spark-engine-take-ports-spark-2",
+    ],
     "scripts/lib/engine_state.sh": [],
     "scripts/lib/firewall.sh": [
         "spark-firewall-spark-1",

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from spark_llm.config import parse
+from spark_llm.config.group import groups
 from spark_llm.plan import container
 from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
@@ -37,7 +38,7 @@ esac
 def test_the_first_step_removes_the_engines_of_a_model_no_longer_listed_on_its_ports_and_keeps_the_others(
     tmp_path: Path,
 ) -> None:
-    deployment = plan.build_plan(parse(dual_spark_raw()), plan.LAUNCH_TEMPLATE.read_text())
+    deployment = plan.build_plan(groups(parse(dual_spark_raw()))[0], plan.LAUNCH_TEMPLATE.read_text())
     assert (deployment.port, deployment.dist_port, deployment.container) == (30000, 20000, "spark-llm-engine")
     (tmp_path / "docker").write_text(FAKE_DOCKER)
     (tmp_path / "docker").chmod(0o755)
@@ -56,7 +57,7 @@ def test_the_first_step_removes_the_engines_of_a_model_no_longer_listed_on_its_p
 
 
 def test_with_no_other_engine_on_its_ports_the_step_says_so_and_removes_nothing(tmp_path: Path) -> None:
-    deployment = plan.build_plan(parse(dual_spark_raw()), plan.LAUNCH_TEMPLATE.read_text())
+    deployment = plan.build_plan(groups(parse(dual_spark_raw()))[0], plan.LAUNCH_TEMPLATE.read_text())
     (tmp_path / "docker").write_text('#!/bin/bash\n[ "$1" = ps ] && exit 0\nexit 1\n')
     (tmp_path / "docker").chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
