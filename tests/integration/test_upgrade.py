@@ -1,5 +1,11 @@
 """An existing stack upgrades to this spark-llm without restarting an engine or copying a byte.
 
+User story (several models): an operator deployed two models behind the router with the spark-llm of before the
+stack's room (MODELS_BEFORE: each model made its own providers, the router its own, at the stack's root), and pulls
+this version, whose groups and router stand under one stack component on providers made once a node. Preview shows
+no engine container or stop step of either model changing; `pulumi up` restarts neither model's engines and moves no
+weights; both models answer through the router; the next preview is empty.
+
 User story: an operator deployed with spark-llm as it was before the group's room (BEFORE: the verdict, the history
 of starts, the supervisor's program and the readiness gate's entry point have moved since), the supervisor on, and
 pulls this version. `pulumi preview` shows no engine container, stop step or image step changing; `pulumi up`
@@ -11,26 +17,36 @@ program (its files and container replaced); the next preview is empty.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import subprocess
 from pathlib import Path
 
+import openai
 import pytest
+import yaml
 
+from bench.steady_client import SMALL, two_models
 from tests.integration.conftest import (
     PROGRAM_FILES,
     REPO,
+    SIM,
     SimCluster,
     complete,
     module_stack,
     project_copy,
+    run,
 )
 from tests.integration.profiles import assert_untouched, weights_on_nodes
 
 pytestmark = pytest.mark.integration
 
+MODELS_BEFORE = "1530184"
+"""main before the stack's room (issue 40): the groups and the router at the stack's root, each with its providers."""
 BEFORE = "ec51324"
 """main before issue 30 (the engine group's room): the last code an operator may have deployed with."""
 NODES = ("head", "worker-1")
+BIG = "spark-llm/standin-model"
+MESSAGES: list = [{"role": "user", "content": "What does the fabric carry?"}]
 # What an upgrade must leave alone: the engines, the steps that stop them, and the image. The weights fan-out's step
 # runs again when its program changed (this upgrade: the rsync options now come from the plan), and must then find
 # every worker's copy the head's and move nothing.
@@ -90,3 +106,54 @@ def test_a_stack_deployed_before_the_groups_room_upgrades_restarting_no_engine_a
         assert "verdict.py" in shipped.split()
         assert complete(upgraded.outputs())["usage"]["completion_tokens"] == 4
         upgraded("preview", "--expect-no-changes")
+
+
+SMALL_ENGINE = "spark-llm-engine-spark-llm-standin-small"
+# Both models' engines and the steps that stop them (the small model's group carries its name).
+MODELS_UNTOUCHED = (
+    *UNTOUCHED,
+    "spark-spark-llm-standin-small-engine-head ",
+    "spark-spark-llm-standin-small-engine-stop-",
+)
+
+
+def started(sim: SimCluster, node: str, container: str) -> tuple[str, str]:
+    fmt = "{{.Id}} {{.State.StartedAt}}"
+    ident, at = sim.node_exec(node, "docker", "inspect", "-f", fmt, container).stdout.split()
+    return ident, at
+
+
+def test_two_models_behind_the_router_deployed_before_the_stacks_room_upgrade_restarting_no_engine(
+    sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
+):
+    run([str(SIM), "up", "--load-router"], timeout=1200)
+    before = checkout(MODELS_BEFORE, tmp_path_factory.mktemp("checkout-models-before"))
+    now = project_copy(tmp_path_factory.mktemp("checkout-models-now"))
+    try:
+        with module_stack(tmp_path_factory, before) as deployed:
+            deployed.reset_config()
+            key = f"sk-upgrade-{secrets.token_hex(8)}"
+            deployed("config", "set", "--secret", "apiKey", key)
+            document = yaml.safe_load(deployed.config_file.read_text())
+            two_models(document["config"])
+            deployed.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+            deployed.up()
+            running = {**engines(sim_cluster), "small": started(sim_cluster, "head", SMALL_ENGINE)}
+            weights = weights_on_nodes(sim_cluster)
+
+            upgraded = dataclasses.replace(deployed, cwd=now)
+            preview = upgraded("preview").stdout
+            assert_untouched(preview, *MODELS_UNTOUCHED)
+            out = upgraded.up().stdout
+            assert_untouched(out, *MODELS_UNTOUCHED)
+            assert {**engines(sim_cluster), "small": started(sim_cluster, "head", SMALL_ENGINE)} == running
+            after = weights_on_nodes(sim_cluster)
+            for node in NODES:
+                assert set(after[node].splitlines()) ^ set(weights[node].splitlines()) == set(), node
+            client = openai.OpenAI(base_url=upgraded.outputs()["endpoint"] + "/v1", api_key=key, max_retries=0)
+            for model in (BIG, SMALL):
+                answer = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=4)
+                assert answer.model == model and answer.choices[0].message.content
+            upgraded("preview", "--expect-no-changes")
+    finally:
+        run([str(SIM), "up"], timeout=1200)  # the stack file without the router again, for the next module
