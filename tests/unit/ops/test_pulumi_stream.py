@@ -33,6 +33,12 @@ open({ready!r}, "w").close()
 deadline = time.monotonic() + 30  # never left behind, even when the test fails
 while not got and time.monotonic() < deadline:
     time.sleep(0.05)
+# A test pressing Ctrl-C several times: every press lands while this runs (one after `stream` returned would reach
+# the test itself, as a KeyboardInterrupt outside what it expects: a loaded machine's test worker died so).
+while os.path.exists({ready!r} + ".pressing") and not os.path.exists({ready!r} + ".pressed"):
+    if time.monotonic() > deadline:
+        break
+    time.sleep(0.02)
 time.sleep(0.5)  # the operations in flight end
 # The program, stopped with SIGINT before it set its handler: Python's traceback, which Pulumi relays.
 print("    pulumi:pulumi:Stack spark-llm-sim  Traceback (most recent call last):", flush=True)
@@ -70,7 +76,9 @@ def ctrl_c_when(ready: Path, times: int) -> threading.Thread:
         for _ in range(times):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.1)
+        Path(str(ready) + ".pressed").touch()  # the fake pulumi (FAKE) ends only now
 
+    Path(str(ready) + ".pressing").touch()
     thread = threading.Thread(target=press, daemon=True)
     thread.start()
     return thread
