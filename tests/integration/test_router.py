@@ -360,7 +360,8 @@ def test_a_flag_change_to_one_model_restarts_its_group_alone_while_the_other_ans
 
 def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_running(routed: str, pulumi: Pulumi) -> None:
     """User story: the operator asks `spark-llm status` and sees each model's group (its members, revision, verdict);
-    `spark-llm restart` without --model is refused naming both; `spark-llm restart --model SMALL` restarts the small
+    `spark-llm preflight` checks both models' ports and images on the head; `spark-llm restart` without --model is
+    refused naming both; `spark-llm restart --model SMALL` restarts the small
     model's group alone, while the big one's containers stay the same."""
     cli = SparkLlm(pulumi)
     refused = cli("restart", "--yes")
@@ -384,6 +385,17 @@ def test_status_shows_each_model_and_restart_of_one_model_leaves_the_other_runni
     assert table.returncode == 0 and "status: 2 models" in table.stdout, table
     assert all(f"status: {name} at {pulumi.outputs()['endpoint']}" in table.stdout for name in (BIG, SMALL))
     assert f"router: running at {pulumi.outputs()['endpoint']}, lists {BIG}, {SMALL}" in table.stdout
+    # Preflight checks each model on each of its nodes, read in the one session a node: both running, their ports
+    # held by their own engines (and the router's by the router), nothing of the small model on the worker.
+    # (Its exit code is the memory rows' too, which judge each model's start beside the other's running engine.)
+    preflight = json.loads(cli("preflight", "--json", "--model-size-gb", "0.01").stdout)
+    checks = {(c["node"], c["check"]): c for c in preflight["checks"]}
+    for name in (BIG, SMALL):
+        ports = checks["head", f"ports ({name})"]
+        assert ports["status"] == "pass" and "held by our engine" in ports["detail"], ports
+        assert checks["head", f"image ({name})"]["status"] == "pass", checks["head", f"image ({name})"]
+    assert "4000 (router.port) held by our router" in checks["head", f"ports ({BIG})"]["detail"]
+    assert not [key for key in checks if key[0] == "worker-1" and SMALL in key[1]]
 
     restarted = cli.json("restart", "--yes", "--model", SMALL, timeout=600)
     assert restarted["ok"] and restarted["restarted"] == ["head"], restarted
