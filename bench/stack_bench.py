@@ -81,7 +81,8 @@ def measure(program: Path, repeat: int, key: str) -> dict[str, list[float]]:
                 got["two_models_preview"].append(run(["pulumi", "preview", *stack], env, program))
                 got["two_models_noop_up"].append(run(up, env, program))
         finally:
-            subprocess.run(["pulumi", "destroy", "--yes", "--skip-preview", *stack], env=env, cwd=program, check=False)
+            destroy = ["pulumi", "destroy", "--yes", "--skip-preview", *stack]
+            subprocess.run(destroy, env=env, cwd=program, check=False, capture_output=True)
     return got
 
 
