@@ -6,7 +6,8 @@ names, chat and streaming alike; `models.list()` shows both; a wrong key is refu
 the running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
 the containers run on the host's docker (bench/router_rig.py), and everything started is removed.
 
-User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up`: the stack's
+User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up` (with the
+spark-llm of before the stack's room, then this version's, which restarts no engine): the stack's
 endpoint is the router on the head, with the stack's key, for the openai client; the engine's port is no longer
 reachable from the operator's side. A router restarted by hand serves its model again by itself; one removed by
 hand is made again by the supervisor, with no engine restarted; a new router port replaces the router only (preview
@@ -26,6 +27,7 @@ keeps its container (its ID and start time) throughout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import sys
@@ -40,8 +42,9 @@ import yaml
 
 from bench.router_rig import RouterRig, docker, healthy, listed_models, request, router_rig
 from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_model, two_models
-from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
+from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
+from tests.integration.test_upgrade import MODELS_BEFORE, checkout
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -128,11 +131,16 @@ def asked(rig: RouterRig, model: str) -> tuple[int, dict]:
 ROUTER = "spark-llm-router"
 
 
+# What the upgrade in `routed` saw: each engine's start before and after this version's first `up`.
+UPGRADE: dict[str, dict[str, str]] = {}
+
+
 @pytest.fixture(scope="module")
-def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
+def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head), an
-    API key and the supervisor, deployed: yields the key. Afterwards `sim up` writes the stack file without the
-    router again, for the next module on this sim."""
+    API key and the supervisor, deployed by the code of before the stack's room (test_upgrade.MODELS_BEFORE), then
+    upgraded by this one (UPGRADE records each engine's start around it): yields the key. Afterwards `sim up` writes
+    the stack file without the router again, for the next module on this sim."""
     run([str(SIM), "up", "--load-router"], timeout=1200)
     try:
         pulumi.reset_config()
@@ -142,11 +150,26 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
         # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
         # would restart this model's group (tests below add a second model).
         edit_config(pulumi, lambda config: config["spark-llm:engine"].update(flags=list(BIG_FLAGS)))
+        before = checkout(MODELS_BEFORE, tmp_path_factory.mktemp("checkout-before"))
+        # The same interpreter path as this checkout's, as an upgrade in place has: the readiness gate's step names
+        # it, and a new path updates that step without running it (its timeline output then empty until a start).
+        project = before / "Pulumi.yaml"
+        project.write_text(project.read_text().replace("virtualenv: .venv", f"virtualenv: {REPO / '.venv'}"))
+        dataclasses.replace(pulumi, cwd=before).up()
+        UPGRADE["before"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
         out = pulumi.up()
+        UPGRADE["after"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
         assert key not in out.stdout + out.stderr
         yield key
     finally:
         run([str(SIM), "up"], timeout=1200)
+
+
+def test_a_stack_with_the_router_from_before_the_stacks_room_upgrades_restarting_no_engine(routed: str) -> None:
+    """User story: the operator deployed one model behind the router with the spark-llm of 1530184 (its group and
+    router at the stack's root, each with providers of its own) and pulls this version: its first `up` moves them
+    under the stack component restarting no engine (the router's container is made once anew: its mounts changed)."""
+    assert UPGRADE["after"] == UPGRADE["before"]
 
 
 def edit_config(pulumi: Pulumi, change) -> None:
