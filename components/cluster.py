@@ -42,7 +42,7 @@ from spark_llm.plan.steps import build_steps
 
 
 def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
-    """The `extra` probe sections of spark_llm.remote.observe.observe for this plan (the weights' and the launch
+    """The `extra` probe sections of spark_llm.remote.observe.observe_stack for this plan (the weights' and the launch
     files' live digests: spark_llm.plan.steps)."""
     probes = build_steps(plan).probes
     # On the head, also the latest start of the configured revision (a failed one is warned of: _note_failed_start).

@@ -64,8 +64,3 @@ def observe_stack(
         for index, observation in by_group.items():
             out[index][observation.node] = observation
     return out
-
-
-def observe(plan: DeploymentPlan, extra: Callable[[NodePlan], str] = lambda _: "") -> dict[str, NodeObservation]:
-    """One group's observation of every node (`observe_stack` of that group alone)."""
-    return observe_stack([(plan, extra)])[0]
