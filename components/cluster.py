@@ -134,10 +134,9 @@ def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservati
     head = (observations or {}).get(plan.head.name)
     text = head.facts.get(supervisor.PROBE_SECTION) if head else None
     report = supervisor.SupervisorReport.parse(text) if text else None
-    for warning in (
-        report.preview_warning() if report else None,
-        supervisor.container_warning(head.facts.get(supervisor.CONTAINER_SECTION) if head else None, text),
-    ):
+    # The container is the stack's one: the first group says what became of it.
+    container = head.facts.get(supervisor.CONTAINER_SECTION) if head and plan.unit is None else None
+    for warning in (report.preview_warning() if report else None, supervisor.container_warning(container, text)):
         if warning:
             pulumi.log.warn(warning)
 
@@ -176,8 +175,8 @@ class SparkClusterArgs:
     outputs_under_models: bool = False
     """The stack lists several models: this group's outputs are under `models.<name>`, not at the top level."""
     router: RouterPlan | None = None
-    """spark-llm:router's plan, for this group's supervisor, which keeps it up too (one group's: the first model's;
-    the router itself: components.router)."""
+    """spark-llm:router's plan, in this group's supervisor spec: the stack's supervisor keeps it up too (it is in the
+    first model's spec; the router itself: components.router)."""
 
 
 class SparkCluster(pulumi.ComponentResource):
@@ -192,6 +191,8 @@ class SparkCluster(pulumi.ComponentResource):
     image_id: pulumi.Output[str]
     weights_manifest_digest: pulumi.Output[str]
     state_id: pulumi.Output[str]
+    supervisor: Supervisor | None
+    """This group's part of the stack's supervisor (its container is the stack's: components.supervisor)."""
 
     def __init__(self, name: str, args: SparkClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:SparkCluster", name, None, opts)
@@ -321,6 +322,7 @@ class SparkCluster(pulumi.ComponentResource):
         )
         for resolve in resolvers:
             resolve(group)
+        self.supervisor = overseer
         self.endpoint = group.ready.stdout.apply(lambda _: plan.endpoint)
         self.group_revision = pulumi.Output.from_input(plan.group_revision)
         self.script_sha256 = scripts.script_sha256

@@ -179,7 +179,7 @@ class EngineGroup(pulumi.ComponentResource):
                 NodeCommand(
                     f"{name}-stop-supervisor",
                     connection=args.connections[plan.head.name],
-                    script=supervisor_stop_command(plan),
+                    script=supervisor_stop_command(),
                     triggers=triggers,
                     secret=secret,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *admitted]),

@@ -23,6 +23,8 @@ from components import bootstrap
 from components.cluster import SparkCluster, SparkClusterArgs, StackCore, probe_extra
 from components.connection import docker_provider
 from components.router import Router, RouterArgs
+from components.supervisor import COMPONENT_TYPE as SUPERVISOR_TYPE
+from components.supervisor import supervisor_container
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.stack import StackPlan
@@ -71,10 +73,19 @@ class SparkStack(pulumi.ComponentResource):
                     observations=observed,
                     replaced=request.replaced,
                     outputs_under_models=stack.several,
-                    # One supervisor keeps the router up: the first model's (every group has one on the head).
+                    # The stack's supervisor keeps the router up: it is in the first model's spec.
                     router=stack.router if not clusters else None,
                 ),
                 pulumi.ResourceOptions(parent=self, aliases=[AT_THE_ROOT]),
+            )
+        parts = [cluster.supervisor for cluster in clusters.values() if cluster.supervisor is not None]
+        if parts:
+            # One supervisor for the stack: one container on the head watching every group, after they all served.
+            supervisor_container(
+                parts,
+                list(stack.groups),
+                core.docker[stack.first.head.name],
+                pulumi.ResourceOptions(parent=self, aliases=self._first_supervisors()),
             )
         endpoint: dict[str, object] = {}
         if stack.router is not None:
@@ -116,6 +127,18 @@ class SparkStack(pulumi.ComponentResource):
             for node in stack.nodes
         }
         return StackCore(commands=commands, docker=docker)
+
+    def _first_supervisors(self) -> list[pulumi.Alias]:
+        """Where the supervisor's container stood: under the first group's Supervisor, with that group under this
+        stack (one model, up to this version) or at the stack's root (up to 1530184)."""
+        under = [
+            pulumi.create_urn(FIRST_GROUP, CLUSTER_TYPE, parent=self),
+            pulumi.create_urn(FIRST_GROUP, CLUSTER_TYPE),
+        ]
+        return [
+            pulumi.Alias(parent=pulumi.create_urn(f"{FIRST_GROUP}-supervisor", SUPERVISOR_TYPE, parent=group))
+            for group in under
+        ]
 
 
 def group_name(plan: DeploymentPlan) -> str:

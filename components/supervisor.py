@@ -1,4 +1,6 @@
-"""Supervisor: the group's supervisor on the head (spark-llm:supervisor.enabled), a resource of the stack.
+"""Supervisor: the stack's supervisor on the head (spark-llm:supervisor, on unless `enabled: false`).
+
+Per group (`Supervisor`, a child of the group's SparkCluster):
 
 - `{name}-files`: the program (scripts/supervisor.py), its spec (the members with the container IDs this `up`
   created, the budget) and the workers' pinned host keys, in a 0700 dir on the head (spark_llm.plan.supervisor);
@@ -14,12 +16,17 @@
 - `{name}-image-check`: proves on the head that the image has python3 and an ssh client (re-run when the image
   changes). The engine group's steps wait for it (`image_check`, declared before the group): an image that cannot
   supervise fails `pulumi up` before anything is stopped.
-- `{name}`: a docker.Container on the head's provider, `restart: unless-stopped` (it comes back with the head's
-  Docker engine after a reboot), created only after the readiness gate passed (it supervises a group that served)
-  and replaced whenever its files are (its label is their digest: a new group, a new program).
-Everything is declared in the constructor, which runs before the group is declared (the group waits for the image
-check): what it needs of the group (the members' container IDs, the gate) arrives as deferred outputs that the
-cluster resolves once the group is declared (pulumi.deferred_output), and carries the group's resources with it.
+Everything of a group is declared in the constructor, which runs before the group is declared (the group waits for
+the image check): what it needs of the group (the members' container IDs, the gate) arrives as deferred outputs that
+the cluster resolves once the group is declared (pulumi.deferred_output), and carries the group's resources with it.
+
+Once for the stack (`supervisor_container`, a child of the SparkStack): `spark-supervisor`, a docker.Container on the
+head's provider running scripts/supervisor.py with every group's spec (one watch each, each its own budget and
+state, the router kept beside them), `restart: unless-stopped` (it comes back with the head's Docker engine after a
+reboot), created only after every group's readiness gate passed (it supervises groups that served) and replaced
+whenever a group's files are (its label is their digest: a new group, a new program). It keeps the first group's
+name, and is aliased from under that group's Supervisor (where one-model stacks, and each model's own supervisor
+before the stack had one, stood): another model's own supervisor container goes with the upgrade.
 The step that stops it before `pulumi up` stops or replaces any member is the engine group's
 (components.engine_group, `stop-supervisor`): a separate step, so the members' stop steps keep their script and
 an upgrade to this version restarts no group.
@@ -40,6 +47,10 @@ from spark_llm.plan import supervisor, supervisor_key
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.router import RouterPlan
+
+# The container's resource name: the first group's supervisor's, where a one-model stack has always had it.
+CONTAINER_RESOURCE = "spark-supervisor"
+COMPONENT_TYPE = "spark-llm:components:Supervisor"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,10 +77,18 @@ class SupervisorArgs:
 
 
 class Supervisor(pulumi.ComponentResource):
-    """The supervisor's image and its check, its files, state dir and container."""
+    """One group's part of the stack's supervisor: the image and its check, its files, state dir and key."""
 
     image_check: NodeCommand
-    container_id: pulumi.Output[str]
+    image: pulumi.Input[str]
+    """What the container runs (the first group's is the stack's)."""
+    label: pulumi.Output[str]
+    """This group's part of the container's label: its files and key (`supervisor_container`)."""
+    needs: list[pulumi.Resource]
+    """What the container waits for of this group: its files, state dir, key lines, image check and gate."""
+    observed: str | None
+    """The head's supervisor container as this run found it (`STATUS LABEL`, `absent`; None: not read)."""
+    run: str
 
     def __init__(self, name: str, args: SupervisorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:Supervisor", name, None, opts)
@@ -151,47 +170,64 @@ class Supervisor(pulumi.ComponentResource):
                     )
                 )
         seen = (args.observations or {}).get(plan.head.name)
-        observed = seen.facts.get(supervisor.CONTAINER_SECTION) if seen is not None and seen.error is None else None
-        run = seen.run if seen is not None else ""
+        self.observed = (
+            seen.facts.get(supervisor.CONTAINER_SECTION) if seen is not None and seen.error is None else None
+        )
+        self.run = seen.run if seen is not None else ""
+        self.image = image
+        self.label = pulumi.Output.all(files_script, public_key).apply(lambda parts: "\0".join(filter(None, parts)))
+        self.needs = [files, state, self.image_check, *authorized, *after]
+        self.register_outputs({})
 
-        def label(files_and_key: list[str]) -> str:
-            return supervisor.container_label(
-                supervisor.files_digest("\0".join(filter(None, files_and_key))), observed, run
+
+def supervisor_container(
+    parts: list[Supervisor],
+    plans: list[DeploymentPlan],
+    provider: docker.Provider,
+    opts: pulumi.ResourceOptions,
+) -> docker.Container:
+    """The stack's one supervisor container on the head (`parts`: each group's Supervisor, the first group's first)."""
+    first = parts[0]
+
+    def label(group_parts: list[str]) -> str:
+        # One group's label is its files and key, as when each group had a container of its own: a one-model stack's
+        # container keeps its label (and so is not replaced) through the upgrade to one supervisor for the stack.
+        digest = supervisor.files_digest("\0\0".join(group_parts))
+        return supervisor.container_label(digest, first.observed, first.run)
+
+    return docker.Container(
+        CONTAINER_RESOURCE,
+        name=supervisor.CONTAINER_NAME,
+        image=first.image,
+        entrypoints=list(supervisor.command(plans)),
+        # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.
+        network_mode="host",
+        # Docker's init passes `docker stop`'s SIGTERM on at once (the program exits on it).
+        init=True,
+        volumes=[
+            docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)
+            for m in supervisor.stack_mounts(plans)
+        ],
+        # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
+        # A container found gone or stopped gets a new label too (supervisor.container_label): `up` starts it.
+        # A new key too: the container mounts the key's dir, which a new key's step makes anew.
+        labels=[
+            docker.ContainerLabelArgs(
+                label=supervisor.LABEL, value=pulumi.Output.all(*(part.label for part in parts)).apply(label)
             )
-
-        container = docker.Container(
-            name,
-            name=supervisor.container_name(plan),
-            image=image,
-            entrypoints=list(supervisor.command()),
-            # It reaches the head's API on loopback and the workers on their fabric addresses, as the engines do.
-            network_mode="host",
-            # Docker's init passes `docker stop`'s SIGTERM on at once (the program exits on it).
-            init=True,
-            volumes=[
-                docker.ContainerVolumeArgs(host_path=m.source, container_path=m.target, read_only=m.read_only or None)
-                for m in supervisor.mounts(plan)
-            ],
-            # New files (a new group's spec, a new program) replace the container: it never runs stale ones.
-            # A container found gone or stopped gets a new label too (supervisor.container_label): `up` starts it.
-            # A new key too: the container mounts the key's dir, which a new key's step makes anew.
-            labels=[
-                docker.ContainerLabelArgs(
-                    label=supervisor.LABEL, value=pulumi.Output.all(files_script, public_key).apply(label)
-                )
-            ],
-            # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
-            # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
-            restart="unless-stopped",
-            must_run=True,
-            destroy_grace_seconds=10,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=args.provider,
-                depends_on=[files, state, self.image_check, *authorized, *after],
+        ],
+        # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
+        # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
+        restart="unless-stopped",
+        must_run=True,
+        destroy_grace_seconds=10,
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                provider=provider,
+                depends_on=[need for part in parts for need in part.needs],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),
-        )
-        self.container_id = container.id
-        self.register_outputs({"container_id": self.container_id})
+        ),
+    )

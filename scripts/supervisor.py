@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""spark-llm supervisor: restarts the engine group in order when a member stops, within a budget.
+"""spark-llm supervisor: restarts each engine group in order when a member stops, each within its own budget.
 
 Runs in the `spark-llm-supervisor` container on the head (components/supervisor.py), Python's standard library
-only. Usage: supervisor.py SPEC.json (written by `pulumi up`, 0600, mounted read-only; spark_llm.plan.supervisor).
+only. Usage: supervisor.py SPEC.json [SPEC.json ...] (one per model's group, written by `pulumi up`, 0600, mounted
+read-only; spark_llm.plan.supervisor). Each group is watched in a thread of its own, so one group's restart (minutes
+on a Spark) never holds up another's; the main thread keeps the router.
 
 Every `poll_seconds` it reads every member's engine container: the head's through the head's Docker socket, each
 worker's with `docker inspect` over ssh (its own key, which a worker lets run only docker inspect/start/stop/logs on
@@ -31,6 +33,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 # Each member's node, reached the one way it allows, and the router's container (its own file, shipped beside this).
@@ -69,7 +72,10 @@ KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs o
 class Supervisor:
     def __init__(self, spec: SupervisorSpec) -> None:
         self.spec = spec
+        self.several = False
         self.members = [Node(spec, m) for m in spec["members"]]
+        # Its state file is written by its watch and by the router's keeper (the main thread): one at a time.
+        self.lock = threading.RLock()
         self.state = self._load()
         self.watch = WedgeWatch(spec["wedge_seconds"], asked(spec["model"]))
         self.probe_timeout = probe_seconds(spec["wedge_seconds"])
@@ -105,6 +111,10 @@ class Supervisor:
 
     def save(self, *, waiting: str | None = None, gave_up: GaveUp | None = None, keep_waiting: bool = False) -> None:
         """Write the state (atomically): `waiting`, what it waits for (None: nothing), unless `keep_waiting`."""
+        with self.lock:
+            self._save(waiting, gave_up, keep_waiting)
+
+    def _save(self, waiting: str | None, gave_up: GaveUp | None, keep_waiting: bool) -> None:
         if not keep_waiting:
             self.state["waiting"] = waiting
         if gave_up is not None:
@@ -119,7 +129,9 @@ class Supervisor:
         os.replace(path + ".tmp", path)
 
     def say(self, text: str) -> None:
-        print(f"{iso(time.time())} supervisor: {text}", flush=True)
+        # Among several groups, each line names its model (one model's lines read as they always did).
+        who = f"supervisor [{self.spec['model']}]" if self.several else "supervisor"
+        print(f"{iso(time.time())} {who}: {text}", flush=True)
 
     def read_all(self) -> list[Member]:
         return [m.read() for m in self.members]
@@ -286,7 +298,8 @@ class Supervisor:
             return
         result = self.router.bring_back(action)
         record: RouterRestart = {"at": iso(time.time()), "found": status, "result": result}
-        self.state.setdefault("router_restarts", []).append(record)
+        with self.lock:
+            self.state.setdefault("router_restarts", []).append(record)
         self.say(f"the router's container was {status}: {result}")
         self.save(keep_waiting=True)
 
@@ -298,11 +311,11 @@ class Supervisor:
         self.save(gave_up={"at": iso(time.time()), "reason": why, "restarts": count})
 
     def run(self) -> None:
+        """Watch the group until it gives up (the router is kept by `keep_routers`, in the main thread)."""
         budget = self.spec["budget"]
         self.say(f"watching {', '.join(m.name for m in self.members)} (revision {self.spec['revision']})")
         self.save()
         while not self.state.get("gave_up"):
-            self.keep_router()
             verdict, seen = self.verdict()
             why, cause = verdict.why, ""
             if verdict.state == WHOLE and (wedged := self.wedged()):
@@ -338,21 +351,39 @@ class Supervisor:
                     continue  # read again: it may have come back, or be worse
                 self.restart(why, logs, cause)
             time.sleep(self.spec["poll_seconds"])
-        while True:  # nothing more for the group until a new deployment replaces this container; the router still
-            self.keep_router()
-            time.sleep(self.spec["poll_seconds"])
+        # Nothing more for this group until a new deployment replaces this container; the others and the router go on.
+
+
+def _thread_died(hook: threading.ExceptHookArgs) -> None:
+    """A watch that raised: the whole program exits (its traceback on stderr), and the container's restart policy
+    starts it again, as when it watched one group; a group is never left unwatched while the others go on."""
+    sys.__excepthook__(hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback)
+    os._exit(1)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("Usage: supervisor.py SPEC.json", file=sys.stderr)
+    if len(argv) < 2:
+        print("Usage: supervisor.py SPEC.json [SPEC.json ...]", file=sys.stderr)
         return 2
-    # `docker stop` (pulumi up stops the supervisor before it touches the group) sends SIGTERM: leave at once.
+    # `docker stop` (pulumi up stops the supervisor before it touches a group) sends SIGTERM: leave at once.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with open(argv[1]) as f:
-        spec: SupervisorSpec = json.load(f)
-    Supervisor(spec).run()
-    return 0
+    groups = []
+    for path in argv[1:]:
+        with open(path) as f:
+            spec: SupervisorSpec = json.load(f)
+        groups.append(Supervisor(spec))
+    for group in groups:
+        group.several = len(groups) > 1
+    threading.excepthook = _thread_died
+    for group in groups:
+        threading.Thread(target=group.run, name=group.spec["model"], daemon=True).start()
+    # The router (in the first group's spec): kept here, so no group's restart holds it up.
+    keepers = [group for group in groups if group.router is not None]
+    poll = min(group.spec["poll_seconds"] for group in groups)
+    while True:
+        for group in keepers:
+            group.keep_router()
+        time.sleep(poll)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The `supervisor` section: the container on the head that restarts the group in order after a reboot or a crash,
+"""The `supervisor` section: the container on the head that restarts each group in order after a reboot or a crash,
 within a budget (components.supervisor, scripts/supervisor.py)."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from spark_llm.config.base import ConfigModel, Int
 
 
 class Supervisor(ConfigModel):
-    """The group's supervisor on the head, which restarts the group in order after a reboot or a crash (opt-in).
+    """The stack's supervisor on the head, which restarts each group in order after a reboot or a crash, and keeps the
+    router up.
 
-    Off by default: fault tests, and people who stop a member by hand, expect `pulumi preview` to report it, not a
-    container that starts it again."""
+    On by default: a Spark's owner expects the models back after a power cut with nothing typed. Off only when the
+    stack says so (`enabled: false`): then a member stopped by hand stays stopped, and `pulumi preview` reports it."""
 
     enabled: bool = Field(
-        False,
+        True,
         description=(
-            "Run a supervisor container on the head that restarts the group in order when a member stops"
-            " (a node reboot, a crash), within the budget below"
+            "Run a supervisor container on the head that restarts each model's group in order when a member stops"
+            " (a node reboot, a crash), within the budget below (each group its own), and keeps the router up"
         ),
         json_schema_extra={"example": True},
     )

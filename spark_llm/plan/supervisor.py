@@ -1,8 +1,10 @@
-"""Pure: the group's supervisor (scripts/supervisor.py in a container on the head), as data and bash.
+"""Pure: the stack's supervisor (scripts/supervisor.py in one container on the head), as data and bash.
 
-components/supervisor.py declares it when spark-llm:supervisor.enabled: a files step on the head (the program, its
-spec, the workers' pinned host keys), its own ssh key (spark_llm.plan.supervisor_key: what it may run on a worker),
-the container, and a step that stops it before `pulumi up` touches the group.
+components/supervisor.py declares it unless spark-llm:supervisor.enabled is false: per group, a files step on the
+head (the program, the group's spec, its workers' pinned host keys), its own ssh key (spark_llm.plan.supervisor_key:
+what it may run on a worker) and a step that stops the supervisor before `pulumi up` touches the group; once for the
+stack, the container, which mounts every group's files and runs one watch per group (each with its own budget and
+state file) and keeps the router.
 What it did (its state file on the head) is read back here for `spark-llm status` and `pulumi preview`.
 """
 
@@ -30,7 +32,8 @@ CONTAINER_NAME = "spark-llm-supervisor"
 PROGRAM = SCRIPTS_DIR / "supervisor.py"
 NODE_MODULE = SCRIPTS_DIR / "supervisor_node.py"
 GROUP_PACKAGE = Path(spark_llm.group.__file__).parent
-# Where the container sees its files (the head's supervisor dir, read-only) and its state dir (read-write).
+# Where the container sees the first group's files (the head's supervisor dir, read-only) and its state dir
+# (read-write); another group's are beside them under its own name (`in_container`).
 CONTAINER_DIR = "/spark-llm-supervisor"
 CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
 # The head's drift records (`<remote_dir>/state`, read-only): its weights record, read before the group is started.
@@ -61,6 +64,12 @@ def state_dir(head: NodePlan) -> str:
 
 def state_path(head: NodePlan) -> str:
     return f"{state_dir(head)}/{STATE_FILE}"
+
+
+def in_container(plan: DeploymentPlan, path: str) -> str:
+    """Where the stack's one container sees one of this group's dirs: the first group's where the one-model stack
+    always had them (so its spec, and a deployed supervisor, stay as they were), another's under its own name."""
+    return plan.own(path)
 
 
 def known_hosts(plan: DeploymentPlan) -> str:
@@ -102,13 +111,13 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan
         "members": members,
         "docker_socket": DOCKER_SOCKET,
         # Its own key, which may only run docker inspect/start/stop/logs on the engine (not the head's fabric key).
-        "key_path": supervisor_key.CONTAINER_KEY,
-        "known_hosts": f"{CONTAINER_DIR}/known_hosts",
+        "key_path": f"{in_container(plan, supervisor_key.CONTAINER_KEY_DIR)}/{supervisor_key.KEY_NAME}",
+        "known_hosts": f"{in_container(plan, CONTAINER_DIR)}/known_hosts",
         "ssh_options": list(FABRIC_SSH_OPTIONS),
         "api_host": plan.api_address.strip("[]"),
         "api_port": plan.port,
         "model": plan.model_name,
-        "api_key_file": CONTAINER_API_CONFIG if plan.api_config_path else "",
+        "api_key_file": api_config_in_container(plan) if plan.api_config_path else "",
         "ready_seconds": plan.ready_timeout,
         "startup_grace": plan.startup_grace,
         "poll_seconds": cfg.poll_seconds,
@@ -118,8 +127,8 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan
             "window_seconds": cfg.window_seconds,
             "backoff_seconds": cfg.backoff_seconds,
         },
-        "state_path": f"{CONTAINER_STATE_DIR}/{STATE_FILE}",
-        "weights_record": f"{CONTAINER_RECORDS_DIR}/{WEIGHTS_STEP}",
+        "state_path": f"{in_container(plan, CONTAINER_STATE_DIR)}/{STATE_FILE}",
+        "weights_record": f"{in_container(plan, CONTAINER_RECORDS_DIR)}/{WEIGHTS_STEP}",
         "memory": {
             "engine": plan.engine,
             "version": plan.engine_version,
@@ -177,16 +186,12 @@ def remove_state_command(plan: DeploymentPlan) -> str:
     return f"rm -rf {shlex.quote(state_dir(plan.head))}"
 
 
-def container_name(plan: DeploymentPlan) -> str:
-    """The supervisor's container on the head: one per model when the stack lists several (each its own budget)."""
-    return plan.own(CONTAINER_NAME)
-
-
-def stop_command(plan: DeploymentPlan) -> str:
-    """Stops the supervisor (if there is one) before `pulumi up` stops or replaces any member: it must never restart
-    what `up` is replacing. A stopped `unless-stopped` container stays stopped across the head's reboot too, so a
-    failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
-    return f"docker stop -t 10 {container_name(plan)} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
+def stop_command() -> str:
+    """Stops the stack's supervisor (if there is one) before `pulumi up` stops or replaces any member of a group: it
+    must never restart what `up` is replacing (a group's relaunch stops the one container; the new one that `up`
+    makes once every group served watches them all again). A stopped `unless-stopped` container stays stopped
+    across the head's reboot too, so a failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
+    return f"docker stop -t 10 {CONTAINER_NAME} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
 
 
 def image_check_script(plan: DeploymentPlan, image: str) -> str:
@@ -201,28 +206,45 @@ def image_check_script(plan: DeploymentPlan, image: str) -> str:
     return bash_lib("supervisor_image") + call + "\n"
 
 
+def api_config_in_container(plan: DeploymentPlan) -> str:
+    directory, _, name = CONTAINER_API_CONFIG.rpartition("/")
+    return f"{in_container(plan, directory)}/{name}"
+
+
 def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
+    """One group's mounts (`stack_mounts`: every group's, in the one container)."""
     head = plan.head
     out = [
         # Root-equivalent on the head: it starts and stops the head's engine (docs/security.md).
         Mount(DOCKER_SOCKET, DOCKER_SOCKET, read_only=False),
-        Mount(files_dir(head), CONTAINER_DIR),
-        Mount(state_dir(head), CONTAINER_STATE_DIR, read_only=False),
+        Mount(files_dir(head), in_container(plan, CONTAINER_DIR)),
+        Mount(state_dir(head), in_container(plan, CONTAINER_STATE_DIR), read_only=False),
         # The head's weights record (spark_llm.group.weights): no group start on weights not verified there.
-        Mount(f"{head.remote_dir}/{TOKENS_DIR}", CONTAINER_RECORDS_DIR),
+        Mount(f"{head.remote_dir}/{TOKENS_DIR}", in_container(plan, CONTAINER_RECORDS_DIR)),
         # The head's memory as the node reads it (spark_llm.group.memory): no restart into a node that cannot fit.
         Mount("/proc/meminfo", CONTAINER_MEMINFO),
     ]
     if plan.workers:
         # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.
-        out.append(Mount(supervisor_key.key_dir(head), supervisor_key.CONTAINER_KEY_DIR))
+        out.append(Mount(supervisor_key.key_dir(head), in_container(plan, supervisor_key.CONTAINER_KEY_DIR)))
     if plan.api_config_path:
-        out.append(Mount(plan.api_config_path, CONTAINER_API_CONFIG))
+        out.append(Mount(plan.api_config_path, api_config_in_container(plan)))
     return tuple(out)
 
 
-def command() -> tuple[str, ...]:
-    return ("python3", f"{CONTAINER_DIR}/supervisor.py", f"{CONTAINER_DIR}/spec.json")
+def stack_mounts(plans: list[DeploymentPlan]) -> tuple[Mount, ...]:
+    """Every group's mounts, each target once (the Docker socket and the head's meminfo are the stack's)."""
+    out: dict[str, Mount] = {}
+    for plan in plans:
+        for mount in mounts(plan):
+            out.setdefault(mount.target, mount)
+    return tuple(out.values())
+
+
+def command(plans: list[DeploymentPlan]) -> tuple[str, ...]:
+    """The program (the first group's copy) with every group's spec: one watch each (scripts/supervisor.py)."""
+    specs = [f"{in_container(plan, CONTAINER_DIR)}/spec.json" for plan in plans]
+    return ("python3", f"{CONTAINER_DIR}/supervisor.py", *specs)
 
 
 def files_digest(files_step_script: str) -> str:
@@ -239,7 +261,7 @@ def probe(plan: DeploymentPlan, node: NodePlan) -> str:
     fmt = shlex.quote(f'{{{{.State.Status}}}} {{{{index .Config.Labels "{LABEL}"}}}}')
     return (
         f"if [ -f {path} ]; then printf '{PROBE_SECTION}\\t%s\\n' \"$(tr -d '\\n\\t' < {path})\"; fi\n"
-        f"if s=$(docker inspect -f {fmt} {container_name(plan)} 2>/dev/null); then\n"
+        f"if s=$(docker inspect -f {fmt} {CONTAINER_NAME} 2>/dev/null); then\n"
         f"  printf '{CONTAINER_SECTION}\\t%s\\n' \"$s\"\nelse\n  printf '{CONTAINER_SECTION}\\tabsent\\n'\nfi\n"
     )
 

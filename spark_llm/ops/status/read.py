@@ -32,7 +32,7 @@ from spark_llm.plan.observation import (
 from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.supervisor import SupervisorReport, state_path
-from spark_llm.plan.supervisor import container_name as supervisor_container
+from spark_llm.plan.supervisor import CONTAINER_NAME as SUPERVISOR_CONTAINER
 from spark_llm.plan.weights.steps import weights_plan
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on
@@ -143,7 +143,7 @@ def node_script(plan: DeploymentPlan, node: NodePlan, router: RouterPlan | None 
         if plan.supervisor is not None:
             lines.append(f"capture supervisor cat {quote(state_path(node))}")
             fmt = quote("{{.State.Status}}")
-            lines.append(f"capture supervisor_container docker inspect -f {fmt} {quote(supervisor_container(plan))}")
+            lines.append(f"capture supervisor_container docker inspect -f {fmt} {SUPERVISOR_CONTAINER}")
     return "\n".join(lines) + "\n"
 
 

@@ -85,16 +85,28 @@ def test_two_models_are_two_engine_groups_each_with_its_own_names_on_the_nodes(m
         "spark-engine-spark-1": "spark-llm-engine",
         "spark-engine-spark-2": "spark-llm-engine",
         "spark-embed-engine-spark-1": "spark-llm-engine-embed",
+        # One supervisor for the stack, watching both groups (the first model's name, where it always was).
         "spark-supervisor": "spark-llm-supervisor",
-        "spark-embed-supervisor": "spark-llm-supervisor-embed",
     }
     # Each group's files in a directory of its own: one model's relaunch never rewrites the other's script.
     scripts = json.dumps([inputs(r) for name, r in registered.items() if name.startswith("spark-embed-scripts")])
     assert "/home/aurora/spark-llm/models/embed/launch.sh" in scripts
     assert "/home/aurora/spark-llm/launch.sh" not in scripts
-    # Each model's supervisor stops only its own group's supervisor before that group restarts.
+    # Each group stops the stack's supervisor before it restarts; the new one (after every group served) reads
+    # both groups' specs, each mounted at its own path, with the program once.
     stop = inputs(registered["spark-embed-engine-stop-supervisor"])
-    assert "docker stop -t 10 spark-llm-supervisor-embed " in json.dumps(stop)
+    assert "docker stop -t 10 spark-llm-supervisor " in json.dumps(stop)
+    watcher = inputs(registered["spark-supervisor"])
+    assert watcher["entrypoints"] == [
+        "python3",
+        "/spark-llm-supervisor/supervisor.py",
+        "/spark-llm-supervisor/spec.json",
+        "/spark-llm-supervisor-embed/spec.json",
+    ]
+    mounted = {v["containerPath"]: v["hostPath"] for v in watcher["volumes"]}
+    assert mounted["/spark-llm-supervisor-embed"] == "/home/aurora/spark-llm/models/embed/supervisor"
+    assert mounted["/spark-llm-supervisor-state-embed"] == "/home/aurora/spark-llm/models/embed/supervisor-state"
+    assert mounted["/spark-llm-supervisor"] == "/home/aurora/spark-llm/supervisor"
 
 
 def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_their_fit_per_node(monkeypatch):
@@ -125,7 +137,9 @@ def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_
         "nodes": ["spark-1"],
     }  # fmt: skip
     after = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()), small)))
-    assert [name for name in before if after.get(name) != before[name]] == []
+    # Only the stack's supervisor changes (it now watches the second group too: its spec, mounted, on its command
+    # line): a container beside the engines, made anew after both groups served.
+    assert [name for name in before if after.get(name) != before[name]] == ["spark-supervisor"]
     added = set(after) - set(before)
     assert "spark-embed-engine-spark-1" in added and all(name.startswith("spark-embed") for name in added), added
 

@@ -94,9 +94,19 @@ def test_it_is_stopped_before_any_member_with_the_members_restart_inputs_as_trig
     )
 
 
-def test_without_it_nothing_of_it_is_declared_and_the_members_stop_steps_are_the_same(monkeypatch, registered):
+def test_it_is_on_by_default_and_off_only_when_the_stack_says_so(monkeypatch, registered):
     raw = pinned(dual_spark_stack_file())
     raw.pop("supervisor")
+    default = register(monkeypatch, raw)
+    assert inputs(default["spark-supervisor"])["name"] == "spark-llm-supervisor"
+    assert sorted(name for name in default if "supervisor" in name) == sorted(
+        name for name in registered if "supervisor" in name
+    )
+
+
+def test_without_it_nothing_of_it_is_declared_and_the_members_stop_steps_are_the_same(monkeypatch, registered):
+    raw = pinned(dual_spark_stack_file())
+    raw["supervisor"] = {"enabled": False}
     off = register(monkeypatch, raw)
     assert not [name for name in off if "supervisor" in name]
     for node in ("spark-1", "spark-2"):

@@ -11,7 +11,7 @@ import pytest
 
 from spark_llm.config import parse
 from spark_llm.config.group import groups
-from spark_llm.plan import deployment, firewall, node_files
+from spark_llm.plan import deployment, firewall, node_files, supervisor, supervisor_key
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.image import steps as image
 from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
@@ -73,7 +73,12 @@ def test_each_node_probes_its_launch_files_its_weights_and_while_the_firewall_is
         assert paths[:2] == [node.script_path, node.env_path]
         listeners = firewall.probe(p)
         assert "ss -Hltn" in listeners
-        assert steps.probes[node.name] == node_files.probe(paths) + steps.weights.probes[node.name] + listeners
+        # The supervisor (on by default): its state and container on the head, its key's line on a worker.
+        supervised = supervisor.probe(p, node) + supervisor_key.probe(p, node)
+        assert supervised and ("supervisor-state" in supervised) == (node.role == "head")
+        assert steps.probes[node.name] == (
+            node_files.probe(paths) + steps.weights.probes[node.name] + supervised + listeners
+        )
 
 
 def test_the_fabric_key_and_the_api_key_are_plan_fields():

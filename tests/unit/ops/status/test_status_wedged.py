@@ -11,7 +11,7 @@ import pytest
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status import read as status_read
 from spark_llm.plan.supervisor import SupervisorReport
-from tests.unit.ops.node_facts import node_run, running, statuses, with_revision
+from tests.unit.ops.node_facts import build, node_run, running, statuses, with_revision
 
 STARTED = ("2026-11-30T10:00:05Z", "2026-11-30T10:00:01Z")
 
@@ -39,14 +39,22 @@ def test_the_head_is_wedged_when_it_is_live_and_answers_nothing(live, answer, we
     assert health.wedged is wedged and health.answer_error == error
 
 
-def test_status_says_wedged_with_what_was_asked_and_what_restarts_it(spark_plan):
-    p = with_revision(spark_plan)
+@pytest.mark.parametrize("supervised", [True, False], ids=["supervisor (default)", "supervisor off"])
+def test_status_says_wedged_with_what_was_asked_and_what_restarts_it(raw_config, supervised):
+    raw_config["supervisor"] = {"enabled": supervised}
+    p = with_revision(build(raw_config))
     s = statuses(p, running(STARTED[0]), running(STARTED[1]))
     health = status.Health(None, (p.model_name,), "timed out after 5 s", live=200, answer_error="no answer within 10 s")
     state, sentence = status.verdict(p, s, health)
     assert state == "wedged"
     assert f"answered no one-token completion of {p.model_name} within 10 s (no answer within 10 s)" in sentence
-    assert "the head's /health answers 200" in sentence and "`spark-llm restart`" in sentence
+    assert "the head's /health answers 200" in sentence
+    if supervised:
+        assert "the supervisor restarts the group in order once it answered nothing for supervisor.wedgeSeconds" in (
+            sentence
+        )
+    else:
+        assert "`spark-llm restart`" in sentence
 
 
 def test_a_supervisors_restart_of_a_wedged_group_is_said_as_wedged(spark_plan, status_json):
