@@ -335,6 +335,10 @@ def private_config(config_file: Path, project: Path = REPO) -> None:
     else those `pulumi stack init` just kept in the project's own Pulumi.sim.yaml (where init writes them, whatever
     the sim's home)."""
     document = yaml.safe_load(STACK_FILE.read_text()) or {}
+    # The supervisor is on by default; the tests turn it on where their story needs it (test_supervisor,
+    # test_router, test_upgrade). Elsewhere a member stopped by hand must stay stopped for preview to report it, and
+    # the tests that do not need it do not pay for its steps. `config rm supervisor` gives a test the default.
+    document.setdefault("config", {}).setdefault(f"{PROJECT}:supervisor", {"enabled": False})
     source = config_file if config_file.exists() else project / "Pulumi.sim.yaml"
     if source != STACK_FILE and source.exists():
         kept = yaml.safe_load(source.read_text()) or {}

@@ -129,6 +129,7 @@ def asked(rig: RouterRig, model: str) -> tuple[int, dict]:
 # ---------- the router as a resource of a stack on the sim ----------
 
 ROUTER = "spark-llm-router"
+SUPERVISOR = "spark-llm-supervisor"
 
 
 # What the upgrade in `routed` saw: each engine's start before and after this version's first `up`.
@@ -137,16 +138,17 @@ UPGRADE: dict[str, dict[str, str]] = {}
 
 @pytest.fixture(scope="module")
 def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head), an
-    API key and the supervisor, deployed by the code of before the stack's room (test_upgrade.MODELS_BEFORE), then
-    upgraded by this one (UPGRADE records each engine's start around it): yields the key. Afterwards `sim up` writes
-    the stack file without the router again, for the next module on this sim."""
+    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head) and
+    an API key, deployed by the code of before the stack's room (test_upgrade.MODELS_BEFORE) with no supervisor (its
+    default then), then upgraded by this one with the default settings, which run the stack's supervisor (UPGRADE
+    records each engine's start around it): yields the key. Afterwards `sim up` writes the stack file without the
+    router again, for the next module on this sim."""
     run([str(SIM), "up", "--load-router"], timeout=1200)
     try:
         pulumi.reset_config()
         key = f"sk-router-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", key)
-        pulumi.set("supervisor.enabled", "true")
+        pulumi.set("supervisor.enabled", "false")
         # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
         # would restart this model's group (tests below add a second model).
         edit_config(pulumi, lambda config: config["spark-llm:engine"].update(flags=list(BIG_FLAGS)))
@@ -157,7 +159,11 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         project.write_text(project.read_text().replace("virtualenv: .venv", f"virtualenv: {REPO / '.venv'}"))
         dataclasses.replace(pulumi, cwd=before).up()
         UPGRADE["before"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+        UPGRADE["supervisor before"] = supervisor_status(sim_cluster)
+        # This version's defaults: the supervisor on (nothing typed).
+        pulumi("config", "rm", "supervisor")
         out = pulumi.up()
+        UPGRADE["supervisor after"] = supervisor_status(sim_cluster)
         UPGRADE["after"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
         assert key not in out.stdout + out.stderr
         yield key
@@ -165,11 +171,22 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         run([str(SIM), "up"], timeout=1200)
 
 
+def supervisor_status(sim_cluster: SimCluster) -> str:
+    return (
+        sim_cluster.node_exec(
+            "head", "docker", "inspect", "-f", "{{.State.Status}}", SUPERVISOR, check=False
+        ).stdout.strip()
+        or "absent"
+    )
+
+
 def test_a_stack_with_the_router_from_before_the_stacks_room_upgrades_restarting_no_engine(routed: str) -> None:
     """User story: the operator deployed one model behind the router with the spark-llm of 1530184 (its group and
-    router at the stack's root, each with providers of its own) and pulls this version: its first `up` moves them
-    under the stack component restarting no engine (the router's container is made once anew: its mounts changed)."""
+    router at the stack's root, each with providers of its own; no supervisor, its default then) and pulls this
+    version: its first `up` moves them under the stack component restarting no engine (the router's container is
+    made once anew: its mounts changed), and the stack gets its supervisor, by default."""
     assert UPGRADE["after"] == UPGRADE["before"]
+    assert (UPGRADE["supervisor before"], UPGRADE["supervisor after"]) == ("absent", "running")
 
 
 def edit_config(pulumi: Pulumi, change) -> None:
@@ -506,3 +523,49 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL])
     with pytest.raises(openai.NotFoundError):  # smg: 404 model_not_found
         client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4)
+
+
+# From the head's node back (its `docker restart` returned) to a model answering through the router, beyond the
+# model's own start as the readiness gate measured it (issue 40: its start + 10 s).
+REBOOT_SLACK_S = 10
+
+
+def test_after_a_head_reboot_with_the_default_settings_both_models_answer_through_the_router_again(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    """User story: a power cut on the head. With nothing typed (the supervisor is the stack's default, one for both
+    models), both models answer through the router again, the big one (two nodes) within its start + 10 s of the
+    head being back, and neither needs `pulumi up`. The one supervisor restarted each group in a watch of its own."""
+    outputs = pulumi.outputs()
+    client = routed_client(outputs["endpoint"], routed)
+    starts = {name: float(outputs["models"][name]["start_timeline"]["gate_seconds"]) for name in (BIG, SMALL)}
+    before = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    run(["docker", "restart", "-t", "2", sim_cluster.container("head")])
+    back = time.monotonic()
+    answered: dict[str, float] = {}
+
+    def both_answer() -> bool:
+        for name in (BIG, SMALL):
+            if name not in answered:
+                try:
+                    if client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=2).model == name:
+                        answered[name] = time.monotonic() - back
+                except openai.APIError:
+                    pass
+        return len(answered) == 2
+
+    wait_for("both models to answer through the router after the head's reboot", both_answer, starts[BIG] + 120, 0.5)
+    print(f"supervisor-timing head reboot -> through the router: {answered} (starts {starts})")
+    assert answered[BIG] <= starts[BIG] + REBOOT_SLACK_S, (answered, starts)
+    after = {node: sim_cluster.started_at(node) for node in before}
+    assert all(after[node] > before[node] for node in before), (before, after)  # the big group restarted, in order
+    assert after["worker-1"] < after["head"]
+    # One supervisor: each group's restart in its own state file, each read by `spark-llm status` as served.
+    report = SparkLlm(pulumi).json("status")
+    for name in (BIG, SMALL):
+        restarts = report["models"][name]["supervisor"]["restarts"]
+        assert restarts and restarts[-1]["result"] == "served", (name, restarts)
+    assert (
+        len(sim_cluster.node_exec("head", "docker", "ps", "-q", "--filter", "name=spark-llm-supervisor").stdout.split())
+        == 1
+    )

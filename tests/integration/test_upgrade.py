@@ -1,10 +1,12 @@
 """An existing stack upgrades to this spark-llm without restarting an engine or copying a byte.
 
 User story (several models): an operator deployed two models behind the router with the spark-llm of before the
-stack's room (MODELS_BEFORE: each model made its own providers, the router its own, at the stack's root), and pulls
-this version, whose groups and router stand under one stack component on providers made once a node. Preview shows
-no engine container or stop step of either model changing; `pulumi up` restarts neither model's engines and moves no
-weights; both models answer through the router; the next preview is empty.
+stack's room (MODELS_BEFORE: each model made its own providers, the router its own, at the stack's root, and with
+the supervisor on, a supervisor container per model), and pulls this version, whose groups and router stand under
+one stack component on providers made once a node, with one supervisor for the stack. Preview shows no engine
+container or member's stop step of either model changing; `pulumi up` restarts neither model's engines and moves no
+weights; the second model's own supervisor is gone and the first's watches both; both models answer through the
+router; the next preview is empty.
 
 User story: an operator deployed with spark-llm as it was before the group's room (BEFORE: the verdict, the history
 of starts, the supervisor's program and the readiness gate's entry point have moved since), the supervisor on, and
@@ -109,11 +111,12 @@ def test_a_stack_deployed_before_the_groups_room_upgrades_restarting_no_engine_a
 
 
 SMALL_ENGINE = "spark-llm-engine-spark-llm-standin-small"
-# Both models' engines and the steps that stop them (the small model's group carries its name).
+# Both models' engines and the steps that stop them (the small model's group carries its name). Its step that stops
+# the supervisor is not among them: it stopped the model's own supervisor, and now stops the stack's.
 MODELS_UNTOUCHED = (
     *UNTOUCHED,
     "spark-spark-llm-standin-small-engine-head ",
-    "spark-spark-llm-standin-small-engine-stop-",
+    "spark-spark-llm-standin-small-engine-stop-head ",
 )
 
 
@@ -134,6 +137,7 @@ def test_two_models_behind_the_router_deployed_before_the_stacks_room_upgrade_re
             deployed.reset_config()
             key = f"sk-upgrade-{secrets.token_hex(8)}"
             deployed("config", "set", "--secret", "apiKey", key)
+            deployed.set("supervisor.enabled", "true")
             document = yaml.safe_load(deployed.config_file.read_text())
             two_models(document["config"])
             deployed.config_file.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -150,6 +154,12 @@ def test_two_models_behind_the_router_deployed_before_the_stacks_room_upgrade_re
             after = weights_on_nodes(sim_cluster)
             for node in NODES:
                 assert set(after[node].splitlines()) ^ set(weights[node].splitlines()) == set(), node
+            # One supervisor for the stack, watching both groups: the small model's own container is gone.
+            supervisors = sim_cluster.node_exec("head", "docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}")
+            watchers = [line for line in supervisors.stdout.splitlines() if line.startswith("spark-llm-supervisor")]
+            assert len(watchers) == 1 and watchers[0].startswith("spark-llm-supervisor Up"), watchers
+            argv = sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{json .Args}}", "spark-llm-supervisor")
+            assert "/spark-llm-supervisor-spark-llm-standin-small/spec.json" in argv.stdout, argv.stdout
             client = openai.OpenAI(base_url=upgraded.outputs()["endpoint"] + "/v1", api_key=key, max_retries=0)
             for model in (BIG, SMALL):
                 answer = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=4)
