@@ -15,7 +15,13 @@ client runs as long again with nothing rolling out: the quiet window.
 
 --churn, after the rounds: four `pulumi up`s, each changing the list of models (a third model added, the first
 renamed, the third renamed, the third removed), with a client asking each model that stays every 100 ms during the
-`up`; the router's container ID and start time before and after each. Talks only to the sim's containers.
+`up`; the router's container ID and start time before and after each.
+
+--reboot N, last: N reboots of the head (`docker restart` of its node container: engines exited, disks and restart
+policies kept) with the stack's default settings (the supervisor is on by default, one for the stack), each timed
+from the node being back to each model answering a one-token completion through the router again, beside each
+model's own start as its readiness gate measured it (issue 40: the big model within its start + 10 s). Talks only to
+the sim's containers.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from steady_client import SMALL, THIRD, SteadyClient, third_model, two_models
 BIG = "spark-llm/standin-model"
 RENAMED = "spark-llm/standin-model-renamed"
 THIRD_RENAMED = "spark-llm/standin-third-renamed"
+REBOOT_DEADLINE_S = 300
 SSH_CONFIG = REPO / ".sim" / "ssh_config"
 
 
@@ -94,6 +101,27 @@ def churn(config_file, url: str, key: str, env: dict, stack_args: list[str]) -> 
     return out
 
 
+def head_reboots(url: str, key: str, env: dict, stack_args: list[str], count: int) -> list[dict]:
+    """`count` reboots of the head: per model, seconds from the node back to an answer through the router."""
+    models = json.loads(sh(["pulumi", "stack", "output", "--json", *stack_args[:2]], env).stdout)["models"]
+    starts = {name: models[name]["start_timeline"].get("gate_seconds") for name in models}
+    prefix = json.loads((REPO / ".sim" / "state.json").read_text())["prefix"]
+    out = []
+    for i in range(count):
+        sh(["docker", "restart", "-t", "2", f"{prefix}-head"], env)
+        back, answered = time.monotonic(), {}
+        deadline = back + REBOOT_DEADLINE_S
+        while len(answered) < len(models) and time.monotonic() < deadline:
+            for name in models:
+                if name not in answered and SteadyClient(url, name, key, timeout_s=5).ask() == 200:
+                    answered[name] = round(time.monotonic() - back, 1)
+            time.sleep(0.25)  # the poll interval inside the deadline
+        within = {name: answered.get(name) is not None and answered[name] <= starts[name] + 10 for name in models}
+        out.append({"answered_s": answered, "start_s": starts, "within_start_plus_10_s": within})
+        print(f"head reboot {i + 1}: answered through the router after {answered} (starts {starts})")
+    return out
+
+
 def write_config(config_file, small_flags: tuple[str, ...]) -> None:
     document = yaml.safe_load(config_file.read_text())
     if "spark-llm:models" in document["config"]:
@@ -106,6 +134,7 @@ def write_config(config_file, small_flags: tuple[str, ...]) -> None:
 def main() -> int:
     parser = bench_parser(__doc__, repeat=3)
     parser.add_argument("--churn", action="store_true", help="then add, rename and remove a model (see above)")
+    parser.add_argument("--reboot", type=int, default=0, metavar="N", help="then N reboots of the head (see above)")
     args = parser.parse_args()
     sim_up(args.workers)
     sh([str(REPO / "sim/sim"), "up", "--load-router"], dict(os.environ))  # the router's image on the head
@@ -146,6 +175,7 @@ def main() -> int:
                 f" p50 {quiet.summary()['latency_ms']['p50']} ms"
             )
         churned = churn(config, url, key, env, stack_args) if args.churn else []
+        reboots = head_reboots(url, key, env, stack_args, args.reboot)
         sh(["pulumi", "destroy", "--yes", "--skip-preview", *stack_args], env, check=False)
     failed = sum(r["during_a_rollout"]["failed"] for r in rounds)
     failed_churn = sum(s["failed"] for c in churned for s in c["staying"].values())
@@ -155,12 +185,14 @@ def main() -> int:
         {"endpoint": "router", "model_a": SMALL, "model_b": BIG,
          "failed_to_b_during_a_rollouts": failed, "rounds": rounds,
          **({"failed_to_staying_models_during_churn": failed_churn, "router_replaced_by": replaced,
-             "churn": churned} if args.churn else {})},
+             "churn": churned} if args.churn else {}),
+         **({"head_reboots": reboots} if args.reboot else {})},
     )  # fmt: skip
     print(f"requests failed to B during A's rollouts: {failed}; {path}")
     if args.churn:
         print(f"requests failed to the models that stay while models come and go: {failed_churn}")
-    return 0 if failed == 0 and failed_churn == 0 and not replaced else 1
+    late = [r for r in reboots if not r["within_start_plus_10_s"].get(BIG)]
+    return 0 if failed == 0 and failed_churn == 0 and not replaced and not late else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ Each round deploys each program in turn on a fresh state of its own (rounds alte
 drift in the machine's speed hits both alike), times `pulumi preview` and a no-op `pulumi up` N times with one
 model, adds a second model on the head and the router (`sim up --load-router`), deploys that, times both again N
 times, and destroys. The baseline's program is `git archive`d from this repository beside this venv and sim, as
-tests/integration/test_upgrade.py runs an earlier version. Talks only to the sim's containers.
+tests/integration/test_upgrade.py runs an earlier version. Both programs run the same stack file, with the supervisor
+set explicitly (--supervisor, on by default as this version's default is; before the stack had one, each model had
+its own). Talks only to the sim's containers.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def checkout(commit: str, directory: Path) -> Path:
     return directory
 
 
-def measure(program: Path, repeat: int, key: str) -> dict[str, list[float]]:
+def measure(program: Path, repeat: int, key: str, supervisor: bool) -> dict[str, list[float]]:
     """One program's round on a fresh state: one model, then two behind the router; each figure `repeat` times."""
     got: dict[str, list[float]] = {figure: [] for figure in FIGURES}
     with tempfile.TemporaryDirectory(prefix="spark-llm-stack-bench-") as tmp:
@@ -64,6 +66,7 @@ def measure(program: Path, repeat: int, key: str) -> dict[str, list[float]]:
         run(["pulumi", "stack", "init", "sim", "--non-interactive"], env, program)
         document = yaml.safe_load(STACK_FILE.read_text())
         router = document["config"].pop("spark-llm:router")  # the second half adds it
+        document["config"]["spark-llm:supervisor"] = {"enabled": supervisor}
         config.write_text(yaml.safe_dump(document, sort_keys=False))
         run(["pulumi", "config", "set", "--secret", "apiKey", key, *stack], env, program)
         up = ["pulumi", "up", "--yes", "--skip-preview", *stack]
@@ -90,6 +93,7 @@ def main() -> int:
     ap = bench_parser(__doc__, repeat=3)
     ap.add_argument("--baseline", required=True, help="the commit whose program is the yardstick (e.g. 1530184)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of both programs, alternating the order (2: ABBA)")
+    ap.add_argument("--supervisor", choices=("on", "off"), default="on", help="spark-llm:supervisor.enabled for both")
     args = ap.parse_args()
     sim_up(args.workers)
     subprocess.run([str(REPO / "sim/sim"), "up", "--load-router"], check=True, capture_output=True, cwd=REPO)
@@ -104,10 +108,11 @@ def main() -> int:
             order = ("this", "baseline") if i % 2 == 0 else ("baseline", "this")
             for name in order:
                 print(f"round {i + 1}/{args.rounds}: {name}", flush=True)
-                for figure, seconds in measure(programs[name], args.repeat, key).items():
+                for figure, seconds in measure(programs[name], args.repeat, key, args.supervisor == "on").items():
                     samples[name][figure] += seconds
     subprocess.run([str(REPO / "sim/sim"), "up"], check=True, capture_output=True, cwd=REPO)  # without the router
     result: dict = {"workers": args.workers, "repeat": args.repeat, "rounds": args.rounds, "baseline": args.baseline}
+    result["supervisor"] = args.supervisor
     for figure in FIGURES:
         this, base = samples["this"][figure], samples["baseline"][figure]
         ratios = [a / b for a, b in zip(this, base, strict=True)]

@@ -212,10 +212,20 @@ def changed_steps(pulumi: Pulumi) -> Changed:
     return changed
 
 
+# The stack's one supervisor container: a new group, or a group's new containers, give it a new spec to read (a
+# replace, after every group served; it is no engine).
+STACK_SUPERVISOR = "spark-supervisor"
+
+
 def outside(changed: Changed, *prefixes: str) -> dict[str, str]:
     """The changed steps whose names start with none of `prefixes`, each with its operation and the inputs that
-    differ: a short message when an assertion fails (the whole preview is hundreds of steps)."""
-    return {name: why for name, why in changed.why.items() if not name.startswith(prefixes)}
+    differ: a short message when an assertion fails (the whole preview is hundreds of steps). The stack's supervisor
+    container may only be replaced."""
+    return {
+        name: why
+        for name, why in changed.why.items()
+        if not name.startswith(prefixes) and (name, changed[name]) != (STACK_SUPERVISOR, "replace")
+    }
 
 
 def routed_client(endpoint: str, key: str) -> openai.OpenAI:
@@ -523,6 +533,35 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL])
     with pytest.raises(openai.NotFoundError):  # smg: 404 model_not_found
         client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4)
+
+
+SMALL_ENGINE = "spark-llm-engine-spark-llm-standin-small"
+
+
+def test_the_supervisor_restarts_a_crashed_model_alone_while_the_other_answers_every_request(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    """User story: the small model's engine dies. The stack's one supervisor restarts that group (its own watch,
+    its own budget), while a client asking the big model through the router every 100 ms sees no failure and the big
+    model's engines keep running."""
+    endpoint = pulumi.outputs()["endpoint"]
+    big_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
+    small_started = sim_cluster.started_at("head", SMALL_ENGINE)
+    client = routed_client(endpoint, routed)
+
+    def small_serves_again() -> bool:
+        if sim_cluster.started_at("head", SMALL_ENGINE) <= small_started:
+            return False
+        try:
+            return client.chat.completions.create(model=SMALL, messages=MESSAGES, max_tokens=2).model == SMALL
+        except openai.APIError:
+            return False
+
+    with SteadyClient(endpoint, BIG, routed) as steady:
+        sim_cluster.node_exec("head", "docker", "kill", SMALL_ENGINE)
+        wait_for("the supervisor to restart the small model's group", small_serves_again, 120, 0.5)
+    assert steady.summary()["requests"] >= 20 and steady.failures == [], steady.summary()
+    assert {node: sim_cluster.started_at(node) for node in big_started} == big_started
 
 
 # From the head's node back (its `docker restart` returned) to a model answering through the router, beyond the
