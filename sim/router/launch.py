@@ -130,13 +130,15 @@ class Gateway:
 
 
 def answers(url: str) -> bool:
-    """Whether the engine at `url` answers HTTP at all (its /health; any status counts: an engine with a key of its
-    own may refuse us, smg's registration sends the key): registering one that does not answer fails in smg."""
+    """Whether the engine at `url` is ready to be registered: its /health says 2xx, as smg's own probe at
+    registration asks (a refusal for want of a key counts too: smg's probe sends the key). smg retries a
+    registration whose probe failed only after 30 s: posted while the engine still loads (/health 503), a model
+    brought back by the supervisor after a head's reboot answered through the router 30 s after it served."""
     try:
         with urllib.request.urlopen(url + "/health", timeout=ANSWER_TIMEOUT_SECONDS):
             return True
-    except urllib.error.HTTPError:
-        return True
+    except urllib.error.HTTPError as error:
+        return error.code in (401, 403)
     except OSError:
         return False
 

@@ -565,7 +565,8 @@ def test_the_supervisor_restarts_a_crashed_model_alone_while_the_other_answers_e
 
 
 # From the head's node back (its `docker restart` returned) to a model answering through the router, beyond the
-# model's own start as the readiness gate measured it (issue 40: its start + 10 s).
+# model's own start (issue 40: its start + 10 s): the start as the supervisor timed its restart (stop, start in
+# order, serving), so what is left is noticing the reboot and the router taking the engine back.
 REBOOT_SLACK_S = 10
 
 
@@ -577,7 +578,6 @@ def test_after_a_head_reboot_with_the_default_settings_both_models_answer_throug
     head being back, and neither needs `pulumi up`. The one supervisor restarted each group in a watch of its own."""
     outputs = pulumi.outputs()
     client = routed_client(outputs["endpoint"], routed)
-    starts = {name: float(outputs["models"][name]["start_timeline"]["gate_seconds"]) for name in (BIG, SMALL)}
     before = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
     run(["docker", "restart", "-t", "2", sim_cluster.container("head")])
     back = time.monotonic()
@@ -593,18 +593,18 @@ def test_after_a_head_reboot_with_the_default_settings_both_models_answer_throug
                     pass
         return len(answered) == 2
 
-    wait_for("both models to answer through the router after the head's reboot", both_answer, starts[BIG] + 120, 0.5)
-    print(f"supervisor-timing head reboot -> through the router: {answered} (starts {starts})")
-    assert answered[BIG] <= starts[BIG] + REBOOT_SLACK_S, (answered, starts)
+    wait_for("both models to answer through the router after the head's reboot", both_answer, 180, 0.5)
     after = {node: sim_cluster.started_at(node) for node in before}
     assert all(after[node] > before[node] for node in before), (before, after)  # the big group restarted, in order
     assert after["worker-1"] < after["head"]
     # One supervisor: each group's restart in its own state file, each read by `spark-llm status` as served.
     report = SparkLlm(pulumi).json("status")
+    starts = {}
     for name in (BIG, SMALL):
         restarts = report["models"][name]["supervisor"]["restarts"]
         assert restarts and restarts[-1]["result"] == "served", (name, restarts)
-    assert (
-        len(sim_cluster.node_exec("head", "docker", "ps", "-q", "--filter", "name=spark-llm-supervisor").stdout.split())
-        == 1
-    )
+        starts[name] = restarts[-1]["seconds_to_serving"]
+    print(f"supervisor-timing head reboot -> through the router: {answered} (restarts took {starts})")
+    assert answered[BIG] <= starts[BIG] + REBOOT_SLACK_S, (answered, starts)
+    supervisors = sim_cluster.node_exec("head", "docker", "ps", "-q", "--filter", f"name={SUPERVISOR}").stdout
+    assert len(supervisors.split()) == 1

@@ -5,10 +5,12 @@ bounded and says what it waited for."""
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,34 @@ def test_a_workers_file_missing_at_start_is_waited_for_not_fatal(tmp_path: Path,
     smg and registers the models once the file is there."""
     monkeypatch.setenv("SPARK_LLM_ROUTER_WORKERS_FILE", str(tmp_path / "workers.json"))
     assert launcher_module().wanted_workers() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "ready"),
+    [(200, True), (503, False), (401, True), (None, False)],
+    ids=["serving", "loading (503)", "refuses us for want of its key", "nothing listens"],
+)
+def test_an_engine_is_registered_only_once_its_health_says_it_serves(status: int | None, ready: bool) -> None:
+    """smg probes an engine when it is registered and retries a failed probe only 30 s later: a model the supervisor
+    brought back after a head's reboot, posted while it still loaded, answered through the router 30 s late."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(status or 500)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    if status is None:
+        server.server_close()  # the port, closed: nothing answers
+    else:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert launcher_module().answers(url) is ready
+    finally:
+        if status is not None:
+            server.shutdown()
+            server.server_close()
