@@ -84,7 +84,7 @@ class Supervisor(pulumi.ComponentResource):
     """What the container runs (the first group's is the stack's)."""
     label: pulumi.Output[str]
     """This group's part of the container's label: its files and key (`supervisor_container`)."""
-    needs: list[pulumi.Resource]
+    needs: list[pulumi.Input[pulumi.Resource]]
     """What the container waits for of this group: its files, state dir, key lines, image check and gate."""
     observed: str | None
     """The head's supervisor container as this run found it (`STATUS LABEL`, `absent`; None: not read)."""
