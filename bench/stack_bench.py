@@ -41,7 +41,9 @@ def run(cmd: list[str], env: dict, cwd: Path) -> float:
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} (in {cwd}) failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        # Pulumi prints what failed (its Diagnostics) before the outputs, which can be long: that part first.
+        said = result.stdout.partition("Diagnostics:")[2].partition("\nOutputs:")[0][-6000:]
+        sys.exit(f"{' '.join(cmd)} (in {cwd}) failed:\n{said}\n{result.stdout[-1500:]}\n{result.stderr[-3000:]}")
     return seconds
 
 

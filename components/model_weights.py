@@ -112,7 +112,8 @@ class ModelWeights(pulumi.ComponentResource):
         digest: pulumi.Output[str]
         head_copy: NodeCommand | OperatorCommand
         if steps.local_dir is not None:
-            local_digest = local_manifest_digest(steps.local_dir)
+            # A rollback pins the digest it names: the operator's directory (edited since, maybe) is not read.
+            local_digest = steps.restore or local_manifest_digest(steps.local_dir)
             head_copy = OperatorCommand(
                 f"{name}-{head.name}",
                 script=steps.head_script(tokens[head.name]),

@@ -37,6 +37,7 @@ from spark_llm.group.serving import COMPLETIONS_PATH, serves, serving_request
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.rollback_weights import RESTORE_ENV, RESTORE_MODEL_ENV, weights_to_restore
+from spark_llm.ops.status import read as status_read
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
     MODELS_KEY,
@@ -123,6 +124,17 @@ def _first_completion(plan: DeploymentPlan, deadline: float) -> datetime | None:
     return None
 
 
+def already_serving(plan: DeploymentPlan, digest: str) -> str:
+    """What serves when the last good revision already runs on every member and answers (its weights on every
+    node: the caller checked), else "": a second rollback in a row must change nothing (issue 41, 5)."""
+    statuses, health, _ = status_read.collect(plan)
+    running = all(s.state == "running" and s.revision == plan.group_revision for s in statuses)
+    if not statuses or not running or health is None or not serves(health.answer):
+        return ""
+    weights = f" on weights {digest[:16]}" if digest else ""
+    return f"revision {plan.group_revision}, the last good one, already serves{weights} on every node"
+
+
 def run(pulumi: PulumiCli, plan: DeploymentPlan | None, args: argparse.Namespace) -> int:
     """With --json, what it says (and the rollback's `pulumi up`) goes to stderr, and one JSON object to stdout:
     `ok`, and `refused` (why there is no rollback), `error`, or what serves again."""
@@ -181,16 +193,23 @@ def _run(pulumi: PulumiCli, args: argparse.Namespace, result: dict) -> int:
         back = PulumiCli(stack=stack, config_file=str(config_file), cwd=pulumi.cwd)
         # The weights that revision served with, put back where a relaunch replaced them (issue 31, 1).
         try:
-            weights = weights_to_restore(back.load_plan(model))
+            target = back.load_plan(model)
+            weights = weights_to_restore(target)
         except (RollbackRefusedError, ModelChoiceError) as err:
             sys.stderr.write(f"spark-llm rollback: {err}\n")
             result["refused"] = str(err)
             return 2
-        if weights.restore:
+        say(weights.note)
+        if not weights.restore and (serving := already_serving(target, weights.digest)):
+            say(f"{serving}: nothing to roll back, nothing was changed")
+            result.update(revision=target.group_revision, served=True, unchanged=True)
+            return 0
+        if weights.digest:
+            # Pinned, whether a node needs it put back or not: the rollback's `up` never copies from the operator's
+            # source (edited since, maybe), and the version kept on every node stays kept at its start.
             os.environ[RESTORE_ENV] = weights.digest
             if several and model is not None:
                 os.environ[RESTORE_MODEL_ENV] = model  # that model's group alone: the others keep their weights
-        say(weights.note)
         result["weights"] = weights.digest or None
         code = _up(back, f"spark-llm rollback to the update of {update.when}", deadline)
         if code != 0:

@@ -34,7 +34,9 @@ class RollbackWeights:
     digest: str
     """The weights the last good start served ("" when it recorded none: an older spark-llm)."""
     restore: bool
-    """Some node runs other weights: the rollback's `up` puts the kept version back."""
+    """Some node runs other weights: the rollback's `up` puts the kept version back. Either way the rollback pins
+    `digest` (the weights steps verify or restore it, never copying from the operator's source, which may have been
+    edited since: issue 41, 5)."""
     note: str
 
 

@@ -59,6 +59,9 @@ class ReadinessSpec(TypedDict):
     host_probe: NotRequired[str]
     """Read-only bash printing a node's host fields (spark_llm.plan.host_record.host_probe): recorded at a start
     that served, compared with the last record at a failed one."""
+    keep_versions: NotRequired[bool]
+    """A rollback's start (it pins a kept version: DeploymentPlan.restore_weights): the versions every node kept stay
+    when it serves, so a second rollback still finds the good one; only a newer start that serves drops them."""
     fabric: NotRequired[FabricSpec]
     """Only with roceDevices and more than one node (without them NCCL's sockets are what was asked for)."""
 
@@ -92,6 +95,8 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
     }
     spec["host_probe"] = host_probe(plan)
+    if plan.restore_weights:
+        spec["keep_versions"] = True
     if plan.roce_devices and len(plan.nodes) > 1:
         spec["fabric"] = {"roce_devices": list(plan.roce_devices), "on_fallback": plan.fabric_proof}
     return spec

@@ -141,12 +141,13 @@ def waited_message(
     return "\n".join(lines)
 
 
-def served_weights(members: list[Member], path: str) -> str:
+def served_weights(members: list[Member], path: str, keep_versions: bool = False) -> str:
     """At a start that serves: drop the versions every node kept for a rollback (scripts/manifest.py keep: this
-    start serves, so the version before it is no longer the one to go back to), then the head's manifest digest,
+    start serves, so the version before it is no longer the one to go back to), unless it is a rollback's own start
+    (`keep_versions`: the good version stays kept until a newer start serves), then the head's manifest digest,
     which the history records with the start ("" when it cannot be read)."""
     drop = f"rm -rf {shlex.quote(f'{path}/{VERSIONS_DIR}')}\n"
-    for m in members:
+    for m in [] if keep_versions else members:
         try:
             run_script(m.ssh, drop, timeout=60)
         except RemoteError:
@@ -315,7 +316,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
             if spec.get("host_probe"):
                 timeline["hosts"] = record_hosts(ranks, spec["host_probe"], container, proof.logs if proof else None)
             if spec["weights_path"]:
-                timeline["weights"] = served_weights(members, spec["weights_path"])
+                timeline["weights"] = served_weights(members, spec["weights_path"], spec.get("keep_versions", False))
             if history_path:
                 append_history(head.ssh, history_path, timeline)
             return timeline

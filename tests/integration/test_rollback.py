@@ -161,6 +161,12 @@ SOURCE, SERVED = "/srv/models/it-rollback-source", "/srv/models/it-rollback"
 HEAD_WEIGHTS = {"model.path": SERVED, "model.source.kind": "head", "model.source.path": SOURCE}
 
 
+def files_on(sim, node: str) -> str:
+    """Every file under the served path with its inode, size, mtime and ctime: a copy or a touch changes them."""
+    find = f"find {SERVED} -type f -exec stat -c '%n %i %s %Y %Z' {{}} + | sort"
+    return sim.node_exec(node, "sh", "-c", find).stdout
+
+
 def weights_digest(sim, node: str) -> str:
     return json.loads(sim.node_exec(node, "cat", f"{SERVED}/.spark-llm-manifest.json").stdout)["digest"]
 
@@ -203,6 +209,20 @@ def test_a_relaunch_that_changed_the_weights_rolls_back_onto_the_weights_its_rev
             assert gone.returncode != 0, node
         assert deployed.outputs()["weights_manifest_digest"] == good
         assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+        kept = f"{SERVED}/.spark-llm-versions/{good}/.spark-llm-manifest.json"
+        for node in ("head", "worker-1"):  # the good version stays kept: its start was the rollback's own
+            assert sim_cluster.node_exec(node, "test", "-f", kept, check=False).returncode == 0, node
+
+        # Issue 41, 5: a second rollback in a row copied the edited source to every node and deleted the kept good
+        # version. Now the last good revision already serves on its weights: it changes nothing and says so.
+        files = {n: files_on(sim_cluster, n) for n in ("head", "worker-1")}
+        started = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+        again = spark_llm(deployed, "rollback", "--stack", "sim", "--config-file", str(deployed.config_file))
+        assert "already serves on weights" in again.stdout and "nothing was changed" in again.stdout, again.stdout
+        assert {n: files_on(sim_cluster, n) for n in files} == files  # no byte moved, no file touched
+        assert {n: sim_cluster.started_at(n) for n in started} == started  # nothing restarted
+        for node in ("head", "worker-1"):
+            assert sim_cluster.node_exec(node, "test", "-f", kept, check=False).returncode == 0, node
 
         # The fixed config: one `up`, which copies only what differs from the restored version.
         configure(deployed, "0.9", **HEAD_WEIGHTS)

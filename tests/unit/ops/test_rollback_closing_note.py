@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +47,10 @@ def run_rollback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest
     monkeypatch.setattr(rollback, "_last_failure_at", lambda plan: None)
     kept = rollback_weights.RollbackWeights("d" * 64, False, "every node still has the weights: no weights copied")
     monkeypatch.setattr(rollback, "weights_to_restore", lambda plan: kept)
+    monkeypatch.setattr(rollback, "already_serving", lambda plan, digest: "")  # the group does not serve it now
+    # What the rollback sets for its `pulumi up`: put back as they were after each test.
+    for variable in (rollback_weights.RESTORE_ENV, rollback_weights.RESTORE_MODEL_ENV, rollback.ROLLBACK_ENV):
+        monkeypatch.setenv(variable, "")
 
     def run(asked: str, good: str) -> tuple[int, str]:
         monkeypatch.setattr(FakeCli, "asked", asked)
@@ -98,3 +103,30 @@ def test_with_json_a_rollback_that_served_says_what_serves_in_json_and_nothing_e
     result = json.loads(said.out)
     assert code == 0 and result["ok"] and result["served"] and result["revision"] == "a" * 16
     assert result["config_asks_for"] == "b" * 16 and "serves again" in said.err
+
+
+def test_a_second_rollback_when_the_last_good_revision_already_serves_changes_nothing_and_says_so(
+    run_rollback, monkeypatch
+):
+    """Issue 41, 5: a second rollback in a row ran `pulumi up`, which copied the operator's edited source to every
+    node and deleted the kept good version. When the last good revision already serves on its weights on every
+    node, no `pulumi up` runs at all."""
+    ups: list[str] = []
+    monkeypatch.setattr(rollback, "_up", lambda back, message, deadline: ups.append(message) or 0)
+    monkeypatch.setattr(rollback, "already_serving", lambda plan, digest: f"revision {'a' * 16} already serves")
+    code, said = run_rollback("b" * 16, "a" * 16)
+    assert code == 0 and ups == []
+    assert f"revision {'a' * 16} already serves: nothing to roll back, nothing was changed" in said
+
+
+def test_a_rollback_pins_the_weights_it_names_even_where_every_node_has_them(run_rollback, monkeypatch):
+    """The rollback's `up` verifies or restores the last good digest, never copying the operator's source."""
+    seen: dict[str, str | None] = {}
+
+    def up(back, message, deadline):
+        seen["pinned"] = os.environ.get(rollback_weights.RESTORE_ENV)
+        return 0
+
+    monkeypatch.setattr(rollback, "_up", up)
+    code, _ = run_rollback("b" * 16, "a" * 16)
+    assert code == 0 and seen["pinned"] == "d" * 64

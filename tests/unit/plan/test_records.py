@@ -13,16 +13,20 @@ from spark_llm.plan import deployment, readiness, router, supervisor
 from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Rollout
 
 
-def plan_of(raw_config):
+def plan_of(raw_config, restore_weights: str | None = None):
     raw_config["supervisor"] = {"enabled": True}
-    return deployment.build_plan(groups(parse(raw_config))[0], deployment.LAUNCH_TEMPLATE.read_text())
+    template = deployment.LAUNCH_TEMPLATE.read_text()
+    return deployment.build_plan(groups(parse(raw_config))[0], template, restore_weights)
 
 
 def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config):
     # With roceDevices: the fabric proof's part is there only then (spark_llm.plan.fabric_proof).
     raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f1", "roceP2p1s0f1"]
-    spec = readiness.readiness_spec(plan_of(raw_config), "dual-spark")
-    assert set(spec) == set(get_type_hints(ReadinessSpec))
+    # A rollback's start (it pins a kept version): the versions every node kept stay kept when it serves.
+    spec = readiness.readiness_spec(plan_of(raw_config, restore_weights="e" * 64), "dual-spark")
+    assert set(spec) == set(get_type_hints(ReadinessSpec)) and spec["keep_versions"] is True
+    # Any other start has no such key: the gate's stdin of a deployed stack stays as it was.
+    assert "keep_versions" not in readiness.readiness_spec(plan_of(raw_config), "dual-spark")
     assert set(spec["fabric"]) == set(get_type_hints(FabricSpec))
     assert set(spec["members"][0]) == set(get_type_hints(GateMember))
     assert set(spec["rollout"]) == set(get_type_hints(Rollout)) and spec["rollout"]["stack"] == "dual-spark"
