@@ -152,6 +152,25 @@ class Engine(ConfigModel):
                 raise KeyedError(str(err), (), engine_flags.newest_version(kind)) from None
         return v
 
+    @field_validator("flags")
+    @classmethod
+    def _flags_on_one_line(cls, v: list[str]) -> list[str]:
+        # A newline inside a flag's value splits the engine's command line in the launch script: the engine then
+        # starts with half a flag and the rest runs as a command (issue 41, 7).
+        mistakes = [
+            KeyedError(
+                f"{flag!r} holds a control character (a newline, a tab): each flag or value is one word of the"
+                " engine's command line",
+                (i,),
+                flag.split()[0] if flag.split() else "--mem-fraction-static",
+            )
+            for i, flag in enumerate(v)
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in flag)
+        ]
+        if mistakes:
+            raise SeveralKeyedError(mistakes)
+        return v
+
     @model_validator(mode="after")
     def _flags_accepted(self) -> Engine:
         # The seeds' first relaunch died on a flag the engine's parser refused; refuse it here, before any node.

@@ -334,6 +334,16 @@ NEW_USER = [
     ),
 ]
 
+# Issue 41, 7: a newline inside a flag's value was accepted, and split the engine's command line.
+NEW_USER.append(
+    (
+        "flag-value-with-a-newline",
+        _put("engine", "flags", ["--mem-fraction-static", "0.8\n--evil"]),
+        "spark-llm:engine.flags[1]",
+        "holds a control character (a newline, a tab)",
+    )
+)
+
 # A wedge bound below three probes' worth, or a word (issue 32, 5).
 WEDGE = [
     ("wedge-seconds-too-small", _put("supervisor", "wedgeSeconds", 1), "spark-llm:supervisor.wedgeSeconds", "e.g. 180"),
