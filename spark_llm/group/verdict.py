@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member
 from spark_llm.group.times import docker_time_ns, later
 
+# The exit code Docker records for a container it finds dead when it starts again (its node rebooted): the
+# container's FinishedAt is then when that Docker engine started, at boot, long after the engine really stopped.
+NODE_RESTARTED = 255
+
 WHOLE = "whole"
 BROKEN = "broken"
 WAIT = "wait"
@@ -61,12 +65,23 @@ def _missing(m: Member) -> str | None:
     return None
 
 
+def _with_its_node(m: Member) -> bool:
+    """Whether `m` stopped because its node went down (Docker found it dead at boot: NODE_RESTARTED)."""
+    return not m.running and m.status not in (ABSENT, UNREACHABLE) and m.exit_code == NODE_RESTARTED
+
+
 def _stopped_at(m: Member) -> int | None:
-    return docker_time_ns(m.finished_at) if not m.running and m.status not in (ABSENT, UNREACHABLE) else None
+    if m.running or m.status in (ABSENT, UNREACHABLE) or _with_its_node(m):
+        return None  # (a node's reboot: its FinishedAt is its boot's, not the engine's stop)
+    return docker_time_ns(m.finished_at)
 
 
 def _first_stopped(members: Sequence[Member]) -> str | None:
-    """The member whose engine stopped first (None: none stopped, or their times are unknown)."""
+    """The member whose engine stopped first (None: none stopped, or their times are unknown). A member whose node
+    went down leads: the others' ranks died of waiting for it, seconds before its node came back and recorded it."""
+    downed = [m.name for m in members if _with_its_node(m)]
+    if downed:
+        return downed[0]
     stopped = [(at, i, m.name) for i, m in enumerate(members) if (at := _stopped_at(m)) is not None]
     return min(stopped)[2] if stopped else None
 
@@ -80,6 +95,16 @@ def _after_first(m: Member, members: Sequence[Member]) -> str:
     return f", {(at - first_at) / 1e9:.1f} s after {first.name}'s"
 
 
+def _stopped_phrase(m: Member, members: Sequence[Member]) -> str:
+    oom = ", killed for memory" if m.oom_killed else ""
+    code = "?" if m.exit_code is None else m.exit_code
+    if _with_its_node(m):
+        return (
+            f"{m.name}'s engine container is {m.status} (exit code {code}: {m.name} went down, a reboot or power loss)"
+        )
+    return f"{m.name}'s engine container is {m.status} (exit code {code}{oom}{_after_first(m, members)})"
+
+
 def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout: str | None = None) -> Verdict:
     """The group's verdict. `members`: in rank order, the head first. `expected_rollout`: the rollout the config
     gives (status: the group revision), None to compare the members with each other only."""
@@ -91,10 +116,7 @@ def judge(members: Sequence[Member], policy: Policy = RESTART, expected_rollout:
                 return Verdict(WAIT, (missing,), (m.name,))
             problems.append((m.name, missing))
         elif not m.running:
-            oom = ", killed for memory" if m.oom_killed else ""
-            code = "?" if m.exit_code is None else m.exit_code
-            after = _after_first(m, members)
-            problems.append((m.name, f"{m.name}'s engine container is {m.status} (exit code {code}{oom}{after})"))
+            problems.append((m.name, _stopped_phrase(m, members)))
         elif expected_rollout is not None and m.rollout != expected_rollout:
             problems.append(
                 (m.name, f"{m.name} runs revision {m.rollout or '(none)'}, the config gives {expected_rollout}")

@@ -102,6 +102,22 @@ CASES = [
         ("w1", "head"),
     ),
     Case(
+        # Issue 41, 7: the worker rebooted. Its Docker engine recorded its container at boot (exit 255), seconds
+        # after the head's rank died of waiting for it: the worker is named first all the same.
+        "worker-rebooted-the-head-followed",
+        (
+            M("head", status="exited", exit_code=1, finished="2026-12-03T10:05:00.45Z"),
+            M("w1", status="exited", exit_code=255, finished="2026-12-03T10:05:31.00Z"),
+        ),
+        BROKEN,
+        BROKEN,
+        (
+            "w1's engine container is exited (exit code 255: w1 went down, a reboot or power loss); head's",
+            "(exit code 1)",
+        ),
+        ("w1", "head"),
+    ),
+    Case(
         "created-not-started",
         (HEAD, M("w1", status="created")),
         BROKEN,
