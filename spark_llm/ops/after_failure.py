@@ -28,6 +28,7 @@ from spark_llm.plan.rollback import (
     failed_rollback_note,
     model_names,
     rollback_command,
+    same_revision_note,
     started_note,
     stop_note,
 )
@@ -86,15 +87,19 @@ def one_of_several(config_file: Path, model: str) -> str | None:
     return model if isinstance(document, dict) and model in model_names(document) else None
 
 
-def after_failure(rollout: Rollout, model: str = "") -> str:
+def after_failure(rollout: Rollout, model: str = "", *, served_before: bool = False) -> str:
     """What the gate's error says after a failed start; with `rollback`, also starts it. Never raises.
 
-    `model`: the group's model (the gate's spec); named in the rollback command when the stack lists several."""
+    `model`: the group's model (the gate's spec); named in the rollback command when the stack lists several.
+    `served_before`: the revision that failed is the one that served last (a restart of the same revision): no
+    rollback is offered or started, it would only start that revision again."""
     stack = str(rollout.get("stack") or "")
     if not stack:
         return ""
     if os.environ.get(ROLLBACK_ENV):
         return failed_rollback_note()
+    if served_before:
+        return same_revision_note()
     try:
         cli = pulumi_process()
     except OSError:

@@ -35,7 +35,11 @@ def main() -> int:
     except (GroupNotReadyError, RemoteError) as err:
         # A failed start (not a node this machine cannot reach): then the way back to the revision that served before
         # (spark-llm:rollout.onFailure).
-        after = after_failure(spec["rollout"], spec["model"]) if isinstance(err, GroupNotReadyError) else ""
+        after = (
+            after_failure(spec["rollout"], spec["model"], served_before=err.served_before)
+            if isinstance(err, GroupNotReadyError)
+            else ""
+        )
         sys.stderr.write(f"{err}\n{after}\n")
         return 1
     except Exception as err:  # noqa: BLE001 - a bug of ours: one line for `pulumi up`, not a traceback

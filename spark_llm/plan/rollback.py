@@ -212,6 +212,16 @@ def started_note(command: str, log_path: str) -> str:
     )
 
 
+def same_revision_note() -> str:
+    """Pure: what a failed start says when the revision that failed is the one that served last (issue 41, 7: a
+    failed restart of the same revision offered a rollback to itself)."""
+    return (
+        "This revision is the one that served last: a rollback would start it again, on the same weights and image."
+        " What changed is on the nodes: `spark-llm status` names what differs from the last start that served, and"
+        " `spark-llm logs` shows each node's lines."
+    )
+
+
 def failed_rollback_note() -> str:
     """Pure: what a failed start says when it was the rollback's own `pulumi up`."""
     return (

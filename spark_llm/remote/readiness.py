@@ -162,6 +162,9 @@ def served_weights(members: list[Member], path: str, keep_versions: bool = False
 class GroupNotReadyError(RuntimeError):
     """The group did not become ready; the message says which node and carries every node's log tail."""
 
+    served_before: bool = False
+    """The revision that failed is the one whose start served last: no rollback brings anything else back."""
+
 
 def _state_text(state: EngineState) -> str:
     if state.status == "exited":
@@ -213,14 +216,17 @@ def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecor
             probe = spec.get("host_probe", "")
             changed = changes_since_served(_ranks(members), probe, history) if probe else ""
         except RemoteError:
-            changed = ""
+            history, changed = [], ""
+        served = succeeded(history)
+        same = bool(served) and served[-1].get("revision") == spec["revision"]
         reason = redact(str(err).splitlines()[0], spec["api_key"] or None)
         at = datetime.now(UTC).isoformat(timespec="milliseconds")
         failure = failure_record(spec["revision"], spec["profile"], reason, at)
         append_history(head.ssh, spec["history_path"], failure)
         if changed:
-            raise GroupNotReadyError(f"{err}\n{changed}") from None
-        raise
+            err = GroupNotReadyError(f"{err}\n{changed}")
+        err.served_before = same
+        raise err from None
 
 
 def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:

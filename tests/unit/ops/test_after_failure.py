@@ -66,3 +66,18 @@ def test_a_failed_start_of_one_model_of_several_names_that_model_in_its_rollback
     stack_file.write_text(yaml.safe_dump({"config": {"spark-llm:model": {"name": "big", "path": "/m/big"}}}))
     note = after_failure({"stack": "sim", "on_failure": "stop"}, "big")
     assert f"\n  spark-llm rollback --stack sim --config-file {stack_file}\n" in note
+
+
+def test_a_failed_start_of_the_revision_that_served_last_offers_and_starts_no_rollback(monkeypatch):
+    """Issue 41, 7: a failed restart of the same revision offered a rollback to itself (and with onFailure
+    rollback, started one, which restarted the same revision again)."""
+    from spark_llm.ops import after_failure as module
+
+    started: list[str] = []
+    monkeypatch.delenv("SPARK_LLM_ROLLBACK", raising=False)
+    monkeypatch.setattr(module, "pulumi_process", lambda: PulumiProcess(1, ["pulumi", "up"], "/p"))
+    monkeypatch.setattr(module, "start_rollback", lambda *args: started.append("rollback"))
+    for on_failure in ("stop", "rollback"):
+        said = after_failure({"stack": "sim", "on_failure": on_failure}, served_before=True)
+        assert said.startswith("This revision is the one that served last") and "spark-llm rollback" not in said
+    assert started == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote.readiness import Member, exited_message, relayed_from
 
@@ -104,3 +106,29 @@ def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_a
     assert (head, path) == (CONNECTION["host"], "/root/spark-llm/history/starts.jsonl")
     assert entry["revision"] == "abc" and entry["profile"] == "vllm"
     assert entry["failed"] == "head (head): engine container is exited (exit code 1)"
+
+
+@pytest.mark.parametrize(("last_served", "same"), [("abc", True), ("old", False)])
+def test_a_failed_start_says_whether_its_revision_is_the_one_that_served_last(monkeypatch, last_served, same):
+    """A failed restart of the revision that served last must not offer a rollback to itself (issue 41, 7)."""
+    from spark_llm.remote import readiness
+
+    def fails(spec, *, say):
+        raise readiness.GroupNotReadyError("head (head): engine container is exited (exit code 1)")
+
+    monkeypatch.setattr(readiness, "watch_start", fails)
+    monkeypatch.setattr(readiness, "append_history", lambda ssh, path, entry: None)
+    served = [{"revision": "old", "at": "2026-12-01T00:00:00Z"}, {"revision": last_served, "at": "2026-12-02T00:00Z"}]
+    monkeypatch.setattr(readiness, "read_history", lambda ssh, path: served)
+    spec = {
+        "members": [
+            {"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s", "fabric_address": ""}
+        ],
+        "history_path": "/root/spark-llm/history/starts.jsonl",
+        "revision": "abc",
+        "profile": "vllm",
+        "api_key": "",
+    }
+    with pytest.raises(readiness.GroupNotReadyError) as err:
+        readiness.wait_ready(spec, say=print)
+    assert err.value.served_before is same
