@@ -21,7 +21,13 @@ from components.memory_admission import probe as memory_probe
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
-from spark_llm.group.history import LAST_START_SECTION, last_failure, last_start_probe
+from spark_llm.group.history import (
+    LAST_START_SECTION,
+    fabric_fallbacks,
+    fallback_sentence,
+    last_failure,
+    last_start_probe,
+)
 from spark_llm.plan import drift, firewall, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
@@ -65,6 +71,15 @@ def _note_host_changes(plan: DeploymentPlan, observations: dict[str, NodeObserva
     changes = host_changes(served.get("hosts", {}), now)
     if changes:
         pulumi.log.warn(changes_warning(changes, served.get("at", "?")))
+
+
+def _note_fabric(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
+    """`pulumi preview` and `up` say what `spark-llm status` says when the configured revision serves off the fabric
+    the stack asked for (its latest start, by `up` under fabricProof warn or by the supervisor: the head's history)."""
+    head = (observations or {}).get(plan.head.name)
+    fallback = fabric_fallbacks(head.facts.get(LAST_START_SECTION), plan.group_revision) if head else None
+    if fallback is not None:
+        pulumi.log.warn(f"engine group: {fallback_sentence(*fallback)}")
 
 
 def _note_failed_start(plan: DeploymentPlan, observations: dict[str, NodeObservation] | None) -> None:
@@ -231,6 +246,7 @@ class SparkCluster(pulumi.ComponentResource):
             )
         observed = args.observations
         _note_failed_start(plan, observed)
+        _note_fabric(plan, observed)
         _note_host_changes(plan, observed)
         note_memory(plan, observed)
         _firewall_note(plan, observed)

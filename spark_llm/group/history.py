@@ -60,6 +60,8 @@ class StartRecord(TypedDict, total=False):
     """Each rank's NCCL transport, with roceDevices (spark_llm.plan.fabric_proof)."""
     hosts: dict[str, HostFields]
     """Each node's host at a start that served (spark_llm.plan.host_record)."""
+    by: str
+    """Who made the start: `supervisor` for the supervisor's own restart (absent: `pulumi up`'s readiness gate)."""
 
 
 def history_path(remote_dir: str) -> str:
@@ -114,6 +116,39 @@ def last_start_probe(path: str, revision: str) -> str:
     needle = f'"revision": "{revision}"'
     found = f"grep -F {shlex.quote(needle)} {shlex.quote(path)} 2>/dev/null | tail -n 1"
     return f'if line=$({found}) && [ -n "$line" ]; then\n  printf "{LAST_START_SECTION}\\t%s\\n" "$line"\nfi\n'
+
+
+def appended(text: str, record: StartRecord, kept: int = KEPT) -> str:
+    """Pure: the history's text with `record` as its newest line, the last `kept` lines kept (the supervisor's
+    writer; the gate's is `append_script`, the same lines over ssh)."""
+    lines = [line for line in text.splitlines() if line.strip()] + [record_line(record)]
+    return "".join(line + "\n" for line in lines[-kept:])
+
+
+def fabric_fallbacks(text: str | None, revision: str) -> tuple[StartRecord, list[tuple[str, FabricRecord]]] | None:
+    """A `last_start` line's record when it is a start of `revision` that served with a rank not on the transport
+    the stack asked (NCCL on sockets, a twin missing), with those ranks; None otherwise. Whoever made the start (the
+    gate under `fabricProof: warn`, or the supervisor, which keeps a group on sockets serving), status and preview
+    say so from here."""
+    found = parse_history(text or "")
+    entry = found[-1] if found else None
+    if entry is None or entry.get("revision") != revision or entry.get("failed"):
+        return None
+    bad = [(node, rank) for node, rank in sorted((entry.get("fabric") or {}).items()) if rank.get("problem")]
+    return (entry, bad) if bad else None
+
+
+def fallback_sentence(entry: StartRecord, bad: list[tuple[str, FabricRecord]]) -> str:
+    """What status and preview say of a start that serves off the fabric it asked for (`fabric_fallbacks`)."""
+    who = "the supervisor's restart" if entry.get("by") == "supervisor" else "`pulumi up`"
+    ranks = "; ".join(f"{node}: {rank.get('problem')}" for node, rank in bad)
+    nodes = ", ".join(node for node, _ in bad)
+    return (
+        f"{ranks} (the start of {entry.get('at', '?')}, by {who}). The group serves, at a fraction of the link's"
+        f" speed. Check on {nodes}: the RDMA row of `spark-llm preflight`, the device names in"
+        " spark-llm:network.roceDevices against `ibdev2netdev`, /dev/infiniband in the engine's container and its"
+        " memlock limit; once fixed, `spark-llm restart` starts the group again on RoCE"
+    )
 
 
 def last_failure(text: str | None, revision: str) -> StartRecord | None:

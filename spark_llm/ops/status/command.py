@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from rich.text import Text
 
-from spark_llm.group.history import last_failure
+from spark_llm.group.history import fabric_fallbacks, fallback_sentence, last_failure
 from spark_llm.group.members import UNREACHABLE, Member
 from spark_llm.group.order import restart_steps
 from spark_llm.group.verdict import RESTART, judge
@@ -251,6 +251,10 @@ def model_report(plan: DeploymentPlan, outputs: dict, seen: GroupReading) -> Mod
                 f" {restarting.get('reason', '?')}); no `pulumi up` is needed: ask `spark-llm status` again in a minute"
             ),
         )
+    fallback = fabric_fallbacks(health.last_start, plan.group_revision) if health is not None else None
+    if fallback is not None and state == "in sync":
+        # Serving, but not on the fabric the stack asked for: slow beats down, and it is said loudly (exit 1).
+        state, sentence = "off the fabric", fallback_sentence(*fallback)
     watcher = health.supervisor if health is not None else ""
     if state == "in sync" and watcher not in ("", "running"):
         # The group serves, but nothing would restart it after a reboot or a crash.

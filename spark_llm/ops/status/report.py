@@ -27,6 +27,7 @@ STATE_STYLES = {
     "restarting": "yellow",
     "wedged": "bold red",
     "answers changed": "bold red",
+    "off the fabric": "bold red",
 }
 
 

@@ -9,11 +9,15 @@ import subprocess
 from spark_llm.group.history import (
     LAST_START_SECTION,
     append_script,
+    appended,
+    fabric_fallbacks,
     failure_record,
+    fallback_sentence,
     last_failure,
     last_start_probe,
     parse_history,
     read_script,
+    record_line,
     succeeded,
 )
 from spark_llm.plan.start.timeline import failed_start_warning
@@ -61,3 +65,40 @@ def test_the_warning_says_what_runs_and_what_the_next_up_does():
     assert "the nodes run revision aaaa (the one that served before: a rollback)" in text
     assert "`pulumi up` relaunches revision bbbb as it is: fix the config first." in text
     assert "no engine of it serves" in failed_start_warning(FAILED, None)
+
+
+SOCKET_RANK = {
+    "transport": "Socket",
+    "network": "Socket",
+    "devices": [],
+    "line": "NET/Socket : Using [0]eth0:172.29.0.11<0>",
+    "problem": "NCCL fell back to sockets (NET/IB : No device found., then NET/Socket : Using [0]eth0:172.29.0.11<0>)"
+    " instead of RoCE over rocep1s0f1",
+}
+IB_RANK = {"transport": "IB", "network": "IB", "devices": ["rocep1s0f1"], "line": "NET/IB : Using", "problem": ""}
+
+
+def test_a_start_that_serves_on_sockets_is_named_by_rank_whoever_made_it():
+    """Issue 41, 1: the supervisor's restart onto sockets, and the gate's under `fabricProof: warn`, serve; status
+    and preview say which rank, what NCCL chose and what to check (they said `in sync`)."""
+    record = {"revision": "r1", "at": "2026-12-07T06:00:00Z", "by": "supervisor",
+              "fabric": {"head": IB_RANK, "worker-1": SOCKET_RANK}}  # fmt: skip
+    text = "".join(json.dumps(r) + "\n" for r in ({"revision": "r0"}, record))
+    found = fabric_fallbacks(text, "r1")
+    assert found is not None
+    entry, bad = found
+    assert [node for node, _ in bad] == ["worker-1"]
+    said = fallback_sentence(entry, bad)
+    assert said.startswith("worker-1: NCCL fell back to sockets (NET/IB : No device found., then NET/Socket")
+    assert "by the supervisor's restart" in said and "Check on worker-1" in said and "`spark-llm restart`" in said
+    # Another revision's start, a failed start, or every rank on RoCE: nothing to say.
+    assert fabric_fallbacks(text, "r0") is None
+    assert fabric_fallbacks(json.dumps({**record, "failed": "x"}), "r1") is None
+    assert fabric_fallbacks(json.dumps({**record, "fabric": {"head": IB_RANK}}), "r1") is None
+
+
+def test_the_supervisors_writer_appends_one_line_and_keeps_the_last_ones():
+    text = "".join(json.dumps({"revision": f"r{i}"}) + "\n" for i in range(3))
+    out = appended(text, {"revision": "new", "by": "supervisor"}, kept=3)
+    assert [r["revision"] for r in parse_history(out)] == ["r1", "r2", "new"]
+    assert appended("", {"revision": "a"}) == record_line({"revision": "a"}) + "\n"

@@ -111,3 +111,19 @@ def test_status_says_failed_start_when_the_configured_revision_failed_and_an_ear
     # Once the configured revision serves, the old failure is history only.
     s = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
     assert status.verdict(p, s, status.Health(200, (p.model_name,), last_start=failed))[0] == "in sync"
+
+
+def test_status_exits_1_naming_the_rank_that_serves_on_sockets(spark_plan, status_json):
+    """Issue 41, 1: a start onto sockets (the supervisor's restart after a worker's reboot) serves; status said
+    `in sync`, exit 0. Now it names the rank and NET/Socket, what to check and what to run, and exits 1."""
+    p = with_revision(spark_plan)
+    nodes = statuses(p, running("2026-11-30T10:00:05Z"), running("2026-11-30T10:00:01Z"))
+    socket = {"transport": "Socket", "line": "NET/Socket : Using [0]enp1s0f1np1:192.168.100.17<0>",
+              "problem": "NCCL fell back to sockets (NET/Socket : Using [0]enp1s0f1np1:192.168.100.17<0>)"
+              " instead of RoCE over rocep1s0f1"}  # fmt: skip
+    record = {"revision": REV, "at": "2026-11-30T10:00:09Z", "by": "supervisor", "fabric": {"spark-2": socket}}
+    health = status.Health(200, (p.model_name,), last_start=json.dumps(record), live=200, answer=200)
+    code, out = status_json(p, nodes, health)
+    assert code == 1 and out["state"] == "off the fabric", out
+    assert out["summary"].startswith("spark-2: NCCL fell back to sockets (NET/Socket : Using [0]enp1s0f1np1")
+    assert "by the supervisor's restart" in out["summary"] and "`spark-llm restart`" in out["summary"]
