@@ -28,7 +28,6 @@ touched for it (spark_llm.group.router).
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
@@ -37,11 +36,12 @@ import threading
 import time
 
 # Each member's node, reached the one way it allows, and the router's container (its own file, shipped beside this).
-from supervisor_node import Node, RouterContainer
+from supervisor_node import HeadApi, Node, RouterContainer
 
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
+from spark_llm.group.history import append_file, restart_record
 from spark_llm.group.members import Member
 from spark_llm.group.memory import restart_held
 from spark_llm.group.order import start_order, stop_order
@@ -57,11 +57,11 @@ from spark_llm.group.records import (
     parse_state,
 )
 from spark_llm.group.router import RouterWatch
-from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serves, serving_request
+from spark_llm.group.serving import serves
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
-from spark_llm.group.weights import weights_problem
+from spark_llm.group.weights import UNVERIFIED, parse_record, weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 
@@ -74,6 +74,7 @@ class Supervisor:
         self.spec = spec
         self.several = False
         self.members = [Node(spec, m) for m in spec["members"]]
+        self.api = HeadApi(spec)
         # Its state file is written by its watch and by the router's keeper (the main thread): one at a time.
         self.lock = threading.RLock()
         self.state = self._load()
@@ -204,6 +205,28 @@ class Supervisor:
             record["seconds_to_serving"] = round(record["ended"] - started, 1)
         self.say(f"restart {record['result']} after {record['ended'] - started:.1f} s")
         self.save()
+        self.record_start(record, int(started))
+
+    def record_start(self, restart: RestartRecord, since: int) -> None:
+        """The restart as a line of the head's history of starts, as `pulumi up`'s gate writes one: `spark-llm
+        status` and `pulumi preview` read the latest start whoever made it (issue 41, 1)."""
+        served = restart.get("result") == "served"
+        entry = restart_record(
+            self.spec["revision"], self.spec["profile"], restart, self.head_weights() if served else ""
+        )
+        try:
+            append_file(self.spec["history_path"], entry)
+        except OSError as err:
+            self.say(f"could not record the restart in the history of starts ({err})")
+
+    def head_weights(self) -> str:
+        """The weights' digest the head's weights record names ("" when it names none)."""
+        head = next((m for m in self.members if m.role == "head"), None)
+        if head is None:
+            return ""
+        text, _ = head.weights_record()
+        record = parse_record(text)
+        return record.digest if record is not None and record.token != UNVERIFIED else ""
 
     def _wait_serving(self) -> str:
         """'' once rank 0 serves, else why not: a member stopped, the start's bound passed, or a wedge (rank 0's
@@ -224,12 +247,12 @@ class Supervisor:
         """Ask rank 0 the one-token completion; feed the wedge watch; True when it answered. `starting`: in the
         supervisor's own restart, where only a rank 0 that says it is up (/health 200) counts toward a wedge."""
         at = time.time()
-        code = self._completion(self.probe_timeout)
+        code = self.api.completion(self.probe_timeout)
         if serves(code):
             self.watch.answered(at)
             self.past_start = True
             return True
-        live = self._liveness()
+        live = self.api.liveness()
         if starting:
             counts = unanswered_while_live(live, code)
         else:
@@ -252,39 +275,6 @@ class Supervisor:
                 self.say(waiting)
                 self.save(waiting=waiting)
         return wedged
-
-    def _liveness(self) -> int | None:
-        """The HTTP code of rank 0's liveness route (`/health`: up while a collective hangs; 503 while loading)."""
-        try:
-            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=5)
-            conn.request("GET", LIVENESS_PATH)
-            return conn.getresponse().status
-        except OSError:
-            return None
-
-    def _completion(self, timeout: float = 10) -> int | None:
-        """The HTTP code of the one-token completion that means "serving" (the readiness gate's own request)."""
-        headers = {"Content-Type": "application/json"}
-        key = self._api_key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        body = json.dumps(serving_request(self.spec["model"]))
-        try:
-            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=timeout)
-            conn.request("POST", COMPLETIONS_PATH, body=body, headers=headers)
-            return conn.getresponse().status
-        except OSError:
-            return None
-
-    def _api_key(self) -> str | None:
-        """The API key from the engine's own `--config` file (mounted read-only), read when needed: never kept."""
-        if not self.spec["api_key_file"]:
-            return None
-        try:
-            with open(self.spec["api_key_file"]) as f:
-                return api_key_of(f.read())
-        except OSError:
-            return None
 
     def keep_router(self) -> None:
         """Bring the router back when it was removed or stopped (past its grace), and record it in the state."""

@@ -11,7 +11,9 @@
 #   docker inspect CONTAINER
 #   docker start CONTAINER
 #   docker stop [-t SECONDS] CONTAINER
-#   docker logs [--tail LINES] CONTAINER [2>&1]      (2>&1: the engine's stderr merged into stdout, as asked)
+#   docker logs [--since SECONDS] [--tail LINES] CONTAINER [2>&1]
+#                                                    (2>&1: the engine's stderr merged into stdout, as asked;
+#                                                     SECONDS: a Unix time, digits: the lines of one start only)
 #   spark-llm weights-record                         (spark_llm.group.weights.RECORD_REQUEST: this node's weights
 #                                                     record, `state/weights` beside this script, printed as it is;
 #                                                     exit 3 when there is none. The supervisor starts no group on
@@ -87,8 +89,12 @@ if [[ $n -ge 3 && ${words[0]} == docker ]]; then
     logs)
       tail=()
       rest=("${words[@]:2}")
+      if [[ ${rest[0]} == --since && ${#rest[@]} -ge 2 && ${rest[1]} =~ ^[0-9]{1,12}$ ]]; then
+        tail=(--since "${rest[1]}")
+        rest=("${rest[@]:2}")
+      fi
       if [[ ${rest[0]} == --tail && ${#rest[@]} -ge 2 && ${rest[1]} =~ $digits ]]; then
-        tail=(--tail "${rest[1]}")
+        tail+=(--tail "${rest[1]}")
         rest=("${rest[@]:2}")
       fi
       if [[ ${#rest[@]} -eq 1 && ${rest[0]} == "$container" ]]; then

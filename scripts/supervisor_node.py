@@ -17,6 +17,8 @@ from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
 from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section
 from spark_llm.group.records import SpecMember, SupervisorSpec
+from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serving_request
+from spark_llm.group.wedge import LIVENESS_PATH
 from spark_llm.group.weights import RECORD_REQUEST
 
 LOG_LINES = 5
@@ -150,16 +152,59 @@ class Node:
         return dict(line.split("\t", 1) for line in run.stdout.splitlines() if "\t" in line)
 
     def logs(self) -> list[str]:
+        return [line[:300] for line in self.log_text(LOG_LINES).splitlines()[-LOG_LINES:]]
+
+    def log_text(self, lines: int, since: int | None = None) -> str:
+        """The engine's last `lines` lines (`since`: a Unix time, the lines of the start made then only); "" when
+        they cannot be read."""
         try:
             if self.role == "head":
-                _, raw = self._api("GET", api_logs_path(self.container, LOG_LINES))
-                text = _frames(raw)
-            else:
-                run = self._remote(logs_command(self.container, tail=LOG_LINES))
-                text = run.stdout
+                _, raw = self._api("GET", api_logs_path(self.container, lines, since))
+                return _frames(raw)
+            run = self._remote(logs_command(self.container, tail=lines, since=None if since is None else str(since)))
+            return run.stdout if run.returncode == 0 else ""
         except (OSError, subprocess.TimeoutExpired):
-            return []
-        return [line[:300] for line in text.splitlines()[-LOG_LINES:]]
+            return ""
+
+
+class HeadApi:
+    """Rank 0's API on the head (loopback or its fabric address), asked as the readiness gate asks it."""
+
+    def __init__(self, spec: SupervisorSpec) -> None:
+        self.spec = spec
+
+    def liveness(self) -> int | None:
+        """The HTTP code of rank 0's liveness route (`/health`: up while a collective hangs; 503 while loading)."""
+        try:
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=5)
+            conn.request("GET", LIVENESS_PATH)
+            return conn.getresponse().status
+        except OSError:
+            return None
+
+    def completion(self, timeout: float = 10) -> int | None:
+        """The HTTP code of the one-token completion that means "serving" (the readiness gate's own request)."""
+        headers = {"Content-Type": "application/json"}
+        key = self.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body = json.dumps(serving_request(self.spec["model"]))
+        try:
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=timeout)
+            conn.request("POST", COMPLETIONS_PATH, body=body, headers=headers)
+            return conn.getresponse().status
+        except OSError:
+            return None
+
+    def api_key(self) -> str | None:
+        """The API key from the engine's own `--config` file (mounted read-only), read when needed: never kept."""
+        if not self.spec["api_key_file"]:
+            return None
+        try:
+            with open(self.spec["api_key_file"]) as f:
+                return api_key_of(f.read())
+        except OSError:
+            return None
 
 
 class RouterContainer:

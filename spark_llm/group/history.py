@@ -8,8 +8,10 @@ Later starts' stall bounds learn from the successful ones (`succeeded`); a faile
 from __future__ import annotations
 
 import json
+import os
 import shlex
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 # Relative to a node's spark-llm directory (spark_llm.plan.nodes.remote_dir).
 START_HISTORY = "history/starts.jsonl"
@@ -123,6 +125,38 @@ def appended(text: str, record: StartRecord, kept: int = KEPT) -> str:
     writer; the gate's is `append_script`, the same lines over ssh)."""
     lines = [line for line in text.splitlines() if line.strip()] + [record_line(record)]
     return "".join(line + "\n" for line in lines[-kept:])
+
+
+def append_file(path: str, record: StartRecord) -> None:
+    """`record` as the newest line of the history file at `path` (written whole, then renamed over it)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    with open(path + ".tmp", "w") as f:
+        f.write(appended(text, record))
+    os.replace(path + ".tmp", path)
+
+
+def restart_record(revision: str, profile: str, restart: Mapping[str, Any], weights: str = "") -> StartRecord:
+    """The supervisor's restart as the history keeps a start (`by: supervisor`): a served one with its seconds to
+    serving and the weights it served (what `spark-llm rollback` puts back), a failed one with why."""
+    at = str(restart.get("at", ""))
+    result = str(restart.get("result", ""))
+    if result != "served":
+        return {**failure_record(revision, profile, result.removeprefix("failed: "), at), "by": "supervisor"}
+    entry: StartRecord = {
+        "revision": revision,
+        "profile": profile,
+        "at": at,
+        "by": "supervisor",
+        "gate_seconds": float(restart.get("seconds_to_serving") or 0.0),
+        "nodes": {},
+    }
+    if weights:
+        entry["weights"] = weights
+    return entry
 
 
 def fabric_fallbacks(text: str | None, revision: str) -> tuple[StartRecord, list[tuple[str, FabricRecord]]] | None:

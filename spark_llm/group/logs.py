@@ -24,6 +24,7 @@ def logs_command(
     return shlex.join([*words, container]) + " 2>&1"
 
 
-def api_logs_path(container: str, tail: int) -> str:
-    """The same as `logs_command(container, tail=tail)`, asked of the Docker API (its socket)."""
-    return f"/containers/{container}/logs?stdout=1&stderr=1&tail={int(tail)}"
+def api_logs_path(container: str, tail: int, since: int | None = None) -> str:
+    """The same as `logs_command(container, tail=tail, since=since)`, asked of the Docker API (its socket)."""
+    after = f"&since={int(since)}" if since is not None else ""
+    return f"/containers/{container}/logs?stdout=1&stderr=1&tail={int(tail)}{after}"

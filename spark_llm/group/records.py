@@ -91,6 +91,19 @@ class SupervisorSpec(TypedDict):
     """Where the container sees the head's /proc/meminfo (read-only)."""
     router: NotRequired[RouterSpec]
     """With spark-llm:router: the router it keeps up (never restarting an engine for it)."""
+    history_path: str
+    """Where the container sees the head's history of starts (read-write): each restart it makes is a line there, as
+    `pulumi up`'s gate writes one (spark_llm.group.history), so status and preview read the latest whoever made it."""
+    profile: str
+    """The engine profile, as the gate records it with a start."""
+    fabric: NotRequired[SupervisorFabric]
+    """With roceDevices and more than one node: each restart's fabric proof, as the gate's."""
+
+
+class SupervisorFabric(TypedDict):
+    roce_devices: list[str]
+    addresses: dict[str, str]
+    """Each member's fabric address (Ray relays a rank's lines into the head's log tagged with it)."""
 
 
 class GaveUp(TypedDict):

@@ -41,6 +41,9 @@ CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
 # would never see (it keeps the old inode).
 CONTAINER_RECORDS_DIR = "/spark-llm-supervisor-records"
 CONTAINER_MEMINFO = "/spark-llm-supervisor-meminfo"
+# The head's history of starts (read-write: the supervisor's restarts are lines of it too; a directory, as the gate
+# rewrites the file by renaming a new one over it).
+CONTAINER_HISTORY_DIR = "/spark-llm-supervisor-history"
 # The engine's API key file (its `--config`), read-only: the supervisor's completion sends the key the clients send.
 CONTAINER_API_CONFIG = "/spark-llm-supervisor-api/api-key.yaml"
 DOCKER_SOCKET = "/var/run/docker.sock"
@@ -137,7 +140,14 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan
             "ranks": len(plan.nodes),
         },
         "meminfo": CONTAINER_MEMINFO,
+        "history_path": f"{in_container(plan, CONTAINER_HISTORY_DIR)}/{Path(plan.history_path).name}",
+        "profile": plan.profile,
     }
+    if plan.roce_devices and len(plan.nodes) > 1:
+        out["fabric"] = {
+            "roce_devices": list(plan.roce_devices),
+            "addresses": {n.name: n.fabric_address for n in plan.nodes},
+        }
     if router is not None:
         out["router"] = router.supervisor_spec()
     return out
@@ -223,6 +233,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         Mount(f"{head.remote_dir}/{TOKENS_DIR}", in_container(plan, CONTAINER_RECORDS_DIR)),
         # The head's memory as the node reads it (spark_llm.group.memory): no restart into a node that cannot fit.
         Mount("/proc/meminfo", CONTAINER_MEMINFO),
+        # The head's history of starts: each restart it makes is recorded there, as `up`'s are.
+        Mount(str(Path(plan.history_path).parent), in_container(plan, CONTAINER_HISTORY_DIR), read_only=False),
     ]
     if plan.workers:
         # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.

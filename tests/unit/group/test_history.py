@@ -8,6 +8,7 @@ import subprocess
 
 from spark_llm.group.history import (
     LAST_START_SECTION,
+    append_file,
     append_script,
     appended,
     fabric_fallbacks,
@@ -18,6 +19,7 @@ from spark_llm.group.history import (
     parse_history,
     read_script,
     record_line,
+    restart_record,
     succeeded,
 )
 from spark_llm.plan.start.timeline import failed_start_warning
@@ -102,3 +104,18 @@ def test_the_supervisors_writer_appends_one_line_and_keeps_the_last_ones():
     out = appended(text, {"revision": "new", "by": "supervisor"}, kept=3)
     assert [r["revision"] for r in parse_history(out)] == ["r1", "r2", "new"]
     assert appended("", {"revision": "a"}) == record_line({"revision": "a"}) + "\n"
+
+
+def test_the_supervisors_restart_is_a_start_record_of_its_own(tmp_path):
+    """A served restart records the weights it served (what `spark-llm rollback` puts back); a failed one why."""
+    served = restart_record("r1", "sglang", {"at": "T", "result": "served", "seconds_to_serving": 3.1}, "d" * 64)
+    assert served == {"revision": "r1", "profile": "sglang", "at": "T", "by": "supervisor", "gate_seconds": 3.1,
+                      "nodes": {}, "weights": "d" * 64}  # fmt: skip
+    assert succeeded([served]) == [served]
+    failed = restart_record("r1", "sglang", {"at": "T", "result": "failed: worker-1 did not start"})
+    assert failed["failed"] == "worker-1 did not start" and failed["by"] == "supervisor"
+    assert last_failure(record_line(failed), "r1") == failed
+    path = tmp_path / "starts.jsonl"
+    append_file(str(path), served)
+    append_file(str(path), failed)
+    assert parse_history(path.read_text()) == [served, failed]

@@ -55,8 +55,8 @@ def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_
     }
     try:
         keyed = program.Supervisor({**spec, "api_key_file": str(key_file)})
-        assert keyed._completion() == 200
-        assert program.Supervisor({**spec, "api_key_file": ""})._completion() == 401
+        assert keyed.api.completion() == 200
+        assert program.Supervisor({**spec, "api_key_file": ""}).api.completion() == 401
     finally:
         server.shutdown()
     path, auth, body = Engine.seen[0]

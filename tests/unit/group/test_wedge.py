@@ -139,6 +139,8 @@ def supervisor(tmp_path):
         "revision": "r",
         "ready_seconds": 60,
         "wedge_seconds": 0.5,
+        "profile": "sglang",
+        "history_path": str(tmp_path / "starts.jsonl"),
     }
     yield program.Supervisor(spec)
     server.shutdown()
@@ -189,3 +191,7 @@ def test_a_restart_into_a_wedge_fails_as_wedged_and_is_recorded_with_its_cause(s
     assert record["cause"] == WEDGED and record["result"].startswith("failed: wedged: rank 0 has answered no ")
     assert time.monotonic() - started < 30  # not readySeconds (60)
     assert json.loads((Path(supervisor.spec["state_path"])).read_text())["restarts"][-1]["cause"] == WEDGED
+    # Its start is a line of the head's history, as `up`'s gate writes one, made by the supervisor (issue 41, 1).
+    [line] = Path(supervisor.spec["history_path"]).read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["by"] == "supervisor" and entry["revision"] == "r" and entry["failed"].startswith("wedged: rank 0")

@@ -8,7 +8,7 @@ from typing import get_type_hints
 
 from spark_llm.config import parse
 from spark_llm.config.group import groups
-from spark_llm.group.records import RouterSpec, SpecMember, SupervisorSpec
+from spark_llm.group.records import RouterSpec, SpecMember, SupervisorFabric, SupervisorSpec
 from spark_llm.plan import deployment, readiness, router, supervisor
 from spark_llm.plan.readiness import FabricSpec, GateMember, ReadinessSpec, Rollout
 
@@ -35,12 +35,16 @@ def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config
 
 
 def test_the_supervisors_spec_has_every_typed_key(raw_config):
-    # With spark-llm:router: the router's part is there only then (spark_llm.plan.router).
+    # With spark-llm:router: the router's part is there only then (spark_llm.plan.router); the fabric's only with
+    # roceDevices (each restart's fabric proof, as the gate's).
     raw_config["apiKey"] = "sk-test"
     raw_config["router"] = {"image": "sha256:" + "c" * 64}
+    raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f1", "roceP2p1s0f1"]
     plan = plan_of(raw_config)
     routed = router.router_plan(plan.config, [router.engine_worker(plan)])
     spec = supervisor.spec(plan, {"spark-1": "a" * 64, "spark-2": "b" * 64}, routed)
     assert set(spec) == set(get_type_hints(SupervisorSpec))
     assert "router" in spec and set(spec["router"]) == set(get_type_hints(RouterSpec))
+    assert set(spec["fabric"]) == set(get_type_hints(SupervisorFabric))
+    assert spec["history_path"] == "/spark-llm-supervisor-history/starts.jsonl"
     assert all(set(m) == set(get_type_hints(SpecMember)) for m in spec["members"])

@@ -51,6 +51,8 @@ SUPERVISOR_REQUESTS = [
     (shlex.join(["docker", "start", ENGINE]), ["start", ENGINE]),
     (shlex.join(["docker", "stop", "-t", "10", ENGINE]), ["stop", "-t", "10", ENGINE]),
     (logs_command(ENGINE, tail=5), ["logs", "--tail", "5", ENGINE]),
+    # The lines of one start only (a restart's fabric proof: Node.log_text).
+    (logs_command(ENGINE, tail=4000, since="1796620000"), ["logs", "--since", "1796620000", "--tail", "4000", ENGINE]),
 ]
 
 
@@ -126,7 +128,9 @@ REFUSED = [
     f"docker logs --tail 5 {ENGINE} 2>&1 ; id",
     f"docker logs --tail 5 {ENGINE} 2>/tmp/x",
     f"docker logs --follow {ENGINE}",
-    f"docker logs --since 0 {ENGINE}",
+    f"docker logs --since 2026-12-07T06:00:00Z {ENGINE}",
+    f"docker logs --since -1 {ENGINE}",
+    f"docker logs --tail 5 --since 1796620000 {ENGINE}",
     f"docker logs --tail {ENGINE}",
     "docker logs --tail 5 other 2>&1",
     f"DOCKER_HOST=tcp://x docker inspect {ENGINE}",
