@@ -29,6 +29,17 @@ from spark_llm.group.logs import logs_command
 
 # The lines the proof reads, and the NCCL and vLLM version lines the host record reads (one pass over the log).
 _GREP = r"NCCL INFO (NET/|Using network |Channel .* via NET/)|NCCL version [0-9]|vLLM is using nccl=="
+# What NCCL prints once a process (the `Using` lists the channels' indices point into, the version lines): kept
+# whatever the tail of the rest keeps. POSIX ERE without backslashes: awk's -v would read them as escapes.
+_ONCE = (
+    "NCCL INFO NET/IB[A-Za-z0-9_]* : (Using|No device found|Made virtual device)|NCCL INFO NET/Socket : Using"
+    "|NCCL version [0-9]|vLLM is using nccl=="
+)
+# Prints the once-lines as they come and the last `keep` of the others at the end.
+_KEEP_ONCE = (
+    "$0 ~ once { print; next } { tail[n++ % keep] = $0 }"
+    " END { for (i = (n > keep ? n - keep : 0); i < n; i++) print tail[i % keep] }"
+)
 # The devices: between `Using` and ` [RO]; OOB` (`Using%s %s; OOB %s:%s`; an empty list when no device was found).
 _IB_USING = re.compile(r"NCCL INFO NET/IB(?:ext\w*)? : Using(.*?) (?:\[RO\])?; OOB ")
 # One net device of that list: `[0]name:port...` or, 2.20-2.23, `[0]={[0] name:port/RoCE, [1] name:port/RoCE}`.
@@ -45,7 +56,7 @@ _CHANNEL = re.compile(r"via NET/(.+?)/(\d+)(?:\(\d+\))?(?:[/(][^/]*)*\s*$")
 _RAY_IP = re.compile(r"\bip=(\d+\.\d+\.\d+\.\d+)")
 
 LINES_KEPT = 400
-"""NCCL lines read per node: INIT,NET prints a few dozen per communicator."""
+"""NCCL lines read per node besides the once-a-process ones: INIT,NET prints a few dozen per communicator."""
 
 
 def network_kind(name: str) -> str:
@@ -124,9 +135,11 @@ class RankTransport:
 
 
 def nccl_lines_command(container: str) -> str:
-    """Read-only bash on a node: its engine's NCCL transport and version lines, and vLLM's NCCL line (the last
-    LINES_KEPT; nothing when the container is gone)."""
-    return f"{logs_command(container)} | {{ grep -aE {shlex.quote(_GREP)} || true; }} | tail -n {LINES_KEPT}\n"
+    """Read-only bash on a node: its engine's NCCL transport and version lines and vLLM's NCCL line, of the
+    container's current run only; the `Using` and version lines all, the others' last LINES_KEPT (nothing when the
+    container is gone)."""
+    keep = f"awk -v keep={LINES_KEPT} -v once={shlex.quote(_ONCE)} {shlex.quote(_KEEP_ONCE)}"
+    return f"{logs_command(container, since_start=True)} | {{ grep -aE {shlex.quote(_GREP)} || true; }} | {keep}\n"
 
 
 @dataclass

@@ -3,6 +3,8 @@ two-Spark log), judged against spark-llm:network.roceDevices, with the likely ca
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from spark_llm.config import parse
@@ -10,12 +12,14 @@ from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.container import container_spec
 from spark_llm.plan.fabric_proof import (
+    LINES_KEPT,
     causes_command,
     fabric_outputs,
     fabric_records,
     fallback_causes,
     nccl_lines_command,
 )
+from spark_llm.plan.host_record import engine_nccl
 from spark_llm.plan.readiness import readiness_spec
 from spark_llm.plan.start.timeline import timeline_lines
 
@@ -200,10 +204,43 @@ def test_a_network_this_reader_cannot_place_is_unknown_not_a_guess():
     assert fabric_outputs({"n": record}) == {"n": "unknown (NCCL's network AWS Libfabric)"}
 
 
-def test_the_log_read_keeps_only_the_transport_and_version_lines():
-    script = nccl_lines_command("spark-llm-engine")
-    assert script.startswith("docker logs spark-llm-engine 2>&1 | { grep -aE ")
-    assert "vLLM is using nccl==" in script and "tail -n 400" in script
+# Answers `docker inspect -f '{{.State.StartedAt}}' C` with this run's start and `docker logs [--since T] C` with the
+# lines Docker keeps for a container started again in place: the first run's (on sockets), then this run's.
+FAKE_DOCKER = """#!/bin/bash
+if [ "$1" = inspect ]; then echo 2026-12-05T03:39:11.5Z; exit 0; fi
+[ "$2" = --since ] && [ "$3" = 2026-12-05T03:39:11.5Z ] || cat "$FIRST_RUN"
+cat "$THIS_RUN"
+"""
+
+
+def read_on_node(tmp_path, first_run: str, this_run: str) -> str:
+    """What `nccl_lines_command` prints on a node whose Docker is FAKE_DOCKER, run as run_script runs it."""
+    (tmp_path / "docker").write_text(FAKE_DOCKER)
+    (tmp_path / "docker").chmod(0o755)
+    (tmp_path / "first").write_text(first_run)
+    (tmp_path / "this").write_text(this_run)
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "FIRST_RUN": str(tmp_path / "first"),
+        "THIS_RUN": str(tmp_path / "this"),
+    }
+    script = "set -euo pipefail\n" + nccl_lines_command("spark-llm-engine")
+    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_the_log_read_is_this_runs_and_keeps_the_using_line_whatever_the_tail_cuts(tmp_path):
+    # This run: IB on both twins, then more channel lines than the tail keeps (a long run's communicators).
+    many = [f"Channel {i % 32:02d}/0 : 0[0] -> 1[0] [send] via NET/IB/{i % 2}" for i in range(LINES_KEPT + 100)]
+    out = read_on_node(tmp_path, log(SOCKET) + "INFO: an engine line\n", log(IB) + log(many))
+    assert "NET/Socket" not in out and "an engine line" not in out
+    # The version and `Using` lines, then the last LINES_KEPT of the rest.
+    assert out.splitlines()[:2] == [PREFIX + IB[0], PREFIX + IB[1]]
+    assert out.splitlines()[2:] == [PREFIX + line for line in (IB[2:] + many)[-LINES_KEPT:]]
+    record = fabric_records({"spark-1": out}, {}, TWINS)["spark-1"]
+    assert (record["transport"], record["devices"], record["problem"]) == ("IB", list(TWINS), "")
+    assert engine_nccl(out) == "2.27.7"
 
 
 SIM_FACTS = (
