@@ -40,10 +40,11 @@ _KEEP_ONCE = (
     "$0 ~ once { print; next } { tail[n++ % keep] = $0 }"
     " END { for (i = (n > keep ? n - keep : 0); i < n; i++) print tail[i % keep] }"
 )
-# The devices: between `Using` and ` [RO]; OOB` (`Using%s %s; OOB %s:%s`; an empty list when no device was found).
-_IB_USING = re.compile(r"NCCL INFO NET/IB(?:ext\w*)? : Using(.*?) (?:\[RO\])?; OOB ")
+# The devices: between `Using` and ` [RO]; OOB` (`Using%s %s; OOB %s:%s`; an empty list when no device was found),
+# or the end of a line cut at NCCL's 1024-byte line buffer (src/debug.cc).
+_IB_USING = re.compile(r"NCCL INFO NET/IB(?:ext\w*)? : Using(.*?)(?: (?:\[RO\])?; OOB |$)")
 # One net device of that list: `[0]name:port...` or, 2.20-2.23, `[0]={[0] name:port/RoCE, [1] name:port/RoCE}`.
-_NIC = re.compile(r"\[\d+\](?:=\{(?P<merged>[^}]*)\}|(?P<name>[^\s:;=]+):\d+)")
+_NIC = re.compile(r"\[\d+\](?:=\{(?P<merged>[^}]*)(?:\}|$)|(?P<name>[^\s:;=]+):\d+)")
 _MERGED_MEMBER = re.compile(r"\[\d+\] ([^\s:;,]+):\d+")
 _VIRTUAL = re.compile(r"NCCL INFO NET/IB(?:ext\w*)? : Made virtual device \[(\d+)\] name=(\S+)")
 _SOCKET_USING = re.compile(r"NCCL INFO NET/Socket : Using((?: \[\d+\]\S+)+)")
@@ -125,10 +126,11 @@ class RankTransport:
                     " when a RoCE twin is missing)"
                 )
             # Listed is not used: channels all on one twin leave the other idle.
-            idle = [d for d in expected if self.channel_devices is not None and d not in self.channel_devices]
-            if idle and self.channel_devices:
+            used = self.channel_devices
+            idle = [d for d in expected if used and d not in used]
+            if used and idle:
                 return (
-                    f"NCCL's channels all run over {','.join(self.channel_devices)}, none over {','.join(idle)}"
+                    f"NCCL's channels all run over {','.join(used)}, none over {','.join(idle)}"
                     " (half the link's lanes when a RoCE twin carries none)"
                 )
         return ""

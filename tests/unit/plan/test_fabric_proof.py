@@ -197,6 +197,13 @@ def test_channels_on_one_device_do_not_pass_as_both_twins(lines, idle):
     assert f", none over {idle} (half the link's lanes" in record["problem"]
 
 
+def test_a_using_line_cut_at_nccls_line_buffer_still_names_the_devices_before_the_cut():
+    # NCCL formats a line into 1024 bytes (src/debug.cc:169@v2.18.6-1, :286@v2.30.7-1): many merged NICs lose the end.
+    cut = "NET/IB : Using [0]={[0] rocep1s0f1:1/RoCE, [1] roceP2p1s0f1:1/RoCE} [1]={[2] rocep1s0f0:1/RoCE, [3] roceP2p1"
+    record = fabric_records({"n": log([cut, "Using network IB"])}, {}, TWINS)["n"]
+    assert (record["transport"], record["devices"], record["problem"]) == ("IB", [*TWINS, "rocep1s0f0"], "")
+
+
 def test_a_network_this_reader_cannot_place_is_unknown_not_a_guess():
     lines = [IB[1], "Using network AWS Libfabric", "Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0"]
     record = fabric_records({"n": log(lines)}, {}, TWINS)["n"]
