@@ -29,9 +29,9 @@ class FabricRecord(TypedDict, total=False):
     """One rank's transport as a start recorded it (StartRecord `fabric`; spark_llm.plan.fabric_proof)."""
 
     transport: str
-    """`IB`, `Socket`, or `unknown` (no NCCL network line in its log)."""
+    """`IB`, `Socket`, or `unknown` (no NCCL network line in its log, or a network it cannot place)."""
     network: str
-    """What `Using network` said (`IB`, `IBext_v10`, `Socket`)."""
+    """What `Using network` said (`IB`, `IBext_v10`, `NCCL RDMA Plugin v10`, `Socket`)."""
     devices: list[str]
     """The RDMA devices `NET/IB : Using` listed (empty on sockets)."""
     line: str

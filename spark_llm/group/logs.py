@@ -8,20 +8,36 @@ import shlex
 
 
 def logs_command(
-    container: str, *, tail: int | None = None, since: str | None = None, timestamps: bool = False, follow: bool = False
+    container: str,
+    *,
+    tail: int | None = None,
+    since: str | None = None,
+    since_start: bool = False,
+    timestamps: bool = False,
+    follow: bool = False,
 ) -> str:
     """`docker logs` of `container` with stderr merged. `since`: Docker's --since (a time, or "0" for all);
+    `since_start`: the lines of the container's current run only (--since its StartedAt, read by the same line);
     `timestamps`: each line prefixed by the time the container wrote it (spark_llm.group.times.split_stamp)."""
+    if since is not None and since_start:
+        raise ValueError("logs_command: give `since` or `since_start`, not both")
     words = ["docker", "logs"]
     if timestamps:
         words.append("--timestamps")
     if since is not None:
         words += ["--since", since]
+    line = shlex.join(words)
+    if since_start:
+        # A container started again in place (`docker start`, a restart policy) keeps every run's lines; its
+        # StartedAt is this run's, read by the same line on the node's clock, the one Docker compares it with.
+        started = shlex.join(["docker", "inspect", "-f", "{{.State.StartedAt}}", container])
+        line += f' --since "$({started} 2>/dev/null)"'
+    rest = []
     if tail is not None:
-        words += ["--tail", str(int(tail))]
+        rest += ["--tail", str(int(tail))]
     if follow:
-        words.append("--follow")
-    return shlex.join([*words, container]) + " 2>&1"
+        rest.append("--follow")
+    return f"{line} {shlex.join([*rest, container])} 2>&1"
 
 
 def api_logs_path(container: str, tail: int, since: int | None = None) -> str:

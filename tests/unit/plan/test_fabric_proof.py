@@ -3,6 +3,8 @@ two-Spark log), judged against spark-llm:network.roceDevices, with the likely ca
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from spark_llm.config import parse
@@ -10,12 +12,14 @@ from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.container import container_spec
 from spark_llm.plan.fabric_proof import (
+    LINES_KEPT,
     causes_command,
     fabric_outputs,
     fabric_records,
     fallback_causes,
     nccl_lines_command,
 )
+from spark_llm.plan.host_record import engine_nccl
 from spark_llm.plan.readiness import readiness_spec
 from spark_llm.plan.start.timeline import timeline_lines
 
@@ -40,6 +44,7 @@ IBEXT = [
     "NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
     "Using network IBext_v10",
     "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IBext_v10/0",
+    "Channel 01/0 : 1[0] -> 0[0] [receive] via NET/IBext_v10/1",
 ]
 ONE_TWIN = ["NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>", "Using network IB"]
 
@@ -80,10 +85,169 @@ def test_lines_ray_relays_into_the_heads_log_are_the_tagged_workers():
     assert records["spark-2"]["transport"] == "Socket"
 
 
-def test_the_log_read_keeps_only_the_transport_and_version_lines():
-    script = nccl_lines_command("spark-llm-engine")
-    assert script.startswith("docker logs spark-llm-engine 2>&1 | { grep -aE ")
-    assert "vLLM is using nccl==" in script and "tail -n 400" in script
+# NCCL 2.18 to 2.30, each line built from its format string (NVIDIA/nccl at the tag named). The `Using` list:
+# `INFO(..., "NET/IB : Using%s %s; OOB %s:%s", line, RO ? "[RO]" : "", ...)`, each entry `" [%d]%s:%d/%s"`.
+V2_18 = [
+    "NCCL version 2.18.6+cuda12.2",
+    # src/transport/net_ib.cc:259,264@v2.18.6-1 (the same at :259,264@v2.19.4-1)
+    "NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
+    "Using network IB",  # src/init.cc:310@v2.18.6-1
+    # src/transport/net.cc:186,189,227@v2.18.6-1: `via NET/%s/%d%s%s`, `/%d(%d)%s%s` with the proxy rank
+    "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+    "Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1(1)/GDRDMA",
+]
+# 2.20-2.23 merge a NIC's ports into one net device and print it `" [%d]={"`, `"[%d] %s:%d/%s%s"` per member with
+# ", " between, `"}"`: src/transport/net_ib.cc:313-330@v2.20.5-1, :521-538@v2.21.5-1, :573-590@v2.22.3-1,
+# :652-669@v2.23.4-1. The channels index the merged device.
+V2_20_MERGED = [
+    "NET/IB : Using [0]={[0] rocep1s0f1:1/RoCE, [1] roceP2p1s0f1:1/RoCE} [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
+    "Using network IB",  # src/init.cc:322@v2.20.5-1, :342@v2.23.4-1
+    "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",  # src/transport/net.cc:194,233@v2.23.4-1
+    "Channel 01/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+]
+# 2.24-2.28 list the physical devices and make a virtual device per device, then one per merge:
+# `"NET/IB : Made virtual device [%d] name=%s speed=%d ndevs=%d"`, the name the members' joined by "+"
+# (src/transport/net_ib.cc:540,668,672@v2.24.3-1; :595,758,762@v2.27.7-1; :649,835,839@v2.28.9-1).
+V2_27_VIRTUAL = [
+    "NCCL version 2.27.7+cuda13.0",
+    "NET/IB : Made virtual device [0] name=rocep1s0f1 speed=100000 ndevs=1",
+    "NET/IB : Made virtual device [1] name=roceP2p1s0f1 speed=100000 ndevs=1",
+    "NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
+    "NET/IB : Made virtual device [2] name=rocep1s0f1+roceP2p1s0f1 speed=200000 ndevs=2",
+    "Using network IB",  # src/init.cc:346@v2.27.7-1
+    # src/transport/net.cc:218,264@v2.27.7-1: `via NET/%s/%d%s%s%s` (/GDRDMA, (PCI), /Shared)
+    "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/2/GDRDMA(PCI)/Shared",
+]
+# 2.24+ print the `Using` line with no device too, after `No device found.` (net_ib.cc:659,668,672@v2.24.3-1;
+# src/transport/net_ib/init.cc:364,375,385@v2.29.7-1), then the sockets' (src/transport/net_socket.cc:59,63@v2.24.3-1,
+# :73,77@v2.30.7-1: `" [%d]%s:%s"`).
+V2_29_FALLBACK = [
+    "NET/IB : No device found.",
+    "NET/IB : Using [RO]; OOB enp1s0f1np1:192.168.100.17<0>",
+    "NET/Socket : Using [0]enp1s0f1np1:192.168.100.17<0>",
+    "Using network Socket",  # src/init.cc:457@v2.29.7-1
+    "Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0",  # src/transport/net.cc:317@v2.29.7-1
+]
+# 2.30 may add the rail and the plane after the port: `" [%d]%s:%d"`, `":%d"` rail, `":%d"` plane, `"/%s"`
+# (src/transport/net_ib/init.cc:494-504,513@v2.30.7-1).
+V2_30_RAILS = [
+    "NET/IB : Using [0]rocep1s0f1:1:0/RoCE [1]roceP2p1s0f1:1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
+    "Using network IB",  # src/init.cc:486@v2.30.7-1
+    "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",  # src/transport/net.cc:324,377@v2.30.7-1
+    "Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA",
+]
+# 2.28+ take a v10 plugin's name when they load it (src/plugin/net/net_v10.cc:108@v2.28.9-1, :122@v2.30.7-1), and
+# nccl-rdma-sharp-plugins' is `NCCL RDMA Plugin v10` (src/p2p_plugin.c): the name is in every channel line too.
+RDMA_PLUGIN = [
+    "NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.16<0>",
+    "Using network NCCL RDMA Plugin v10",
+    "Channel 00/0 : 0[0] -> 1[0] [send] via NET/NCCL RDMA Plugin v10/0/GDRDMA",
+    "Channel 01/0 : 1[0] -> 0[0] [receive] via NET/NCCL RDMA Plugin v10/1/GDRDMA",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "transport", "summary"),
+    [
+        (V2_18, "IB", "NET/IB rocep1s0f1,roceP2p1s0f1"),
+        (V2_20_MERGED, "IB", "NET/IB rocep1s0f1,roceP2p1s0f1"),
+        (V2_27_VIRTUAL, "IB", "NET/IB rocep1s0f1,roceP2p1s0f1"),
+        (V2_30_RAILS, "IB", "NET/IB rocep1s0f1,roceP2p1s0f1"),
+        (RDMA_PLUGIN, "IB", "NET/NCCL RDMA Plugin v10 rocep1s0f1,roceP2p1s0f1"),
+    ],
+    ids=["2.18-2.19", "2.20-2.23-merged-nic", "2.24-2.28-virtual-device", "2.30-rail-plane", "plugin-name-spaces"],
+)
+def test_both_twins_in_use_pass_in_every_nccl_versions_words(lines, transport, summary):
+    record = fabric_records({"spark-1": log(lines)}, {}, TWINS)["spark-1"]
+    assert (record["transport"], fabric_outputs({"spark-1": record})["spark-1"], record["problem"]) == (
+        transport,
+        summary,
+        "",
+    )
+
+
+def test_a_fallback_in_2_24_and_later_words_names_the_sockets_not_an_empty_ib_list():
+    record = fabric_records({"spark-2": log(V2_29_FALLBACK)}, {}, TWINS)["spark-2"]
+    assert record["transport"] == "Socket" and record["devices"] == []
+    assert record["problem"] == (
+        "NCCL fell back to sockets (NET/IB : No device found., then NET/Socket : Using"
+        " [0]enp1s0f1np1:192.168.100.17<0>) instead of RoCE over rocep1s0f1,roceP2p1s0f1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "idle"),
+    [
+        (IB[:4], "roceP2p1s0f1"),
+        ([V2_18[1], V2_18[2], "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA"], "rocep1s0f1"),
+        # After a merged entry the next entry is the next net device: [2]rocep1s0f0 is NET/IB/1.
+        (
+            [
+                "NET/IB : Using [0]={[0] rocep1s0f1:1/RoCE, [1] roceP2p1s0f1:1/RoCE} [2]rocep1s0f0:1/RoCE ; OOB x:1<0>",
+                "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1",
+            ],
+            "rocep1s0f1,roceP2p1s0f1",
+        ),
+    ],
+    ids=["2.27-channels-on-device-0", "channels-on-device-1", "2.20-after-a-merged-entry"],
+)
+def test_channels_on_one_device_do_not_pass_as_both_twins(lines, idle):
+    record = fabric_records({"spark-1": log(lines)}, {}, TWINS)["spark-1"]
+    assert record["transport"] == "IB" and record["problem"].startswith("NCCL's channels all run over ")
+    assert f", none over {idle} (half the link's lanes" in record["problem"]
+
+
+def test_a_using_line_cut_at_nccls_line_buffer_still_names_the_devices_before_the_cut():
+    # NCCL formats a line into 1024 bytes (src/debug.cc:169@v2.18.6-1, :286@v2.30.7-1): many merged NICs lose the end.
+    cut = "NET/IB : Using [0]={[0] rocep1s0f1:1/RoCE, [1] roceP2p1s0f1:1/RoCE} [1]={[2] rocep1s0f0:1/RoCE, [3] roceP2p1"
+    record = fabric_records({"n": log([cut, "Using network IB"])}, {}, TWINS)["n"]
+    assert (record["transport"], record["devices"], record["problem"]) == ("IB", [*TWINS, "rocep1s0f0"], "")
+
+
+def test_a_network_this_reader_cannot_place_is_unknown_not_a_guess():
+    lines = [IB[1], "Using network AWS Libfabric", "Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0"]
+    record = fabric_records({"n": log(lines)}, {}, TWINS)["n"]
+    assert (record["transport"], record["network"], record["problem"]) == ("unknown", "AWS Libfabric", "")
+    assert fabric_outputs({"n": record}) == {"n": "unknown (NCCL's network AWS Libfabric)"}
+
+
+# Answers `docker inspect -f '{{.State.StartedAt}}' C` with this run's start and `docker logs [--since T] C` with the
+# lines Docker keeps for a container started again in place: the first run's (on sockets), then this run's.
+FAKE_DOCKER = """#!/bin/bash
+if [ "$1" = inspect ]; then echo 2026-12-05T03:39:11.5Z; exit 0; fi
+[ "$2" = --since ] && [ "$3" = 2026-12-05T03:39:11.5Z ] || cat "$FIRST_RUN"
+cat "$THIS_RUN"
+"""
+
+
+def read_on_node(tmp_path, first_run: str, this_run: str) -> str:
+    """What `nccl_lines_command` prints on a node whose Docker is FAKE_DOCKER, run as run_script runs it."""
+    (tmp_path / "docker").write_text(FAKE_DOCKER)
+    (tmp_path / "docker").chmod(0o755)
+    (tmp_path / "first").write_text(first_run)
+    (tmp_path / "this").write_text(this_run)
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "FIRST_RUN": str(tmp_path / "first"),
+        "THIS_RUN": str(tmp_path / "this"),
+    }
+    script = "set -euo pipefail\n" + nccl_lines_command("spark-llm-engine")
+    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_the_log_read_is_this_runs_and_keeps_the_using_line_whatever_the_tail_cuts(tmp_path):
+    # This run: IB on both twins, then more channel lines than the tail keeps (a long run's communicators).
+    many = [f"Channel {i % 32:02d}/0 : 0[0] -> 1[0] [send] via NET/IB/{i % 2}" for i in range(LINES_KEPT + 100)]
+    out = read_on_node(tmp_path, log(SOCKET) + "INFO: an engine line\n", log(IB) + log(many))
+    assert "NET/Socket" not in out and "an engine line" not in out
+    # The version and `Using` lines, then the last LINES_KEPT of the rest.
+    assert out.splitlines()[:2] == [PREFIX + IB[0], PREFIX + IB[1]]
+    assert out.splitlines()[2:] == [PREFIX + line for line in (IB[2:] + many)[-LINES_KEPT:]]
+    record = fabric_records({"spark-1": out}, {}, TWINS)["spark-1"]
+    assert (record["transport"], record["devices"], record["problem"]) == ("IB", list(TWINS), "")
+    assert engine_nccl(out) == "2.27.7"
 
 
 SIM_FACTS = (
