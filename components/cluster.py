@@ -21,6 +21,7 @@ from components.memory_admission import probe as memory_probe
 from components.model_weights import ModelWeights, ModelWeightsArgs
 from components.state_identity import state_identity
 from components.supervisor import Supervisor, SupervisorArgs
+from spark_llm.group.fabric import fabric_outputs
 from spark_llm.group.history import (
     LAST_START_SECTION,
     fabric_fallbacks,
@@ -31,7 +32,6 @@ from spark_llm.group.history import (
 from spark_llm.plan import drift, firewall, supervisor
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
-from spark_llm.plan.fabric_proof import fabric_outputs
 from spark_llm.plan.host_record import (
     LAST_SERVED_SECTION,
     changes_warning,

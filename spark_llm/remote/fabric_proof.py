@@ -6,15 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spark_llm.group.fabric import fabric_records, transport_summary
 from spark_llm.group.history import FabricRecord
-from spark_llm.plan.fabric_proof import (
-    causes_command,
-    fabric_records,
-    fallback_causes,
-    fallback_message,
-    nccl_lines_command,
-    transport_summary,
-)
+from spark_llm.plan.fabric_proof import causes_command, fallback_causes, fallback_message, nccl_lines_command
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from spark_llm.group.fabric import transport_summary
 from spark_llm.group.history import StartRecord
-from spark_llm.plan.fabric_proof import transport_summary
 from spark_llm.plan.start.phases import PROFILE_ENGINES, phases_for
 
 TIMELINE_PREFIX = "spark-llm timeline: "

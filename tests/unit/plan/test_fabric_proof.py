@@ -9,16 +9,10 @@ import pytest
 
 from spark_llm.config import parse
 from spark_llm.config.group import groups
+from spark_llm.group.fabric import fabric_outputs, fabric_records
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.container import container_spec
-from spark_llm.plan.fabric_proof import (
-    LINES_KEPT,
-    causes_command,
-    fabric_outputs,
-    fabric_records,
-    fallback_causes,
-    nccl_lines_command,
-)
+from spark_llm.plan.fabric_proof import LINES_KEPT, causes_command, fallback_causes, nccl_lines_command
 from spark_llm.plan.host_record import engine_nccl
 from spark_llm.plan.readiness import readiness_spec
 from spark_llm.plan.start.timeline import timeline_lines

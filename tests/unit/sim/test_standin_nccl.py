@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from spark_llm.plan.fabric_proof import fabric_records
+from spark_llm.group.fabric import fabric_records
 from tests.unit.sim.standin_group import WAIT_SECONDS, EngineGroup, engine_env
 
 TWINS = "rocep1s0f0,roceP2p1s0f0"
