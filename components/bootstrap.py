@@ -18,7 +18,8 @@ from spark_llm.group.memory import parse as node_memory
 from spark_llm.plan import cli_flags, drift, node_commands
 from spark_llm.plan.cli_flags import GroupRequest
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan, NodePlan
-from spark_llm.plan.host_record import host_fields, missing_verbs_devices
+from spark_llm.plan.fabric_ready import fabric_faults, refusal
+from spark_llm.plan.host_record import host_fields
 from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.placement import place
 from spark_llm.plan.stack import Restore, StackPlan, build_stack
@@ -213,7 +214,8 @@ def observe_nodes(
 ) -> list[dict[str, NodeObservation] | None]:
     """What every node runs now, for each group in the stack's order: one read-only ssh session a node, whatever
     the number of models (spark_llm.remote.observe.observe_stack). Stops before anything runs if a node already runs
-    a container under an engine's name that spark-llm did not start (a deployment made by hand).
+    a container under an engine's name that spark-llm did not start (a deployment made by hand), or if a node's
+    fabric is not ready for a start (spark_llm.plan.fabric_ready: its RoCE devices, its fabric MTUs).
 
     `extras[i](node)`: more read-only probe sections of group i for that node (the weights' live digest). [None...]
     under Pulumi's mocks (unit tests): a mocked program must never reach the stack's real addresses.
@@ -244,11 +246,13 @@ def observe_nodes(
         )
     for fault in faults:
         pulumi.log.warn(fault)
-    no_rdma = missing_verbs_devices(first, {n: host_fields(o.facts) for n, o in every.items() if o.reachable})
-    if no_rdma and not pulumi.runtime.is_dry_run():
-        refuse("\n".join(no_rdma) + "\nNothing was run on any node (no engine was stopped).")
-    for line in no_rdma:
-        pulumi.log.warn(line)
+    # The RoCE devices and the fabric MTUs (spark_llm.plan.fabric_ready): NCCL takes a missing or down device
+    # without an error, and Docker's refusal of a node without /dev/infiniband comes after the group was stopped.
+    # Refused at preview as at `up`, whose program run this is: nothing has stopped yet.
+    hosts = {n.name: host_fields(every[n.name].facts) for n in stack.nodes if every[n.name].reachable}
+    not_ready = fabric_faults(first, hosts, node_commands.StackRef(pulumi.get_stack()))
+    if not_ready:
+        refuse(refusal(not_ready))
     for plan, observations in zip(stack.groups, seen, strict=True):
         _refuse_foreign(plan, observations)
     return list(seen)

@@ -2,8 +2,9 @@
 
 - `roce on|off`: the node's /dev/infiniband (uverbs character devices, which spark-llm:network.roceDevices mounts
   into the engine containers) and /sys/class/infiniband (each device ACTIVE on the fabric interface, with GIDs),
-  as a Spark's ConnectX-7 twins show them (sim/roce.sh). The sim has no RDMA: the stand-in engine treats a mounted
-  /dev/infiniband as RoCE found (sim/engine/standin_engine/nccl.py).
+  as a Spark's ConnectX-7 twins show them (sim/roce.sh). The sim has no RDMA: the stand-in engine "finds" the devices
+  of the /dev/infiniband mounted in its container that NCCL_IB_HCA selects, named in the node's cache dir
+  (sim/engine/standin_engine/nccl.py).
 - `host-field NODE kernel VALUE|off`: a bind mount over the node's /proc/sys/kernel/osrelease (what the product
   reads as the kernel version; `uname -r` keeps the real one), as after a kernel update and reboot.
 """

@@ -5,8 +5,10 @@
 #        link-local and an IPv4-mapped GID of ADDRESS, as the product's host record and fallback causes read them.
 #        sysfs cannot be written: /sys/class becomes a tmpfs holding a bind mount of every real class directory
 #        (live: /sys/class/net still shows each new veth) plus the fake infiniband one. The engine containers get a
-#        sysfs of their own and never see it.
-#   off: both gone (idempotent).
+#        sysfs of their own and never see it: the stand-in engine reads each uverbsN's device name (what libibverbs
+#        reads from /sys/class/infiniband_verbs/uverbsN/ibdev) from `uverbsN NAME` lines in the node's cache dir,
+#        its containers' ~/.cache (~/spark-llm/cache/standin-rdma-devices; sim/engine/standin_engine/nccl.py).
+#   off: all gone (idempotent).
 set -euo pipefail
 
 if [ "$#" -lt 1 ] || { [ "$1" != on ] && [ "$1" != off ]; } || { [ "$1" = on ] && [ "$#" -lt 4 ]; }; then
@@ -16,20 +18,23 @@ fi
 mode=$1
 shift
 root=/run/spark-llm-sys-class
+names="$HOME/spark-llm/cache/standin-rdma-devices"
 
 if grep -q " $root " /proc/mounts; then
   umount -R /sys/class
   umount -R "$root"
 fi
 rm -rf /dev/infiniband
+rm -f "$names"
 [ "$mode" = off ] && exit 0
 
 iface=$1 address=$2
 shift 2
-mkdir -p /dev/infiniband
+mkdir -p /dev/infiniband "${names%/*}"
 minor=192
-for _ in "$@"; do
+for dev in "$@"; do
   mknod -m 666 "/dev/infiniband/uverbs$((minor - 192))" c 231 "$minor"
+  echo "uverbs$((minor - 192)) $dev" >>"$names"
   minor=$((minor + 1))
 done
 

@@ -37,6 +37,8 @@ host_record() {
   for dev in /sys/class/infiniband/*; do
     [ -d "$dev" ] || continue
     out="${out:+$out }$(basename "$dev")"
+    # Port 1's state without its number ("4: ACTIVE" -> ACTIVE): NCCL opens only an ACTIVE port.
+    host_field "port_state.$(basename "$dev")" "$(sed 's/^[0-9]*: *//' "$dev/ports/1/state" 2>/dev/null || true)"
     # The GIDs in use (non-zero), as NCCL_IB_GID_INDEX picks among them.
     gids=$(grep -vh '^0000:0000:0000:0000:0000:0000:0000:0000$' "$dev"/ports/1/gids/* 2>/dev/null | sort -u | tr '\n' ' ' || true)
     host_field "gids.$(basename "$dev")" "$gids"

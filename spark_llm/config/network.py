@@ -24,7 +24,10 @@ class Network(ConfigModel):
     )
     roce_devices: list[str] = Field(
         default_factory=list,
-        description="RDMA devices for NCCL_IB_HCA (both RoCE twins of a Spark port)",
+        description=(
+            "RDMA devices for NCCL_IB_HCA (both RoCE twins of a Spark port), each ACTIVE with an address on every node"
+            " (else preview and up refuse, preflight fails)"
+        ),
         json_schema_extra={"example": ["rocep1s0f0", "roceP2p1s0f0"]},
     )
     fabric_key_path: str = Field(
@@ -33,7 +36,11 @@ class Network(ConfigModel):
         json_schema_extra={"example": "~/.ssh/id_ed25519"},
     )
     mtu: Int = Field(
-        9000, ge=576, le=9216, description="MTU the fabric is expected to carry", json_schema_extra={"example": 9000}
+        9000,
+        ge=576,
+        le=9216,
+        description="MTU of the fabric interfaces, one on every node (else preview and up refuse, preflight fails)",
+        json_schema_extra={"example": 9000},
     )
 
     fabric_proof: Literal["fail", "warn"] = Field(

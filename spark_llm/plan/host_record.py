@@ -1,12 +1,13 @@
 """Pure: the host as it was when it last worked, and what changed since.
 
 At every start that served, the readiness gate records each node's host (scripts/lib/host_record.sh: kernel, NVIDIA
-driver, CUDA, each fabric interface's MTU and NIC driver/firmware, the RoCE devices and their GIDs, Docker and the
-NVIDIA container runtime, the engine's image; and the NCCL version the engine loaded, from its log) in the start's
-record (spark_llm.group.history.StartRecord `hosts`). `pulumi preview`, `up` and `spark-llm status` compare each
-node as it is now with it and name what changed (node, field, old -> new): a kernel or driver update is what breaks
-RDMA registration (eugr/spark-vllm-docker#392: `ibv_reg_mr_iova2` ENOMEM after kernel 7.0.0-1019), and a failed
-start's error repeats it.
+driver, CUDA, each fabric interface's MTU and NIC driver/firmware, the RoCE devices with their port state and GIDs,
+Docker and the NVIDIA container runtime, the engine's image; and the NCCL version the engine loaded, from its log) in
+the start's record (spark_llm.group.history.StartRecord `hosts`). `pulumi preview`, `up` and `spark-llm status`
+compare each node as it is now with it and name what changed (node, field, old -> new): a kernel or driver update is
+what breaks RDMA registration (eugr/spark-vllm-docker#392: `ibv_reg_mr_iova2` ENOMEM after kernel 7.0.0-1019), and a
+failed start's error repeats it. The same fields, read now, say whether the fabric is ready for a start
+(spark_llm.plan.fabric_ready).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ HOST_PREFIX = "host."
 LAST_SERVED_SECTION = "last_served_hosts"
 ABSENT = "absent"
 # The fields every record names, in the order people read them (absent ones say so); per-interface and per-device
-# fields (`mtu.IF`, `nic_driver.IF`, `nic_firmware.IF`, `gids.DEV`) follow.
+# fields (`mtu.IF`, `nic_driver.IF`, `nic_firmware.IF`, `port_state.DEV`, `gids.DEV`) follow.
 FIELDS = (
     "kernel",
     "nvidia_driver",
@@ -42,14 +43,21 @@ FIELDS = (
 FROM_ENGINE_LOG = ("nccl",)
 # The engine container's: absent now only means no container (destroyed, or not started yet), not a changed host.
 OF_THE_CONTAINER = ("image",)
+# Per-device fields recorded since issue 41: a record made before has none, which is not a change (a device that came
+# since is named by `roce_devices`).
+NOT_IN_OLDER_RECORDS = ("port_state.",)
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _VLLM_NCCL = re.compile(r"vLLM is using nccl==(\S+)")
 
 
+def host_record_command(plan: DeploymentPlan) -> str:
+    """The call of bash_lib host_record for this plan's container and fabric interfaces (its function defined)."""
+    return "host_record " + " ".join(shlex.quote(a) for a in (plan.container, *plan.fabric_interfaces))
+
+
 def host_probe(plan: DeploymentPlan) -> str:
     """Read-only bash a node runs to print its `host.FIELD<TAB>VALUE` lines (bash_lib host_record)."""
-    args = " ".join(shlex.quote(a) for a in (plan.container, *plan.fabric_interfaces))
-    return bash_lib("host_record") + f"host_record {args}\n"
+    return bash_lib("host_record") + host_record_command(plan) + "\n"
 
 
 def last_served_probe(path: str) -> str:
@@ -109,6 +117,8 @@ def host_changes(recorded: dict[str, HostFields], now: dict[str, HostFields]) ->
         for field in sorted(set(before) | set(fields)):
             if field in FROM_ENGINE_LOG:
                 continue
+            if field not in before and field.startswith(NOT_IN_OLDER_RECORDS):
+                continue
             old, new = before.get(field, ABSENT), fields.get(field, ABSENT)
             if field in OF_THE_CONTAINER and new == ABSENT:
                 continue
@@ -125,21 +135,6 @@ def changes_warning(changes: list[HostChange], at: str) -> str:
         " break the fabric (RDMA registration fails after some kernel updates: eugr/spark-vllm-docker#392); if the"
         " group fails to start, this is the first suspect."
     )
-
-
-def missing_verbs_devices(plan: DeploymentPlan, hosts: dict[str, HostFields]) -> list[str]:
-    """With roceDevices, each node (of those read) that has no /dev/infiniband: Docker refuses to create its engine
-    container (`error gathering device information while adding custom device "/dev/infiniband"`), after the
-    group was stopped. Said before anything runs."""
-    if not plan.rdma:
-        return []
-    return [
-        f"{node} has no /dev/infiniband, which spark-llm:network.roceDevices mounts into its engine container: Docker"
-        " would refuse to create it (after the group was stopped). Load the node's RDMA drivers (`ls"
-        " /dev/infiniband` lists uverbs0, ...), or remove spark-llm:network.roceDevices to run NCCL over sockets."
-        for node, fields in hosts.items()
-        if fields.get("verbs_devices", ABSENT) == ABSENT
-    ]
 
 
 def fingerprint_lines(record: Mapping[str, Any]) -> list[str]:

@@ -2,10 +2,12 @@
 deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband and /sys/class/infiniband made by
 `sim/sim roce on`.
 
-User stories (issue 32, items 2 and 4): with RoCE, every rank's NCCL transport is a stack output; a kernel changed on
-a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank whose NCCL falls
-back to sockets fails the start naming the node and the likely cause, and with `fabricProof: warn` the group serves
-and `spark-llm status` shows `NET/Socket` for that rank; a node without RDMA devices is refused before anything stops.
+User stories (issue 32, items 2 and 4; issue 41, item 2): with RoCE, every rank's NCCL transport is a stack output; a
+kernel changed on a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank
+whose NCCL falls back to sockets fails the start naming the node and the likely cause, and with `fabricProof: warn`
+the group serves and `spark-llm status` shows `NET/Socket` for that rank; a roceDevices entry no node has and fabric
+MTUs set apart are refused by `pulumi preview`, `preflight` and `up`, naming node and key, with nothing stopped; a
+node without RDMA devices is refused before anything stops.
 
 The tests run in file order: each goes on from the state the one before left.
 """
@@ -35,6 +37,13 @@ ORIGINAL_KERNEL: list[str] = []
 
 def sim(*args: str) -> str:
     return run([str(SIM), *args], timeout=120).stdout
+
+
+def preflight(pulumi: Pulumi) -> dict:
+    """`spark-llm preflight --json` on the test's stack: its report."""
+    argv = [sys.executable, "-m", "spark_llm.ops.cli", "preflight", "--stack", "sim", "--config-file"]
+    result = run([*argv, str(pulumi.config_file), "--json"], env=pulumi.env, check=False, timeout=300)
+    return json.loads(result.stdout)
 
 
 def spark_llm(pulumi: Pulumi, *args: str) -> str:
@@ -84,6 +93,7 @@ def test_with_roce_every_ranks_transport_is_net_ib_in_a_stack_output(deployed: P
     assert hosts["worker-1"]["nccl"] == "2.27.7"
     assert hosts["worker-1"]["mtu.eth0"] == "1500"
     assert set(hosts["worker-1"]["roce_devices"].split()) == set(DEVICES)
+    assert hosts["worker-1"][f"port_state.{DEVICES[1]}"] == "ACTIVE"
     worker_address = sim_cluster.fabric_address("worker-1")
     mapped = "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}".format(*map(int, worker_address.split(".")))
     assert mapped in hosts["worker-1"][f"gids.{DEVICES[0]}"].split()
@@ -144,13 +154,60 @@ def test_with_the_warn_setting_it_serves_and_status_shows_net_socket_for_that_ra
     shown(status, "last start:")
 
 
+def test_a_device_no_node_has_and_mtus_set_apart_are_refused_by_preview_preflight_and_up_with_nothing_stopped(
+    deployed: Pulumi, sim_cluster: SimCluster
+):
+    """Issue 41, item 2: NCCL takes a roceDevices entry that names no device without an error (it opens the others,
+    or falls back to sockets), and nodes at MTU 9000 and 1500 passed when network.mtu was 1500."""
+    before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    deployed.set("network.roceDevices[1]", "rocep9s0f9")  # network.mtu is the sim's 1500
+    sim_cluster.node_exec("worker-1", "ip", "link", "set", "eth0", "mtu", "9000")
+    try:
+        preview = deployed("preview", check=False)
+        out = preview.stdout + preview.stderr
+        assert preview.returncode != 0, out[-3000:]
+        for node in ("head", "worker-1"):
+            assert (
+                f"spark-llm:network.roceDevices names rocep9s0f9, which {node} does not have (its"
+                f" /sys/class/infiniband lists {', '.join(sorted(DEVICES))}): name {node}'s ACTIVE RoCE devices there"
+            ) in out, out[-3000:]
+        assert (
+            "worker-1's eth0 has MTU 9000, spark-llm:network.mtu is 1500 (head's eth0 1500): set MTU 1500 there" in out
+        )
+        assert "Nothing was run on any node (no engine was stopped)." in out
+        shown(out, "spark-llm:network.roceDevices names")
+
+        report = preflight(deployed)
+        failed = {(c["node"], c["check"]): c for c in report["checks"] if c["status"] == "fail"}
+        assert set(failed) == {("head", "rdma"), ("worker-1", "rdma"), ("worker-1", "interfaces")}, failed
+        assert failed["worker-1", "rdma"]["detail"].startswith(
+            "spark-llm:network.roceDevices names rocep9s0f9, which worker-1 does not have"
+        )
+        assert failed["worker-1", "interfaces"]["detail"] == (
+            "worker-1's eth0 has MTU 9000, spark-llm:network.mtu is 1500 (head's eth0 1500)"
+        )
+
+        result = deployed.up(check=False)
+        out = result.stdout + result.stderr
+        assert result.returncode != 0 and "Nothing was run on any node (no engine was stopped)." in out, out[-3000:]
+        assert "names rocep9s0f9, which worker-1 does not have" in out
+    finally:
+        sim_cluster.node_exec("worker-1", "ip", "link", "set", "eth0", "mtu", "1500")
+        deployed.set("network.roceDevices[1]", DEVICES[1])
+    assert {n: sim_cluster.started_at(n) for n in ("head", "worker-1")} == before
+    assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4
+
+
 def test_a_node_without_rdma_devices_is_refused_before_anything_stops(deployed: Pulumi, sim_cluster: SimCluster):
     # Docker cannot create a container with `--device /dev/infiniband` on a node without it, and `up` would find
     # that out after the group was stopped.
     before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
     sim("roce", "off", "worker-1")
-    preview = deployed("preview")
-    assert "worker-1 has no /dev/infiniband, which spark-llm:network.roceDevices mounts" in preview.stdout
+    preview = deployed("preview", check=False)
+    said = preview.stdout + preview.stderr
+    assert preview.returncode != 0, said[-3000:]
+    assert "worker-1 has no /dev/infiniband, which spark-llm:network.roceDevices mounts" in said
+    assert f"names {', '.join(DEVICES)}, and worker-1 has no RoCE device (/sys/class/infiniband lists none)" in said
     result = deployed.up(check=False)
     out = result.stdout + result.stderr
     assert result.returncode != 0 and "Nothing was run on any node (no engine was stopped)." in out, out[-3000:]

@@ -1,7 +1,8 @@
 """`spark-llm preflight`: every node checked for what the deployment needs, before `pulumi up`.
 
 Per node, checks with pass/fail and a fix: ssh (the pinned host key; a mismatch is not an unreachable node),
-clock skew against this machine, Docker, GPU, disk at the model path, memory, the fabric interfaces, the
+clock skew against this machine, Docker, GPU, disk at the model path, memory, the fabric interfaces (each at
+spark-llm:network.mtu), the RoCE devices of spark-llm:network.roceDevices (ACTIVE, with an address), the
 fabric at the configured MTU (head <-> each worker, don't-fragment pings), the engine's ports on the head,
 the image (same ID as the head's, the configured platform) and, with `--check-flags`, the engine flags the
 config uses against the image's own `--help` (the seeds' `--language-model-only`: a vLLM flag SGLang refused).
@@ -11,7 +12,7 @@ verdicts are pure functions of those facts. `warn` is what `pulumi up` will take
 transfers); only `fail` makes the exit code non-zero.
 
 Here: the command (run every node's script, judge, print); the script and its parsers are in preflight_script,
-the verdicts in preflight_checks (a node) and preflight_network (interfaces, fabric, ports).
+the verdicts in preflight_checks (a node) and preflight_network (interfaces, RDMA, fabric, ports).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from spark_llm.ops.preflight.checks import (
     check_memory,
     check_ssh,
 )
-from spark_llm.ops.preflight.network import check_fabric, check_interfaces, check_ports
+from spark_llm.ops.preflight.network import check_fabric, check_interfaces, check_ports, check_rdma, link_mtus
 from spark_llm.ops.preflight.script import GB, group_sections, node_script
 from spark_llm.ops.pulumi_cli import PulumiCli
 from spark_llm.ops.render import FAIL, PASS, SIMULATED, SKIP, WARN
@@ -86,6 +87,8 @@ def judge(
     facts = {name: parse_sections(run.stdout) if run and not run.ssh_failed else {} for name, run in runs.items()}
     nodes = stack.nodes
     head_node = nodes[0]
+    # Every node's fabric MTUs, which a node's interfaces check names beside its own where they differ.
+    mtus = {name: link_mtus(stack.first, own) for name, own in facts.items() if "links" in own}
     checks: list[Check] = []
     for node in nodes:
         run = runs.get(node.name)
@@ -100,7 +103,8 @@ def judge(
         checks.append(check_clock(node.name, run, limits[stack.first.model_name].max_clock_skew))
         checks.append(check_docker(node.name, own.get("docker"), ref, node.ssh.user))
         checks.append(check_gpu(node.name, own.get("gpu")))
-        checks.append(check_interfaces(stack.first, node.name, node.fabric_address, own, ref))
+        checks.append(check_interfaces(stack.first, node.name, node.fabric_address, own, ref, mtus=mtus))
+        checks.append(check_rdma(stack.first, node.name, own, ref))
         if fabric is not None:
             checks.append(fabric)
         for plan in stack.groups:

@@ -1,10 +1,13 @@
-"""Pure: `spark-llm preflight`'s verdicts on the network: the fabric interfaces, the fabric at the configured MTU
-(head <-> each worker, don't-fragment pings from both sides) and the engine's ports and address on the head.
+"""Pure: `spark-llm preflight`'s verdicts on the network: the fabric interfaces and their MTU, the RoCE devices,
+the fabric at the configured MTU (head <-> each worker, don't-fragment pings from both sides) and the engine's ports
+and address on the head. The MTU and the RoCE devices are judged by the rule `pulumi preview` refuses a start on
+(spark_llm.plan.fabric_ready), in its words.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 
 from spark_llm.config import NAMESPACE
 from spark_llm.ops.preflight.checks import Check
@@ -19,14 +22,32 @@ from spark_llm.ops.preflight.script import (
 from spark_llm.ops.render import FAIL, PASS, SKIP, WARN
 from spark_llm.ops.sections import Section
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.fabric_ready import ROCE_KEY, device_faults, device_name, mtu_faults
+from spark_llm.plan.host_record import parse_host_lines
 from spark_llm.plan.node_commands import SELECTED, StackRef
 from spark_llm.plan.router import CONTAINER as ROUTER_CONTAINER
 
 
-def check_interfaces(
-    plan: DeploymentPlan, node: str, fabric_address: str, sections: dict[str, Section], stack: StackRef = SELECTED
-) -> Check:
+def link_mtus(plan: DeploymentPlan, sections: dict[str, Section]) -> dict[str, int]:
+    """The MTU of each fabric interface a node's `ip -o link` shows."""
     links = parse_links(sections["links"].body) if "links" in sections else {}
+    return {name: links[name].mtu for name in plan.fabric_interfaces if name in links}
+
+
+def check_interfaces(
+    plan: DeploymentPlan,
+    node: str,
+    fabric_address: str,
+    sections: dict[str, Section],
+    stack: StackRef = SELECTED,
+    *,
+    mtus: Mapping[str, Mapping[str, int]] | None = None,
+) -> Check:
+    """Each fabric interface there, up and at spark-llm:network.mtu. `mtus`: every node's fabric MTUs (link_mtus),
+    named beside a node's own when it differs."""
+    links = parse_links(sections["links"].body) if "links" in sections else {}
+    every = {**(mtus or {}), node: link_mtus(plan, sections)}
+    wrong_mtu = {fault.subject: fault for fault in mtu_faults(plan, every, stack) if fault.node == node}
     addrs = parse_addrs(sections["addrs"].body) if "addrs" in sections else {}
     holder = next((name for name, found in addrs.items() if fabric_address in found), None)
     if not plan.fabric_interfaces:
@@ -48,10 +69,9 @@ def check_interfaces(
         elif not link.up:
             problems.append(f"{name} is down (state {link.state})")
             fixes.append(f"`{stack.exec_on(node, ['sudo', 'ip', 'link', 'set', name, 'up'])}`; check the cable")
-        elif link.mtu < plan.fabric_mtu:
-            problems.append(f"{name} has MTU {link.mtu}, below spark-llm:network.mtu {plan.fabric_mtu}")
-            mtu = stack.exec_on(node, ["sudo", "ip", "link", "set", name, "mtu", str(plan.fabric_mtu)])
-            fixes.append(f"`{mtu}` (and persist it), or lower network.mtu")
+        elif name in wrong_mtu:
+            problems.append(wrong_mtu[name].problem)
+            fixes.append(wrong_mtu[name].fix)
         else:
             seen.append(f"{name} up, MTU {link.mtu}")
     if not problems and holder not in plan.fabric_interfaces:
@@ -60,6 +80,27 @@ def check_interfaces(
     if problems:
         return Check(node, "interfaces", FAIL, "; ".join(problems), "; ".join(fixes))
     return Check(node, "interfaces", PASS, "; ".join(seen) + f"; {fabric_address} on {holder}")
+
+
+def check_rdma(plan: DeploymentPlan, node: str, sections: dict[str, Section], stack: StackRef = SELECTED) -> Check:
+    """With spark-llm:network.roceDevices: /dev/infiniband, and each device there, ACTIVE, with an address."""
+    if not plan.rdma:
+        return Check(node, "rdma", SKIP, f"{ROCE_KEY} is empty: NCCL runs over TCP sockets")
+    section = sections.get("host")
+    if section is None:
+        return Check(node, "rdma", SKIP, "not reported")
+    fields = parse_host_lines(section.body)
+    faults = device_faults(plan, node, fields, stack)
+    if faults:
+        fixes = dict.fromkeys(fault.fix for fault in faults)
+        return Check(node, "rdma", FAIL, "; ".join(fault.problem for fault in faults), "; ".join(fixes))
+    devices = ", ".join(dict.fromkeys(device_name(entry) for entry in plan.roce_devices))
+    return Check(
+        node,
+        "rdma",
+        PASS,
+        f"{devices} ACTIVE, each with an address (GID); /dev/infiniband: {fields['verbs_devices']}",
+    )
 
 
 def _ping_verdict(section: Section | None) -> str:

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from spark_llm.ops.sections import SECTION_FUNCTION, Section
 from spark_llm.plan import memory
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
+from spark_llm.plan.host_record import host_record_command
 from spark_llm.plan.observation import ENGINE_STATE_FUNCTION, parse_probe
 from spark_llm.plan.router import CONTAINER as ROUTER_CONTAINER
+from spark_llm.plan.scripts import bash_lib
 from spark_llm.plan.stack import StackPlan
 from spark_llm.remote.runner import quote
 
@@ -90,11 +92,14 @@ def node_script(stack: StackPlan, node: NodePlan, *, check_flags: bool) -> str:
     first = stack.first
     payload = first.fabric_mtu - PING_OVERHEAD
     lines = [
-        SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS + memory.PROBE_FUNCTION,
+        SECTION_FUNCTION + ENGINE_STATE_FUNCTION + _FACT_FUNCTIONS + memory.PROBE_FUNCTION + bash_lib("host_record"),
         "capture docker docker info --format '{{.ServerVersion}} {{.OSType}}/{{.Architecture}}'",
         "capture gpu gpu",
         "capture links ip -o link",
         "capture addrs ip -o addr",
+        # The host as the program's probe reads it (spark_llm.plan.host_record): the RoCE devices, their port state
+        # and GIDs, /dev/infiniband, judged as preview judges them (spark_llm.plan.fabric_ready).
+        f"capture host {host_record_command(first)}",
     ]
     if node.role == "head":
         lines.append("capture ports ss -Hltn")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.ops.node_facts import build
+from tests.unit.ops.node_facts import TWINS, build
 
 
 @pytest.fixture
 def spark_plan(raw_config):
-    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "mtu": 9000}
+    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "roceDevices": TWINS, "mtu": 9000}
     return build(raw_config)

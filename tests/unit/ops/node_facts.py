@@ -14,6 +14,8 @@ from spark_llm.plan import deployment as plan
 from spark_llm.remote.runner import NodeRun
 
 TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
+# The dual-spark stack's spark-llm:network.roceDevices: both twins of the cabled port.
+TWINS = ["rocep1s0f0", "roceP2p1s0f0"]
 LIMITS = Limits(model_size=100 * GB, model_size_from="test", disk_margin=10 * GB, max_clock_skew=1.0)
 
 
@@ -46,6 +48,22 @@ ADDRS = (
 )
 
 
+# The host as the program's probe prints it (spark_llm.plan.host_record), the part preflight's `rdma` row reads: both
+# RoCE twins of the cabled port ACTIVE with a GID, the other port's DOWN, the verbs devices.
+HOST = "\n".join(
+    [
+        "host.port_state.rocep1s0f0\tACTIVE",
+        "host.gids.rocep1s0f0\t0000:0000:0000:0000:0000:ffff:c0a8:c80c",
+        "host.port_state.rocep1s0f1\tDOWN",
+        "host.port_state.roceP2p1s0f0\tACTIVE",
+        "host.gids.roceP2p1s0f0\tfe80:0000:0000:0000:0000:0000:c0a8:c80c",
+        "host.port_state.roceP2p1s0f1\tDOWN",
+        "host.roce_devices\trocep1s0f0 rocep1s0f1 roceP2p1s0f0 roceP2p1s0f1",
+        "host.verbs_devices\tuverbs0 uverbs1 uverbs2 uverbs3",
+    ]
+)
+
+
 # The engine container as the program's probe function prints it (spark_llm.plan.observation.ENGINE_STATE_FUNCTION).
 ABSENT = (0, 'engine\t{"status": "absent"}')
 RUNNING = (0, 'engine\t{"status": "running", "exit_code": 0, "container_id": "abc", "labels": {}}')
@@ -69,6 +87,7 @@ def healthy_head(**override: tuple[int, str]) -> str:
         "memory": (0, MEMORY),
         "links": (0, LINKS),
         "addrs": (0, ADDRS),
+        "host": (0, HOST),
         "engine": ABSENT,
         "image": (0, "sha256:aaaa1111 linux/arm64"),
         "ports": (0, "LISTEN 0 128 0.0.0.0:22 0.0.0.0:*"),
@@ -86,6 +105,7 @@ def healthy_worker(**override: tuple[int, str]) -> str:
         "memory": (0, MEMORY),
         "links": (0, LINKS),
         "addrs": (0, ADDRS.replace("192.168.200.12", "192.168.200.13")),
+        "host": (0, HOST),
         "engine": ABSENT,
         "image": (0, "sha256:aaaa1111 linux/arm64"),
         "fabric:spark-1": (0, PING_OK),

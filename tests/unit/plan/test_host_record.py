@@ -16,7 +16,6 @@ from spark_llm.plan.host_record import (
     host_changes,
     host_probe,
     last_served,
-    missing_verbs_devices,
     parse_host_lines,
 )
 
@@ -37,6 +36,8 @@ def spark(gid: str) -> dict[str, str]:
         "image": "sha256:9c4e1b7d2a6f03e58b1d4c7a9e2f6b3d8a5c1e7f4b2d9a6c3e8f1b5d7a2c4e6f",
         "gids.roceP2p1s0f0": f"0000:0000:0000:0000:0000:ffff:{gid}",
         "gids.rocep1s0f0": f"0000:0000:0000:0000:0000:ffff:{gid}",
+        "port_state.roceP2p1s0f0": "ACTIVE",
+        "port_state.rocep1s0f0": "ACTIVE",
         f"mtu.{IF}": "9000",
         f"nic_driver.{IF}": "mlx5_core 6.17.0-1032-nvidia",
         f"nic_firmware.{IF}": "28.45.1200 (NVD0000000087)",
@@ -60,14 +61,6 @@ def test_the_probe_runs_under_strict_bash_on_a_host_without_a_gpu_and_names_what
         assert fields["kernel"] == f.read().strip()
     assert fields["nvidia_driver"] == ABSENT and fields["roce_devices"] == ABSENT and "nccl" not in fields
     assert fields["verbs_devices"] == ABSENT
-
-
-def test_with_roce_devices_a_node_without_verbs_devices_is_named_before_anything_runs(raw_config):
-    hosts = {"spark-1": SPARK_2, "spark-2": {**SPARK_2, "verbs_devices": ABSENT}}
-    assert missing_verbs_devices(build(raw_config), hosts) == []  # no roceDevices: sockets were asked for
-    raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f0", "roceP2p1s0f0"]
-    (line,) = missing_verbs_devices(build(raw_config), hosts)
-    assert line.startswith("spark-2 has no /dev/infiniband, which spark-llm:network.roceDevices mounts")
 
 
 def test_the_nccl_version_comes_from_the_engines_own_line():
@@ -96,6 +89,15 @@ def test_what_changed_since_the_start_that_served_is_named_by_node_field_old_and
     ]
 
 
+def test_a_port_gone_down_is_a_change_and_a_record_made_before_port_states_were_read_is_not():
+    down = {**SPARK_2, "port_state.rocep1s0f0": "DOWN"}
+    assert [str(c) for c in host_changes({"spark-2": SPARK_2}, {"spark-2": down})] == [
+        "spark-2: port_state.rocep1s0f0 ACTIVE -> DOWN"
+    ]
+    older = {k: v for k, v in SPARK_2.items() if not k.startswith("port_state.")}
+    assert host_changes({"spark-2": older}, {"spark-2": SPARK_2}) == []
+
+
 def test_the_last_start_that_served_is_read_from_its_history_line():
     assert last_served('{"at": "x", "hosts": {"spark-1": {"kernel": "k"}}}') == {
         "at": "x",
@@ -112,4 +114,4 @@ def test_the_fingerprint_lists_the_fields_in_reading_order():
         "    kernel: 6.17.0-1032-nvidia",
         "    nvidia_driver: 580.95.05",
     ]
-    assert lines[-1] == f"    nic_firmware.{IF}: 28.45.1200 (NVD0000000087)"
+    assert lines[-1] == "    port_state.rocep1s0f0: ACTIVE"

@@ -22,6 +22,7 @@ from tests.conftest import HEAD_KEY, WORKER_KEY
 from tests.unit.ops.node_facts import (
     ABSENT,
     ADDRS,
+    HOST,
     LIMITS,
     LINKS,
     RUNNING,
@@ -94,14 +95,15 @@ def test_fabric_that_carries_only_small_packets_fails_on_the_mtu(spark_plan):
         (["enp1s0f0np0"], LINKS, None),
         (["enp9s0"], LINKS, "no interface enp9s0"),
         (["enP2p1s0f0np0"], LINKS, "enP2p1s0f0np0 is down"),
-        (["enp1s0f0np0"], LINKS.replace("mtu 9000", "mtu 1500"), "MTU 1500, below spark-llm:network.mtu 9000"),
+        (["enp1s0f0np0"], LINKS.replace("mtu 9000", "mtu 1500"), "has MTU 1500, spark-llm:network.mtu is 9000"),
+        (["enp1s0f0np0"], LINKS.replace("mtu 9000", "mtu 9216"), "has MTU 9216, spark-llm:network.mtu is 9000"),
         (
             ["eth0"],
             LINKS.replace("mtu 1500 qdisc noqueue", "mtu 9000 qdisc noqueue"),
             "192.168.200.12 is on enp1s0f0np0",
         ),
     ],
-    ids=["ok", "missing", "down", "small-mtu", "address-elsewhere"],
+    ids=["ok", "missing", "down", "small-mtu", "larger-mtu", "address-elsewhere"],
 )
 def test_interfaces(spark_plan, interfaces, links, words):
     plan = dataclasses.replace(spark_plan, fabric_interfaces=tuple(interfaces))
@@ -109,6 +111,56 @@ def test_interfaces(spark_plan, interfaces, links, words):
     check = preflight_network.check_interfaces(plan, "spark-1", "192.168.200.12", sections)
     assert check.status == (PASS if words is None else FAIL)
     assert words is None or words in check.detail
+
+
+def test_mtus_set_apart_fail_the_node_off_the_configured_one_naming_the_others(spark_plan):
+    """Issue 41: nodes at 9000 and 1500 passed when spark-llm:network.mtu was 1500 (only a lower MTU failed)."""
+    plan = dataclasses.replace(spark_plan, fabric_mtu=1500)
+    head = ok_run("spark-1", healthy_head(links=(0, LINKS.replace("mtu 9000", "mtu 1500"))))
+    checks = judged(plan, head=head)
+    assert checks["spark-1", "interfaces"].status == PASS
+    worker = checks["spark-2", "interfaces"]
+    assert worker.status == FAIL
+    assert (
+        worker.detail
+        == "spark-2's enp1s0f0np0 has MTU 9000, spark-llm:network.mtu is 1500 (spark-1's enp1s0f0np0 1500)"
+    )
+    assert worker.fix.startswith(
+        "set MTU 1500 there (`spark-llm exec spark-2 -- sudo ip link set enp1s0f0np0 mtu 1500`"
+    )
+
+
+def test_the_rdma_row_passes_with_every_configured_device_active_with_an_address(spark_plan):
+    check = judged(spark_plan)["spark-2", "rdma"]
+    assert check.status == PASS
+    assert check.detail == (
+        "rocep1s0f0, roceP2p1s0f0 ACTIVE, each with an address (GID); /dev/infiniband: uverbs0 uverbs1 uverbs2 uverbs3"
+    )
+
+
+def test_the_rdma_row_fails_a_device_the_node_does_not_have_naming_the_node_and_the_key(spark_plan):
+    plan = dataclasses.replace(spark_plan, roce_devices=("rocep1s0f0", "rocep9s0f9"))
+    checks = judged(plan)
+    for node in ("spark-1", "spark-2"):
+        check = checks[node, "rdma"]
+        assert check.status == FAIL
+        assert check.detail.startswith(f"spark-llm:network.roceDevices names rocep9s0f9, which {node} does not have")
+        assert f"`spark-llm exec {node} -- ibdev2netdev` lists them" in check.fix
+
+
+def test_the_rdma_row_fails_a_port_that_is_down(spark_plan):
+    host = HOST.replace("host.port_state.roceP2p1s0f0\tACTIVE", "host.port_state.roceP2p1s0f0\tDOWN")
+    check = judged(spark_plan, worker=ok_run("spark-2", healthy_worker(host=(0, host))))["spark-2", "rdma"]
+    assert check.status == FAIL
+    assert check.detail == (
+        "spark-2's RoCE device roceP2p1s0f0 (spark-llm:network.roceDevices) is DOWN, not ACTIVE: NCCL would not open it"
+    )
+
+
+def test_without_roce_devices_the_rdma_row_says_nccl_runs_over_sockets(spark_plan):
+    plan = dataclasses.replace(spark_plan, rdma=False, roce_devices=())
+    check = judged(plan)["spark-1", "rdma"]
+    assert check.status == SKIP and check.detail == "spark-llm:network.roceDevices is empty: NCCL runs over TCP sockets"
 
 
 def test_a_fix_to_run_on_a_node_is_printed_as_spark_llm_exec_there_for_the_checked_stack(spark_plan):

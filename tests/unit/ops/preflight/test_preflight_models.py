@@ -11,7 +11,7 @@ from __future__ import annotations
 from spark_llm.ops.preflight import command as preflight
 from spark_llm.ops.preflight.checks import Limits
 from spark_llm.ops.render import FAIL, PASS
-from tests.unit.ops.node_facts import GB, LIMITS, healthy_head, healthy_worker, ok_run
+from tests.unit.ops.node_facts import GB, LIMITS, TWINS, healthy_head, healthy_worker, ok_run
 from tests.unit.ops.several_models import BIG, SMALL, two_models
 
 # The small model's own sections on the head (spark_llm.ops.preflight.script.group_suffix): `NAME@embed`.
@@ -28,7 +28,7 @@ SMALL_LIMITS = Limits(2 * GB, "test", 10 * GB, 1.0)
 
 
 def checks(raw_config, head_sections: dict, small_limits: Limits = SMALL_LIMITS) -> dict[tuple[str, str], object]:
-    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "mtu": 9000}  # as the single form's tests set it
+    raw_config["network"] = {"fabricInterfaces": ["enp1s0f0np0"], "roceDevices": TWINS, "mtu": 9000}  # as the others
     stack = two_models(raw_config)
     runs = {
         "spark-1": ok_run("spark-1", healthy_head(**{**SMALL_FITS, **head_sections})),
