@@ -15,5 +15,6 @@ the readiness gate and the supervisor import the same rules.
 - serving: what "serving" means (the gate's one-token completion), each engine's health route, the API key file;
 - wedge: is a running group wedged (no answer for a bound, over several probes);
 - router: when the supervisor brings the router back;
+- fabric: what each rank's NCCL chose, read from its log lines (the gate's and the supervisor's fabric proof);
 - records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
 """
