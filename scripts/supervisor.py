@@ -41,6 +41,7 @@ from supervisor_node import HeadApi, Node, RouterContainer
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
+from spark_llm.group.fabric import fabric_records
 from spark_llm.group.history import append_file, restart_record
 from spark_llm.group.members import Member
 from spark_llm.group.memory import restart_held
@@ -64,6 +65,7 @@ from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, prob
 from spark_llm.group.weights import UNVERIFIED, parse_record, weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
+NCCL_LINES = 5000  # a rank's log lines since a restart read for its fabric proof (INIT,NET: a few dozen a communicator)
 
 
 # ---------- the loop ----------
@@ -214,6 +216,14 @@ class Supervisor:
         entry = restart_record(
             self.spec["revision"], self.spec["profile"], restart, self.head_weights() if served else ""
         )
+        fabric = self.spec.get("fabric")
+        if served and fabric:
+            # The fabric proof, as the gate's: each rank's NCCL lines of this start (a little before it: clocks).
+            logs = {m.name: m.log_text(NCCL_LINES, since - 2) for m in self.members}
+            entry["fabric"] = fabric_records(logs, fabric["addresses"], tuple(fabric["roce_devices"]))
+            for node, rank in sorted(entry["fabric"].items()):
+                if rank.get("problem"):  # serving all the same: slow beats down; status and preview say it
+                    self.say(f"{node}: {rank['problem']}; the group serves (`spark-llm status` names it)")
         try:
             append_file(self.spec["history_path"], entry)
         except OSError as err:

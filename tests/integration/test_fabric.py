@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -110,6 +111,56 @@ def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deploy
     assert f"worker-1: kernel {old} -> {NEW_KERNEL}" in text
     assert "head: kernel" not in text
     shown(text, "the hosts changed")
+
+
+HISTORY = "/root/spark-llm/history/starts.jsonl"
+
+
+def last_start(sim_cluster: SimCluster) -> dict:
+    lines = sim_cluster.node_exec("head", "cat", HISTORY, check=False).stdout.splitlines()
+    try:
+        return json.loads(lines[-1]) if lines else {}
+    except ValueError:  # read while being written
+        return {}
+
+
+def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_the_rank(
+    deployed: Pulumi, sim_cluster: SimCluster
+):
+    """Issue 41, 1: the supervisor restarted the group after a worker went down, NCCL came back on sockets, and
+    status said `in sync`, exit 0, while the worker's log said `NET/Socket`. Now the supervisor's restart is a start
+    of the history with its fabric proof, as `up`'s: the group serves (slow beats down), and status (exit 1) and
+    preview name worker-1 and `NET/Socket`. (The worker's engine dies here where a reboot would stop it: the sim's
+    RDMA devices do not outlive its node container's restart, and the supervisor's path is the same: a member
+    exited, the group restarted in order.)"""
+    deployed.set("supervisor.enabled", "true")
+    deployed.set("supervisor.pollSeconds", "1")
+    deployed.up()
+    try:
+        sim_cluster.node_exec("worker-1", "touch", FALLBACK_KNOB)
+        sim_cluster.node_exec("worker-1", "docker", "kill", "spark-llm-engine")
+        wait_for(
+            "the supervisor's restart to be recorded with its fabric proof",
+            lambda: last_start(sim_cluster).get("by") == "supervisor" and "fabric" in last_start(sim_cluster),
+            120,
+            0.5,
+        )
+        record = last_start(sim_cluster)
+        assert record["fabric"]["worker-1"]["transport"] == "Socket" and not record["fabric"]["head"]["problem"]
+        result = run(
+            [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file",
+             str(deployed.config_file), "--json"], env=deployed.env, check=False)  # fmt: skip
+        report = json.loads(result.stdout)
+        assert result.returncode == 1 and report["state"] == "off the fabric", report
+        assert report["summary"].startswith("worker-1: NCCL fell back to sockets (NET/IB : No device found., then")
+        assert "NET/Socket : Using [0]eth0:" in report["summary"] and "by the supervisor's restart" in report["summary"]
+        preview = deployed("preview")
+        said = preview.stdout + preview.stderr
+        assert "engine group: worker-1: NCCL fell back to sockets (NET/IB : No device found., then NET/Socket" in said
+        assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4  # it serves
+    finally:
+        deployed.set("supervisor.enabled", "false")
+        deployed.up()
 
 
 def test_a_socket_fallback_fails_the_start_naming_the_node_and_the_cause(deployed: Pulumi, sim_cluster: SimCluster):
