@@ -4,6 +4,7 @@ two-Spark log), judged against spark-llm:network.roceDevices, with the likely ca
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -312,3 +313,28 @@ def test_with_ray_every_workers_nccl_lines_reach_the_heads_log_undeduplicated(ra
     raw_config.setdefault("network", {})["roceDevices"] = list(TWINS)
     roce = build(raw_config)
     assert {container_spec(roce, n).env["RAY_DEDUP_LOGS"] for n in roce.nodes} == {"0"}
+
+
+REAL_LOG = Path(__file__).resolve().parents[2] / "data" / "nccl" / "torch-2.11-nccl-2.28.9-two-hosts-socket.log"
+
+
+def test_a_whole_log_of_a_real_nccl_run_is_read_end_to_end():
+    """The whole output of a real two-rank NCCL start (tests/data/nccl/capture.py on a lent H100 machine: torch
+    2.11, NCCL 2.28.9, each rank its own NCCL_HOSTID, so NCCL joined them over its network, and found no RDMA device
+    there), every line as printed, both ranks interleaved as torchrun prints them: each rank's lines (its pid) read
+    by the reader as one node's log. What the log says is what the proof says: both on sockets, through 2.24+'s empty
+    `NET/IB : Using [RO]` line, with the version the host record reads."""
+    text = REAL_LOG.read_text()
+    ranks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if " NCCL INFO " in line:
+            ranks.setdefault(line.split(":")[1], []).append(line)
+    assert len(ranks) == 2
+    logs = {f"rank-{i}": "\n".join(lines) for i, lines in enumerate(ranks.values())}
+    records = fabric_records(logs, {}, ("rocep1s0f1", "roceP2p1s0f1"))
+    for node, record in records.items():
+        assert record["transport"] == "Socket" and record["devices"] == [], (node, record)
+        assert record["line"] == "NET/Socket : Using [0]eth0:192.0.2.2<0>"
+        assert record["problem"].startswith("NCCL fell back to sockets (NET/IB : No device found., then NET/Socket")
+    assert fabric_outputs(records) == {"rank-0": "NET/Socket eth0", "rank-1": "NET/Socket eth0"}
+    assert engine_nccl(text) == "2.28.9"
