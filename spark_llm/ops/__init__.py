@@ -1,4 +1,4 @@
-"""The operator CLI (`spark-llm`, cli) and the entry points the steps run, one module a command.
+"""The operator CLI (`spark-llm`: entry, then cli) and the entry points the steps run, one module a command.
 
 - the commands: init/ (a stack file from the head's address), preflight/, status/, logs, smoke, restart, rollback
   (rollback_weights: which weights it serves), node_exec (`exec`), recipes;
