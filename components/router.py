@@ -120,6 +120,9 @@ class Router(pulumi.ComponentResource):
                 docker.ContainerLabelArgs(label=router.LABEL_API_KEY, value=key_digest),
                 docker.ContainerLabelArgs(label=router.LABEL_OWNER, value=args.state_id),
             ],
+            # Its log bounded: the newest 60 MB at most (a line a health check a second otherwise fills the disk).
+            log_driver=router.LOG_DRIVER,
+            log_opts=router.LOG_OPTS,
             # Back after a crash or the head's reboot; a `docker stop` keeps it stopped (without a supervisor).
             restart="unless-stopped",
             must_run=True,

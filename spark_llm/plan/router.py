@@ -41,6 +41,10 @@ KEY_NAME = "router-api-key"
 CONTAINER_WORKERS_DIR = "/run/spark-llm/router-workers"
 CONTAINER_WORKERS = f"{CONTAINER_WORKERS_DIR}/{WORKERS_NAME}"
 CONTAINER_KEY = "/run/secrets/router-api-key"
+# The router's log, bounded (issue 41, 7: it grew without end, a line a health check a second): Docker's json-file
+# driver keeps at most 3 files of 20 MB, the newest lines.
+LOG_DRIVER = "json-file"
+LOG_OPTS = {"max-size": "20m", "max-file": "3"}
 # The variables the launcher reads (sim/router/launch.py).
 KEY_FILE_VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
 WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
@@ -158,6 +162,7 @@ class RouterPlan:
                     "NetworkMode": "host",
                     "Binds": [f"{source}:{target}:ro" for source, target in self.mounts],
                     "RestartPolicy": {"Name": "unless-stopped"},
+                    "LogConfig": {"Type": LOG_DRIVER, "Config": dict(LOG_OPTS)},
                 },
             },
             "grace_seconds": SUPERVISOR_GRACE_SECONDS,

@@ -53,6 +53,8 @@ def test_the_router_is_a_container_on_the_head_made_after_the_engine_group(route
     assert "::spark-docker-spark-1::" in container.provider  # the stack's provider of the head (components.stack)
     got = inputs(container)
     assert got["name"] == "spark-llm-router" and got["networkMode"] == "host" and got["restart"] == "unless-stopped"
+    # Its log bounded (issue 41, 7: a line a health check a second, without end): the newest 60 MB at most.
+    assert (got["logDriver"], got["logOpts"]) == ("json-file", {"max-size": "20m", "max-file": "3"})
     assert all(v["readOnly"] is True for v in got["volumes"])
     # The workers file's directory (a rewritten file shows in the running router), the key file.
     assert {v["hostPath"] for v in got["volumes"]} == {

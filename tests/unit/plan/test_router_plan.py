@@ -136,6 +136,8 @@ def test_the_supervisor_makes_the_router_again_as_pulumi_up_makes_it_and_marks_i
     assert create["Cmd"] == list(routed.command) and create["Env"] == list(routed.env)
     assert create["HostConfig"]["NetworkMode"] == "host"
     assert create["HostConfig"]["Binds"] == [f"{source}:{target}:ro" for source, target in routed.mounts]
+    # Its log bounded as `pulumi up`'s is (issue 41, 7: it grew without end).
+    assert create["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "20m", "max-file": "3"}}
     assert create["Labels"] == {router.LABEL_REVISION: routed.revision, "spark-llm.router.restored": "supervisor"}
     assert "sk-test" not in json.dumps(spec)  # the key stays in its file
 
