@@ -15,14 +15,16 @@ take_ports() {
   local node=$1 own=$2 id name args port taken=""
   shift 2
   for id in $(docker ps -aq --filter label=spark-llm.role); do
-    name=$(docker inspect -f '{{.Name}}' "$id")
+    # Another group's container may be replaced or removed meanwhile (the steps of the stack's groups run at once):
+    # one gone between the listing and its reading holds no port.
+    name=$(docker inspect -f '{{.Name}}' "$id" 2>/dev/null) || continue
     name=${name#/}
     [ "$name" = "$own" ] && continue
-    args=" $(docker inspect -f '{{join .Args " "}}' "$id") "
+    args=" $(docker inspect -f '{{join .Args " "}}' "$id" 2>/dev/null) " || continue
     for port in "$@"; do
       if [[ "$args" =~ [[:space:]:=]${port}[[:space:]] ]]; then
         docker stop -t 10 "$id" >/dev/null 2>&1 || true
-        docker rm -f "$id" >/dev/null
+        docker rm -f "$id" >/dev/null 2>&1 || true
         echo "removed $name on $node: the engine of a model the stack no longer lists, on port $port, which this model takes"
         taken="$taken $name"
         break

@@ -17,8 +17,10 @@ from tests.conftest import dual_spark_raw
 # A docker that knows four engine containers by ID: their names and command lines; `rm -f ID` is recorded.
 FAKE_DOCKER = r"""#!/bin/bash
 case "$1" in
-  ps) printf '%s\n' own renamed-away other-model worker-of-old ;;
+  ps) printf '%s\n' own renamed-away gone-meanwhile other-model worker-of-old ;;
   inspect)
+    # Another group's container replaced between the listing and its reading (the groups' steps run at once).
+    if [ "$4" = gone-meanwhile ]; then echo "Error: No such object: $4" >&2; exit 1; fi
     case "$3|$4" in
       "{{.Name}}|own") echo /spark-llm-engine ;;
       "{{.Name}}|renamed-away") echo /spark-llm-engine-small ;;
