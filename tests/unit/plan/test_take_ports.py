@@ -8,13 +8,14 @@ import os
 import subprocess
 from pathlib import Path
 
+from components.commands import bash_stdin
 from spark_llm.config import parse
 from spark_llm.config.group import groups
 from spark_llm.plan import container
 from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
 
-# A docker that knows four engine containers by ID: their names and command lines; `rm -f ID` is recorded.
+# A docker that knows five engine containers by ID (run in the strict mode the step runs in): their names and command lines; `rm -f ID` is recorded.
 FAKE_DOCKER = r"""#!/bin/bash
 case "$1" in
   ps) printf '%s\n' own renamed-away gone-meanwhile other-model worker-of-old ;;
@@ -47,7 +48,7 @@ def test_the_first_step_removes_the_engines_of_a_model_no_longer_listed_on_its_p
     removed = tmp_path / "removed"
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "REMOVED": str(removed)}
     script = container.take_ports_script(deployment, deployment.head)
-    out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["bash", "-c", bash_stdin(script)], env=env, capture_output=True, text=True, check=True).stdout
     # Its own container is the group's own stop step's; another model's on other ports stays.
     assert removed.read_text().split() == ["renamed-away", "worker-of-old"]
     assert out.splitlines() == [
@@ -64,5 +65,5 @@ def test_with_no_other_engine_on_its_ports_the_step_says_so_and_removes_nothing(
     (tmp_path / "docker").chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     script = container.take_ports_script(deployment, deployment.head)
-    out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["bash", "-c", bash_stdin(script)], env=env, capture_output=True, text=True, check=True).stdout
     assert out == "no other engine holds port(s) 30000 20000 on spark-1\n"
