@@ -15,7 +15,8 @@ from spark_llm.plan import container
 from spark_llm.plan import deployment as plan
 from tests.conftest import dual_spark_raw
 
-# A docker that knows five engine containers by ID (run in the strict mode the step runs in): their names and command lines; `rm -f ID` is recorded.
+# A docker that knows five engine containers by ID: their names and command lines; `rm -f ID` is recorded. The
+# script runs in the strict mode the step runs in (components.commands.bash_stdin).
 FAKE_DOCKER = r"""#!/bin/bash
 case "$1" in
   ps) printf '%s\n' own renamed-away gone-meanwhile other-model worker-of-old ;;
