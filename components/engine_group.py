@@ -39,7 +39,7 @@ from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.memory import DROP_CACHES_SCRIPT
 from spark_llm.plan.readiness import readiness_spec, spec_text
-from spark_llm.plan.start.timeline import parse_timeline
+from spark_llm.plan.start.timeline import TIMELINE_PREFIX, parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
 
 
@@ -261,6 +261,14 @@ class EngineGroup(pulumi.ComponentResource):
         self.register_outputs({"container_ids": self.container_ids, "start_timeline": self.start_timeline})
 
 
+# The gate's update (a setting changed, nothing started): the last start's timeline line given back on stderr.
+KEEP_TIMELINE = (
+    "echo 'spark-llm: readiness gate settings recorded (the last start is kept)'; "
+    'printf "%s" "${PULUMI_COMMAND_STDERR:-}" >&2; '
+    f'printf "%s\\n" "${{PULUMI_COMMAND_STDOUT:-}}" | grep -F {shlex.quote(TIMELINE_PREFIX)} >&2 || true'
+)
+
+
 def _readiness_gate(
     name: str, plan: DeploymentPlan, head: docker.Container, opts: pulumi.ResourceOptions
 ) -> command.local.Command:
@@ -269,14 +277,16 @@ def _readiness_gate(
     return command.local.Command(
         name,
         create=f"{shlex.quote(sys.executable)} -m spark_llm.ops.readiness_gate",
-        # It does not read the spec: drained first, or the local shell may exit before all of stdin was written.
-        update=discarding_stdin("echo 'spark-llm: readiness gate settings recorded'"),
+        # It does not read the spec: drained first, or the local shell may exit before all of stdin was written. A
+        # new setting starts nothing, and the last start's timeline stays the output: its stderr (an older gate's
+        # stdout) given back, or `spark-llm status` lost its last start at an upgrade that changed the gate's spec.
+        update=discarding_stdin(KEEP_TIMELINE),
         # Progress (stdout) streams into `pulumi up`; a failure's message (stderr, with every member's log tail)
         # shows once, in the step's error.
         logging=command.local.Logging.STDOUT,
         # The spec carries the API key: over stdin (encrypted in state), never on a command line.
         stdin=pulumi.Output.secret(spec) if plan.api_key else spec,
         triggers=[head.id],
-        add_previous_output_in_env=False,
+        add_previous_output_in_env=True,
         opts=opts,
     )

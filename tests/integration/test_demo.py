@@ -36,7 +36,12 @@ def test_demo_prints_a_completion_served_across_head_and_worker(standin_image, t
             # The real providers' resources, and no hand-written dynamic ones.
             export = json.loads(run(["pulumi", "stack", "export", "--stack", "sim"], env=env).stdout)
             types = [r["type"] for r in export["deployment"]["resources"]]
-            assert types.count("docker:index/container:Container") == 2  # one per node
+            # One engine per node, and the stack's supervisor on the head (on by default).
+            containers = [
+                r for r in export["deployment"]["resources"] if r["type"] == "docker:index/container:Container"
+            ]
+            names = sorted(r["inputs"]["name"] for r in containers)
+            assert names == ["spark-llm-engine", "spark-llm-engine", "spark-llm-supervisor"], names
             assert "command:remote:Command" in types and "docker:index/remoteImage:RemoteImage" in types
             assert not any(t.startswith("pulumi-python:dynamic") for t in types), sorted(set(types))
         finally:

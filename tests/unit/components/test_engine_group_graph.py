@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
 from components import bootstrap as stack
+from spark_llm.plan.start.timeline import TIMELINE_PREFIX, parse_timeline
 from tests.unit.graph_mocks import (
     FAKE_PRIVATE_KEY,
     SECRET_SIG,
@@ -118,6 +121,21 @@ def test_the_readiness_gate_follows_the_head_and_reads_every_member(registered):
     spec = json.loads(inputs(ready)["stdin"])
     assert [(m["name"], m["role"]) for m in spec["members"]] == [("spark-1", "head"), ("spark-2", "worker")]
     assert inputs(ready)["create"].endswith("-m spark_llm.ops.readiness_gate")
+
+
+def test_a_changed_gate_setting_keeps_the_last_starts_timeline(registered):
+    """An update of the gate (a setting of its spec changed, nothing started) printed only a note, and the
+    `start_timeline` output, read from its outputs, went empty: `spark-llm status` lost its last start after an
+    upgrade that changed the gate's spec. Its update now gives the last start's outputs back."""
+    ready = inputs(registered["spark-engine-ready"])
+    assert ready["addPreviousOutputInEnv"] is True
+    timeline = {"revision": "r1", "at": "2026-12-07T07:00:00Z", "nodes": {}}
+    line = TIMELINE_PREFIX + json.dumps(timeline)
+    for before in ({"PULUMI_COMMAND_STDERR": line + "\n"}, {"PULUMI_COMMAND_STDOUT": "progress\n" + line + "\n"}):
+        run = subprocess.run(["bash", "-c", ready["update"]], input="{the spec}", env={**os.environ, **before},
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        assert parse_timeline(run.stderr, run.stdout) == timeline, before
+        assert "readiness gate settings recorded" in run.stdout
 
 
 def test_a_missing_key_file_stops_the_program_naming_the_key(monkeypatch):
