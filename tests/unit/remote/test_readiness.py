@@ -78,6 +78,19 @@ def test_probe_sends_the_key_as_a_header_through_a_descriptor_not_the_command_li
 CONNECTION = {"name": "head", "host": "h", "port": 22, "user": "u", "key_path": "/k", "host_key": "ssh-ed25519 A"}
 
 
+def failing_spec(api_key: str) -> dict:
+    """The gate's spec of a one-node group at revision `abc` (what the failure path reads of it)."""
+    return {
+        "members": [
+            {"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s", "fabric_address": ""}
+        ],
+        "history_path": "/root/spark-llm/history/starts.jsonl",
+        "revision": "abc",
+        "profile": "vllm",
+        "api_key": api_key,
+    }
+
+
 def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_as_it_was(monkeypatch):
     from spark_llm.remote import readiness
 
@@ -87,15 +100,7 @@ def test_a_failed_start_is_a_line_of_the_heads_history_and_the_error_is_raised_a
     recorded = []
     monkeypatch.setattr(readiness, "watch_start", fails)
     monkeypatch.setattr(readiness, "append_history", lambda ssh, path, entry: recorded.append((ssh.host, path, entry)))
-    spec = {
-        "members": [
-            {"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s", "fabric_address": ""}
-        ],
-        "history_path": "/root/spark-llm/history/starts.jsonl",
-        "revision": "abc",
-        "profile": "vllm",
-        "api_key": "sk-1",
-    }
+    spec = failing_spec("sk-1")
     try:
         readiness.wait_ready(spec, say=print)
     except readiness.GroupNotReadyError as err:
@@ -120,15 +125,7 @@ def test_a_failed_start_says_whether_its_revision_is_the_one_that_served_last(mo
     monkeypatch.setattr(readiness, "append_history", lambda ssh, path, entry: None)
     served = [{"revision": "old", "at": "2026-12-01T00:00:00Z"}, {"revision": last_served, "at": "2026-12-02T00:00Z"}]
     monkeypatch.setattr(readiness, "read_history", lambda ssh, path: served)
-    spec = {
-        "members": [
-            {"name": "head", "role": "head", "connection": CONNECTION, "script_path": "/s", "fabric_address": ""}
-        ],
-        "history_path": "/root/spark-llm/history/starts.jsonl",
-        "revision": "abc",
-        "profile": "vllm",
-        "api_key": "",
-    }
+    spec = failing_spec("")
     with pytest.raises(readiness.GroupNotReadyError) as err:
         readiness.wait_ready(spec, say=print)
     assert err.value.served_before is same
