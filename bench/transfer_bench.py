@@ -88,7 +88,7 @@ def baseline(cfg: GroupConfig, worker: plan.NodePlan) -> float:
 def project(cfg: GroupConfig, p: plan.DeploymentPlan, workers: list[plan.NodePlan]) -> tuple[float, str]:
     """The product's fan-out step, as the ModelWeights component renders it, run on the head."""
     tokens = {w.name: "bench" for w in workers}
-    script = render_fanout(cfg, p.head, workers, weights.MANIFEST_TOOL.read_text(), fanout_sources(), tokens, "bench")
+    script = render_fanout(cfg, p.head, workers, weights.manifest_tool(), fanout_sources(), tokens, "bench")
     start = time.perf_counter()
     out = on("head", script).stdout
     return time.perf_counter() - start, out
@@ -135,7 +135,7 @@ def main() -> None:
     )
     total = BIG_FILES * (BIG_MIB << 20) + SMALL_FILES * (SMALL_KIB << 10)
     # The head's manifest exists before any copy in real use (the head's own step writes it): hash it once here.
-    sh_in(["ssh", "-F", str(SSH_CONFIG), "head", f"python3 - scan {DATA} --write"], weights.MANIFEST_TOOL.read_text())
+    sh_in(["ssh", "-F", str(SSH_CONFIG), "head", f"python3 - scan {DATA} --write"], weights.manifest_tool())
 
     w1 = p.workers[0]
     base_s, proj_s = [], []
@@ -155,7 +155,7 @@ def main() -> None:
     (_, hash_profile) = profiled(
         sh_in,
         ["ssh", "-F", str(SSH_CONFIG), w1.name, f"XDG_CACHE_HOME=$(mktemp -d) python3 - scan {DATA}"],
-        weights.MANIFEST_TOOL.read_text(),
+        weights.manifest_tool(),
     )
     clear([w1.name], DATA)
     mb = total / 1e6

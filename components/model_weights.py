@@ -30,6 +30,7 @@ from components.connection import ssh_command, ssh_destination
 from components.drift_notes import noted_step_token
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.observation import NodeObservation
+from spark_llm.plan.scripts import MANIFEST_TOOL
 from spark_llm.plan.weights import steps as weights
 from spark_llm.plan.weights import sync as weights_sync
 
@@ -51,7 +52,7 @@ def local_manifest_digest(directory: str) -> str:
 
     Runs at every preview and up; the first hash of a large directory shows its progress lines as they come.
     """
-    argv = [sys.executable, str(weights.MANIFEST_TOOL), "scan", directory, "--node", "local"]
+    argv = [sys.executable, str(MANIFEST_TOOL), "scan", directory, "--node", "local"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None and proc.stdout is not None
     messages = []

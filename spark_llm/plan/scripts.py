@@ -7,6 +7,7 @@ own files, the same at every program run: reading them is the plan's only I/O.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -14,7 +15,20 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 SCRIPTS_DIR = PROJECT_DIR / "scripts"
 LAUNCH_TEMPLATE = SCRIPTS_DIR / "launch.tmpl.sh"
 MANIFEST_TOOL = SCRIPTS_DIR / "manifest.py"
+MANIFEST_SCAN = SCRIPTS_DIR / "manifest_scan.py"
 BASH_LIB_DIR = SCRIPTS_DIR / "lib"
+# The program's import of its first half, which the one stream the nodes get leaves out (its names are there).
+_MANIFEST_IMPORT = re.compile(r"^from manifest_scan import \([^)]*\)\n", re.MULTILINE)
+
+
+@cache
+def manifest_tool() -> str:
+    """The manifest program as a step ships it: `python3 - scan DIR` reads one file, so its two files (the
+    manifest's files, then the commands) are joined into one, the second without its import of the first."""
+    program, found = _MANIFEST_IMPORT.subn("", MANIFEST_TOOL.read_text())
+    if found != 1:
+        raise ValueError(f"{MANIFEST_TOOL}: expected one `from manifest_scan import (...)`")
+    return MANIFEST_SCAN.read_text() + "\n\n" + program
 
 
 @cache

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from spark_llm.plan.scripts import manifest_tool
 from tests.integration.conftest import REPO, SIM, SIM_DIR, Pulumi, SimCluster, complete, run
 from tests.integration.profiles import assert_replaced_in_order, assert_untouched
 
 pytestmark = pytest.mark.integration
 
-MANIFEST_TOOL = REPO / "scripts" / "manifest.py"
 NODES = ("head", "worker-1")
 DOCKERD_WAIT_S = 60
 STANDIN_PATH = "/srv/models/standin-model"
@@ -67,7 +67,7 @@ def engine_ids(sim: SimCluster) -> dict[str, str]:
 
 def scan_digest(sim: SimCluster, node: str, path: str) -> str:
     """The weights' manifest digest on a node, as the manifest tool reads it there (test plumbing)."""
-    tool = MANIFEST_TOOL.read_text()
+    tool = manifest_tool()
     scan = sim.node_exec(node, "bash", "-c", f"python3 - scan {path} --node {node} <<'EOF'\n{tool}\nEOF\n")
     return scan.stdout.split()[1]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_llm.plan.scripts import MANIFEST_TOOL
 from spark_llm.plan.weights import steps as weights
 from spark_llm.plan.weights import sync as weights_sync
 from tests.integration.conftest import STACK_FILE, Pulumi, SimCluster, run
@@ -52,9 +53,7 @@ def node_inodes(sim: SimCluster, node: str) -> dict[str, str]:
 
 
 def local_digest(directory: Path) -> str:
-    out = subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL), "scan", str(directory)], capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, str(MANIFEST_TOOL), "scan", str(directory)], capture_output=True, text=True)
     return weights.parse_digest(out.stdout)
 
 

@@ -24,7 +24,7 @@ from spark_llm.config.group import GroupConfig
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.node_files import file_script, remove_file_command
-from spark_llm.plan.scripts import MANIFEST_TOOL, bash_lib
+from spark_llm.plan.scripts import bash_lib, manifest_tool
 from spark_llm.plan.weights import fanout as weights_fanout
 from spark_llm.plan.weights.sync import (
     final_digest,
@@ -335,7 +335,7 @@ def weights_plan(plan: DeploymentPlan) -> WeightsPlan:
     """The weights steps of `plan`: every config value they use read here, once."""
     cfg = plan.config
     source = cfg.model.effective_source
-    tool = MANIFEST_TOOL.read_text()
+    tool = manifest_tool()
     head = plan.head
     local_dir = None
     head_script: Callable[[str], str]

@@ -114,7 +114,7 @@ def image_header(monkeypatch: pytest.MonkeyPatch) -> None:
 SOURCES: dict[str, Edit] = {
     "scripts/launch.tmpl.sh": edit_files([ROOT / "scripts" / "launch.tmpl.sh"], comment_at_end),
     "the image steps' header (spark_llm.plan.image.steps._header)": image_header,
-    "scripts/manifest.py": edit_files([ROOT / "scripts" / "manifest.py"], comment_at_end),
+    "scripts/manifest*.py": edit_files(sorted((ROOT / "scripts").glob("manifest*.py")), comment_at_end),
     "scripts/fanout*.py": edit_files(sorted((ROOT / "scripts").glob("fanout*.py")), comment_at_end),
     # The supervisor's program and the group's room shipped beside it (spark_llm.plan.supervisor.program_files).
     "scripts/supervisor*.py, spark_llm/group/*.py": edit_files(
@@ -155,7 +155,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     # The head's weights step and the copy to the workers run again (a re-hash, stat-cached); the group restarts on
     # the digest the head's step prints, which preview cannot know before it runs.
-    "scripts/manifest.py": [
+    "scripts/manifest*.py": [
         "spark-weights-spark-1",
         "spark-weights-workers",
     ],

@@ -20,7 +20,7 @@ from spark_llm.plan.weights import fanout as weights_fanout
 from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL.read_text()
+TOOL = weights.manifest_tool()
 
 
 def build(raw):

@@ -13,10 +13,11 @@ from pathlib import Path
 from spark_llm import config
 from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
+from spark_llm.plan.scripts import MANIFEST_TOOL
 from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL.read_text()
+TOOL = weights.manifest_tool()
 TEMPLATE = plan.LAUNCH_TEMPLATE.read_text()
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HF = {"kind": "huggingface", "repo": "Qwen/Qwen3.5-122B-A10B-FP8", "revision": REVISION}
@@ -46,7 +47,7 @@ def run_bash(script: str, env: dict, *, check: bool = True) -> subprocess.Comple
 
 def tool(*args: str, env: dict) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL), *args], capture_output=True, text=True, env=env, check=True
+        [sys.executable, str(MANIFEST_TOOL), *args], capture_output=True, text=True, env=env, check=True
     )
 
 

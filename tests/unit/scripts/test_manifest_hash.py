@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_llm.plan.weights import steps as weights
+from spark_llm.plan.scripts import MANIFEST_TOOL
 
 
 def run(*args: str, cache: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, str(weights.MANIFEST_TOOL), *args],
+        [sys.executable, str(MANIFEST_TOOL), *args],
         input=stdin,
         capture_output=True,
         env=dict(os.environ, XDG_CACHE_HOME=str(cache)),

@@ -12,6 +12,7 @@ from spark_llm import config
 from spark_llm.config.group import groups
 from spark_llm.plan import deployment as plan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
+from spark_llm.plan.scripts import SCRIPTS_DIR
 from spark_llm.plan.weights import steps as weights
 from spark_llm.plan.weights.fanout import (
     FanoutHead,
@@ -24,7 +25,7 @@ from spark_llm.plan.weights.fanout import (
 from spark_llm.plan.weights.sync import RSYNC_OPTIONS
 from tests.conftest import dual_spark_raw
 
-TOOL = weights.MANIFEST_TOOL.read_text()
+TOOL = weights.manifest_tool()
 FANOUT = fanout_sources()
 
 
@@ -138,6 +139,6 @@ def test_a_fanout_killed_outright_leaves_no_process_behind(tmp_path):
 
 
 def test_the_real_fanout_leads_a_process_group_of_its_own_before_it_starts_anything():
-    source = (weights.MANIFEST_TOOL.parent / "fanout.py").read_text()
+    source = (SCRIPTS_DIR / "fanout.py").read_text()
     main = source[source.index("def main(") :]
     assert main.index("os.setpgid(0, 0)") < main.index("Copy(plan, tool, work).run()")
