@@ -36,13 +36,14 @@ class Answer:
 
 @dataclass
 class SteadyClient:
-    """`with SteadyClient(url, model, key) as client:` sends a one-token completion every INTERVAL_S until the block
-    ends; `failures` are every answer but a 200."""
+    """`with SteadyClient(url, model, key) as client:` sends a one-token completion every `interval_s` (INTERVAL_S)
+    until the block ends; `failures` are every answer but a 200."""
 
     url: str
     model: str
     api_key: str | None = None
     timeout_s: float = 10
+    interval_s: float = INTERVAL_S
     answers: list[Answer] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -63,8 +64,8 @@ class SteadyClient:
             sent = time.monotonic()
             status = self.ask()
             self.answers.append(Answer(round(sent - start, 3), status, time.monotonic() - sent))
-            # The pace the issue asks for (a request every 100 ms): the wait is the interval itself, not a guess.
-            self._stop.wait(max(0.0, INTERVAL_S - (time.monotonic() - sent)))
+            # The pace the issue asks for (a request every 100 ms, or `interval_s`): the wait is the interval itself.
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - sent)))
 
     def ask(self) -> int | str:
         body = json.dumps({"model": self.model, "prompt": "ping", "max_tokens": 1}).encode()

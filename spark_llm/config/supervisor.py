@@ -54,7 +54,8 @@ class Supervisor(ConfigModel):
         description=(
             "A group whose containers all run but whose rank 0 answers no one-token completion for this long (3 probes"
             " at least; during a start, only while its /health says 200) is wedged: restarted in order within the"
-            " budget"
+            " budget. The readiness gate holds a start to it too, with or without the supervisor: a start wedged"
+            " before its first answer, or after it, is a failed start (rollout.onFailure)"
         ),
         json_schema_extra={"example": 180},
     )

@@ -90,6 +90,9 @@ class DeploymentPlan:
     """Where the weights come from (spark-llm:model.source, or the head's model.path when unset)."""
     startup_grace: float = 5
     """spark-llm:timeouts.startupGraceSeconds: how long a started member must stay up."""
+    wedge_seconds: float = 180
+    """spark-llm:supervisor.wedgeSeconds: rank 0 up by its liveness route (or having answered) yet answering nothing
+    this long is a wedge, to the readiness gate as to the supervisor (spark_llm.group.wedge)."""
     launches: dict[str, NodeLaunch] = field(default_factory=dict)
     """Each node's engine command line and environment, from the engine profile (`node_launches`)."""
     engine_version: str = ""
@@ -369,6 +372,7 @@ def build_plan(
         fabric_proof=cfg.network.fabric_proof,
         engine_flags=engine_flags(launches),
         startup_grace=cfg.timeouts.startup_grace_seconds,
+        wedge_seconds=cfg.supervisor.wedge_seconds,
         restore_weights=restore_weights,
         rendezvous=rendezvous_timeout(profile_for(cfg.engine.kind, cfg.engine.executor).name, cfg.engine.flags),
         router_port=cfg.router.port if cfg.router is not None else None,

@@ -62,6 +62,9 @@ class ReadinessSpec(TypedDict):
     keep_versions: NotRequired[bool]
     """A rollback's start (it pins a kept version: DeploymentPlan.restore_weights): the versions every node kept stay
     when it serves, so a second rollback still finds the good one; only a newer start that serves drops them."""
+    wedge_seconds: NotRequired[float]
+    """spark-llm:supervisor.wedgeSeconds: rank 0 live (or having answered once) yet answering nothing this long fails
+    the start as wedged (spark_llm.group.wedge). Absent from a spec written before the gate watched for wedges."""
     fabric: NotRequired[FabricSpec]
     """Only with roceDevices and more than one node (without them NCCL's sockets are what was asked for)."""
 
@@ -93,6 +96,7 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
         "weights_path": plan.model_path,
         "history_path": plan.history_path,
         "rollout": {"on_failure": plan.on_failure, "stack": stack},
+        "wedge_seconds": plan.wedge_seconds,
     }
     spec["host_probe"] = host_probe(plan)
     if plan.restore_weights:

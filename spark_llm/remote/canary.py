@@ -38,9 +38,9 @@ def completion_command(address: str, port: int, body: dict, api_key: str | None,
     )
 
 
-def canary_script(address: str, port: int, model: str, api_key: str | None) -> str:
+def canary_script(address: str, port: int, model: str, api_key: str | None, seconds: float = REQUEST_SECONDS) -> str:
     """On the head: the canary completion (parse_answer reads what it prints)."""
-    return completion_command(address, port, request_body(model), api_key, REQUEST_SECONDS) + " 2>&1 || true\n"
+    return completion_command(address, port, request_body(model), api_key, seconds) + " 2>&1 || true\n"
 
 
 def _record(output: str, revision: str, nodes: Sequence[str]) -> CanaryRecord:
@@ -49,15 +49,22 @@ def _record(output: str, revision: str, nodes: Sequence[str]) -> CanaryRecord:
     return CanaryRecord(answer, revision, tuple(nodes), at, error)
 
 
-def gate_canary(spec: ReadinessSpec, head: SshHost, nodes: Sequence[str], say: Callable[[str], None]) -> dict:
+def gate_canary(
+    spec: ReadinessSpec,
+    head: SshHost,
+    nodes: Sequence[str],
+    say: Callable[[str], None],
+    seconds: float | None = None,
+) -> dict:
     """The readiness gate's canary, right after rank 0 answered: the record (as JSON) for the start's timeline.
 
-    A canary that gets no answer costs only the record (it says why): the gate's question, whether rank 0
-    generates, was answered already.
+    A canary that gets no answer within `seconds` (default REQUEST_SECONDS) is in the record (it says why); the
+    gate then asks again until rank 0 answers or the wedge bound passes (spark_llm.remote.gate_probe).
     """
-    script = canary_script(spec["address"], spec["port"], spec["model"], spec["api_key"] or None)
+    seconds = seconds or REQUEST_SECONDS
+    script = canary_script(spec["address"], spec["port"], spec["model"], spec["api_key"] or None, seconds)
     try:
-        output = run_script(head, script, timeout=REQUEST_SECONDS + 30)
+        output = run_script(head, script, timeout=seconds + 30)
     except RemoteError as err:
         output = f"(could not ask: {str(err).splitlines()[0]})"
     record = _record(output, spec["revision"], nodes)

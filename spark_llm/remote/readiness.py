@@ -21,14 +21,15 @@ from datetime import UTC, datetime
 
 from spark_llm.group.history import StartRecord, failure_record, succeeded
 from spark_llm.group.logs import logs_command
-from spark_llm.group.serving import serving_request
+from spark_llm.group.wedge import WedgeWatch
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import EngineState
 from spark_llm.plan.readiness import ReadinessSpec
 from spark_llm.plan.start.phases import NodeStart
 from spark_llm.plan.start.timeline import phase_seconds
 from spark_llm.plan.weights.steps import VERSIONS_DIR, stored_digest_command
-from spark_llm.remote.canary import completion_command, gate_canary
+from spark_llm.remote import gate_probe
+from spark_llm.remote.canary import gate_canary
 from spark_llm.remote.fabric_proof import Rank, prove_fabric
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.host_record import changes_since_served, record_hosts
@@ -56,15 +57,6 @@ def _members(props: ReadinessSpec) -> list[Member]:
     ]
 
 
-def _probe_script(props: ReadinessSpec) -> str:
-    """On the head: one-token completion against rank 0 at the address the head reaches it (loopback when the API
-    listens on every address, so no port needs to be open outside; else the one address it listens on)."""
-    curl = completion_command(
-        props["address"], props["port"], serving_request(props["model"]), props["api_key"] or None, 10
-    )
-    return f'out=$({curl} 2>&1) || true\necho "$out" | tail -c 300\n'
-
-
 def redact(text: str, secret: str | None) -> str:
     """An engine may log its own arguments (the key included): errors and progress never show it."""
     return text.replace(secret, "[spark-llm:apiKey]") if secret else text
@@ -79,6 +71,10 @@ def _log_tails(members: list[Member], container: str) -> dict[str, str]:
             text = f"(could not read the log: {str(err).splitlines()[0]})"
         tails[m.name] = text.rstrip()
     return tails
+
+
+def _redacted_tails(members: list[Member], container: str, key: str | None) -> dict[str, str]:
+    return {name: redact(text, key) for name, text in _log_tails(members, container).items()}
 
 
 def _logs(members: list[Member], tails: dict[str, str]) -> str:
@@ -185,6 +181,20 @@ def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) ->
     )
 
 
+def wedged_message(members: list[Member], head: Member, why: str, answered: bool, tails: dict[str, str]) -> str:
+    """A start whose rank 0 is up (or answered once) and answers nothing for the wedge bound: a failed start."""
+    when = "after its first answer, " if answered else ""
+    return "\n".join(
+        [
+            f"{head.name} ({head.role}): {when}the start is {why}.",
+            "A start that stops answering is a failed one (spark-llm:supervisor.wedgeSeconds bounds the wait): a hung"
+            " NCCL collective or scheduler of this revision; the log below shows where each rank stopped.",
+            _logs(members, tails),
+            "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
+        ]
+    )
+
+
 def _ranks(members: list[Member]) -> list[Rank]:
     return [Rank(m.name, m.role, m.ssh, m.fabric_address) for m in members]
 
@@ -197,6 +207,40 @@ def fallback_failure(problems: str) -> str:
         " up` after a config change): the group restarts in order. To serve on sockets anyway: `pulumi config set"
         " --path spark-llm:network.fabricProof warn`."
     )
+
+
+def settle(
+    spec: ReadinessSpec,
+    members: list[Member],
+    logs: list[MemberLog],
+    watch: WedgeWatch | None,
+    say: Callable,
+    canary_sent: float,
+) -> None:
+    """After rank 0 answered once and then not the canary: probe until it answers again (the start stands), a member
+    stops, or the wedge bound passes with no answer (GroupNotReadyError, wedged)."""
+    if watch is None:
+        return
+    head = next(m for m in members if m.role == "head")
+    key = spec["api_key"] or None
+    say(f"[{head.name}] no answer to the canary: asking again, for up to {watch.bound:g} s (supervisor.wedgeSeconds)")
+    watch.not_answered(canary_sent, True, "no answer to the canary")
+    while True:
+        poll(logs)
+        stopped = first_stopped(logs)
+        if stopped is not None:
+            failed = next(m for m in members if m.name == stopped.name)
+            tails = _redacted_tails(members, spec["container"], key)
+            raise GroupNotReadyError(exited_message(members, failed, _state_text(stopped.engine), tails))
+        probe = gate_probe.ask(head.ssh, spec)
+        if probe.answered:
+            say(f"[{head.name}] rank 0 answers again")
+            return
+        if wedged := gate_probe.note(watch, probe, answered_before=True):
+            raise GroupNotReadyError(
+                wedged_message(members, head, wedged, True, _redacted_tails(members, spec["container"], key))
+            )
+        time.sleep(POLL_SECONDS)
 
 
 def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:
@@ -252,6 +296,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
     deadline = time.monotonic() + float(spec["timeout"])
     start = time.monotonic()
     rendezvous = spec["rendezvous_seconds"] or None
+    watch = gate_probe.wedge_watch(spec)
     by_name = {m.name: m for m in members}
     ranks = _ranks(members)
     while True:
@@ -259,7 +304,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         now = time.time()
         stopped = first_stopped(logs)
         if stopped is not None:
-            tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
+            tails = _redacted_tails(members, container, key)
             failed, state = by_name[stopped.name], _state_text(stopped.engine)
             waits = waited_for(stopped, logs, now, rendezvous)
             if waits is None:
@@ -280,10 +325,13 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if stalls:
             # The member quiet the longest went quiet first: the others usually wait for it (a rendezvous).
             first = max(stalls, key=lambda stall: stall.silent)
-            tails = {name: redact(text, key) for name, text in _log_tails(members, container).items()}
+            tails = _redacted_tails(members, container, key)
             raise GroupNotReadyError(stall_message(members, first, tails))
-        probe = run_script(head.ssh, _probe_script(spec), timeout=60).strip()
-        if probe.endswith("HTTP200"):
+        probe = gate_probe.ask(head.ssh, spec)
+        if wedged := gate_probe.note(watch, probe, answered_before=False):
+            tails = _redacted_tails(members, container, key)
+            raise GroupNotReadyError(wedged_message(members, head, wedged, False, tails))
+        if probe.answered:
             waited = round(time.monotonic() - start, 1)
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
             fabric = spec.get("fabric")
@@ -302,6 +350,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                     raise GroupNotReadyError(fallback_failure(proof.problems))
                 for line in proof.problems.splitlines():
                     say(f"warning (spark-llm:network.fabricProof warn): {line}")
+            canary_sent = time.time()
             timeline: StartRecord = {
                 "revision": spec["revision"],
                 "profile": profile,
@@ -315,8 +364,19 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                     for log in logs
                 },
                 # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.plan.canary).
-                "canary": gate_canary(spec, head.ssh, [m.name for m in members], lambda line: say(redact(line, key))),
+                "canary": gate_canary(
+                    spec,
+                    head.ssh,
+                    [m.name for m in members],
+                    lambda line: say(redact(line, key)),
+                    gate_probe.canary_seconds(spec),
+                ),
             }
+            if timeline["canary"].get("error"):
+                # No answer to the canary right after the first one: a revision that answers once and then wedges
+                # fails here, within the wedge bound, instead of passing and leaving the supervisor to restart into
+                # the same wedge.
+                settle(spec, members, logs, watch, say, canary_sent)
             if proof is not None:
                 timeline["fabric"] = proof.records
             if spec.get("host_probe"):
@@ -328,7 +388,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
             return timeline
         if time.monotonic() > deadline:
             raise GroupNotReadyError(
-                f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe!r}).\n"
+                f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe.answer!r}).\n"
                 f"{redact(_logs(members, _log_tails(members, container)), key)}\n"
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )

@@ -147,6 +147,38 @@ def test_with_rollback_opted_in_a_crash_within_the_startup_grace_brings_the_last
     assert f"revision {bad} (this config) failed to start last time" in preview.stdout + preview.stderr
 
 
+# A relaunch whose engine answers one completion and then none (the stand-in's STANDIN_WEDGE_AFTER_ANSWERS), and the
+# wedge bound it is held to (spark-llm:supervisor.wedgeSeconds: the gate's bound too).
+WEDGE_S = 9
+
+
+def test_with_rollback_opted_in_a_relaunch_that_wedges_after_its_first_answer_fails_and_the_last_good_serves(deployed):
+    """Issue 41, 4: a revision that answered once and then wedged passed the gate on that answer (or, unanswered, held
+    it for readySeconds), and the supervisor restarted into the same wedge until its budget was spent. Now the gate
+    fails the start as wedged once the bound has passed, and under onFailure rollback the last good revision serves
+    again by itself."""
+    good = deployed.outputs()["group_revision"]
+    wedging = {"engine.env.STANDIN_WEDGE_AFTER_ANSWERS": "1", "supervisor.wedgeSeconds": str(WEDGE_S)}
+    configure(deployed, None, **{"rollout.onFailure": "rollback"}, **wedging)
+    result = deployed.up(check=False)
+    text = (result.stdout + result.stderr).replace("\n    ", " ")
+    assert result.returncode != 0, text[-3000:]
+    found = re.search(
+        r"the start is wedged: rank 0 has answered no one-token completion of .*? since \S+ \((\d+)"
+        r" probes over (\d+) s",
+        text,
+    )
+    assert found, text[-3000:]
+    assert WEDGE_S <= int(found.group(2)) <= 3 * WEDGE_S, found.group(0)  # the bound, not readySeconds (900 s)
+    assert "---- head (head): last 30 lines ----" in text
+    log = Path(re.search(r"Its log: (\S+rollback-sim-\S+\.log)", text).group(1))  # type: ignore[union-attr]
+    wait_for("the rollback to end", lambda: ENDED.search(log.read_text()), ROLLBACK_WAIT, interval_s=1)
+    assert re.search(rf"revision {good} \(weights [0-9a-f]+\) serves again", log.read_text()), log.read_text()[-2000:]
+    outputs = deployed.outputs()
+    assert outputs["group_revision"] == good
+    assert complete(outputs)["usage"]["completion_tokens"] == 4
+
+
 def test_ctrl_c_during_an_up_rolls_nothing_back(deployed):
     configure(deployed, "0.97", **{"rollout.onFailure": "rollback", "engine.env.STANDIN_PHASE_SECONDS": "weights=4"})
     before = set(STATE_DIR.glob("rollback-*.log")) if STATE_DIR.exists() else set()

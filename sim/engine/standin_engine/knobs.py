@@ -18,6 +18,7 @@ PHASE_SECONDS = "STANDIN_PHASE_SECONDS"
 HANG_IN_PHASE = "STANDIN_HANG_IN_PHASE"
 ANSWER_SALT_FILE = "STANDIN_ANSWER_SALT_FILE"
 WEDGE_WHILE_FILE = "STANDIN_WEDGE_WHILE_FILE"
+WEDGE_AFTER_ANSWERS = "STANDIN_WEDGE_AFTER_ANSWERS"
 WEDGE_POLL_SECONDS = 0.2
 DEFAULT_ANSWER_SALT_FILE = "/tmp/standin-answer-salt"
 
@@ -51,6 +52,7 @@ class FailureKnobs:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], nnodes: int, engine: str = "sglang") -> FailureKnobs:
         """Read the knobs; raise KnobError for a value that is not a rank list, a number or a phase of `engine`."""
+        wedge_after_answers(environ)  # read by the API server; a bad value fails the launch here, named
         slow_text = environ.get(SLOW_START_SECONDS, "").strip()
         try:
             slow_start_seconds = float(slow_text) if slow_text else 0.0
@@ -123,6 +125,21 @@ def wedge_file(environ: Mapping[str, str]) -> str | None:
     """
     path = environ.get(WEDGE_WHILE_FILE)
     return path if path and os.path.exists(path) else None
+
+
+def wedge_after_answers(environ: Mapping[str, str]) -> int | None:
+    """STANDIN_WEDGE_AFTER_ANSWERS=N: this engine answers N generations, then none (None: unset).
+
+    A revision that answers its first request and then wedges for good (issue 41, 4): set in the engine's
+    environment, so it is the revision's own (a rollback to a revision without it serves), and it lasts the
+    process's life, not a file's. Raises KnobError for a value that is not a whole number >= 0.
+    """
+    text = environ.get(WEDGE_AFTER_ANSWERS, "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise KnobError(f"{WEDGE_AFTER_ANSWERS}={text!r} is not a whole number of answers (e.g. 1)")
+    return int(text)
 
 
 def hold_while_wedged(environ: Mapping[str, str]) -> None:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from standin_engine import STANDIN_FINGERPRINT
 from standin_engine.generation import Generation, count_tokens, generate
-from standin_engine.knobs import answer_salt, hold_while_wedged
+from standin_engine.knobs import answer_salt, hold_while_wedged, wedge_after_answers
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog
 from standin_engine.openai_requests import (
@@ -49,6 +49,18 @@ class EngineState:
         self.created = int(time.time())
         self.phase = "starting"
         self._ready = threading.Event()
+        self._answers = 0
+        self._answers_lock = threading.Lock()
+        self.wedge_after = wedge_after_answers(os.environ)
+        """knobs.wedge_after_answers: the generations this engine answers before it wedges (None: no such knob)."""
+
+    def take_answer(self) -> bool:
+        """Whether a generation may be answered now: counts it, and False once the engine has wedged for good."""
+        with self._answers_lock:
+            if self.wedge_after is not None and self._answers >= self.wedge_after:
+                return False
+            self._answers += 1
+            return True
 
     @property
     def ready(self) -> bool:
@@ -107,6 +119,8 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         try:
             if path in GENERATING_PATHS and state.ready:
                 hold_while_wedged(os.environ)
+                if not state.take_answer():
+                    threading.Event().wait()  # wedged for good (knobs.wedge_after_answers): no answer, ever
             # vLLM's /ping (SageMaker's health route) answers POST too.
             if path in HEALTH_PATHS[state.config.engine] and (self.command == "GET" or path == "/ping"):
                 self._health()

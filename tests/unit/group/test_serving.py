@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, render_api_config, serving_request
-from spark_llm.remote import readiness
+from spark_llm.remote import gate_probe
 from tests.unit.group.supervisor_program import load
 
 program = load("supervisor_program_serving")
@@ -60,10 +60,10 @@ def test_the_supervisor_asks_the_gates_completion_with_the_key_from_the_engines_
     finally:
         server.shutdown()
     path, auth, body = Engine.seen[0]
-    # The gate's own request: the same path and body (spark_llm.remote.readiness builds it from serving_request).
+    # The gate's own request: the same path and body (spark_llm.remote.gate_probe builds it from serving_request).
     assert (path, auth, body) == ("/v1/completions", "Bearer sk-secret", serving_request("m"))
-    assert json.dumps(serving_request("m")) in readiness._probe_script(
-        {"model": "m", "address": "127.0.0.1", "port": 1, "api_key": ""}
+    assert json.dumps(serving_request("m")) in gate_probe.probe_script(
+        {"model": "m", "address": "127.0.0.1", "port": 1, "api_key": ""}, 10
     )
 
 
