@@ -41,8 +41,9 @@ from supervisor_node import HeadApi, Node, RouterContainer
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
 from spark_llm.group.budget import next_step, recent
+from spark_llm.group.canary import CanaryRecord, after_restart
 from spark_llm.group.fabric import fabric_records
-from spark_llm.group.history import append_file, restart_record
+from spark_llm.group.history import append_file, read_file, restart_record
 from spark_llm.group.members import Member
 from spark_llm.group.memory import restart_held
 from spark_llm.group.order import start_order, stop_order
@@ -62,7 +63,7 @@ from spark_llm.group.serving import serves
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
-from spark_llm.group.weights import UNVERIFIED, parse_record, weights_problem
+from spark_llm.group.weights import verified_digest, weights_problem
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 NCCL_LINES = 5000  # a rank's log lines since a restart read for its fabric proof (INIT,NET: a few dozen a communicator)
@@ -213,9 +214,11 @@ class Supervisor:
         """The restart as a line of the head's history of starts, as `pulumi up`'s gate writes one: `spark-llm
         status` and `pulumi preview` read the latest start whoever made it (issue 41, 1)."""
         served = restart.get("result") == "served"
-        entry = restart_record(
-            self.spec["revision"], self.spec["profile"], restart, self.head_weights() if served else ""
-        )
+        head = next((m for m in self.members if m.role == "head"), None)
+        weights = verified_digest(head.weights_record()[0]) if served and head else ""
+        entry = restart_record(self.spec["revision"], self.spec["profile"], restart, weights)
+        if served:
+            entry["canary"] = self.canary().to_json()
         fabric = self.spec.get("fabric")
         if served and fabric:
             # The fabric proof, as the gate's: each rank's NCCL lines of this start (a little before it: clocks).
@@ -229,14 +232,15 @@ class Supervisor:
         except OSError as err:
             self.say(f"could not record the restart in the history of starts ({err})")
 
-    def head_weights(self) -> str:
-        """The weights' digest the head's weights record names ("" when it names none)."""
-        head = next((m for m in self.members if m.role == "head"), None)
-        if head is None:
-            return ""
-        text, _ = head.weights_record()
-        record = parse_record(text)
-        return record.digest if record is not None and record.token != UNVERIFIED else ""
+    def canary(self) -> CanaryRecord:
+        """The canary after a restart that served, recorded with it, and said at once when the revision answers
+        differently from its gate's record (spark_llm.group.canary.after_restart)."""
+        history = read_file(self.spec["history_path"])
+        names = [m.name for m in self.members]
+        record, changed = after_restart(self.api.canary(), self.spec["revision"], names, history)
+        if changed:
+            self.say(changed)
+        return record
 
     def _wait_serving(self) -> str:
         """'' once rank 0 serves, else why not: a member stopped, the start's bound passed, or a wedge (rank 0's

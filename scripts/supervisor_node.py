@@ -13,6 +13,7 @@ import shlex
 import socket
 import subprocess
 
+from spark_llm.group.canary import request_body
 from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
 from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section
@@ -20,6 +21,8 @@ from spark_llm.group.records import SpecMember, SupervisorSpec
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serving_request
 from spark_llm.group.wedge import LIVENESS_PATH
 from spark_llm.group.weights import RECORD_REQUEST
+
+CANARY_SECONDS = 30  # as the readiness gate's (spark_llm.remote.canary.REQUEST_SECONDS)
 
 LOG_LINES = 5
 NO_RECORD = 3  # scripts/supervisor_allow.sh's exit code for a worker that has no weights record
@@ -195,6 +198,21 @@ class HeadApi:
             return conn.getresponse().status
         except OSError:
             return None
+
+    def canary(self, timeout: float = CANARY_SECONDS) -> str:
+        """The canary's completion (spark_llm.group.canary), as group.canary.parse_answer reads it: the response body,
+        then ` HTTP<code>`; what went wrong when no answer came."""
+        headers = {"Content-Type": "application/json"}
+        key = self.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=timeout)
+            conn.request("POST", COMPLETIONS_PATH, body=json.dumps(request_body(self.spec["model"])), headers=headers)
+            response = conn.getresponse()
+            return f"{response.read().decode(errors='replace')} HTTP{response.status}"
+        except OSError as err:
+            return f"no answer within {timeout:g} s ({err})"
 
     def api_key(self) -> str | None:
         """The API key from the engine's own `--config` file (mounted read-only), read when needed: never kept."""

@@ -14,6 +14,8 @@ the readiness gate and the supervisor import the same rules.
 - memory: the memory admission's verdict (a rank's need against what its node gives now);
 - serving: what "serving" means (the gate's one-token completion), each engine's health route, the API key file;
 - wedge: is a running group wedged (no answer for a bound, over several probes);
+- canary: the fixed completion at temperature 0 a start records and status asks again (the gate's record is the
+  one compared with);
 - router: when the supervisor brings the router back;
 - fabric: what each rank's NCCL chose, read from its log lines (the gate's and the supervisor's fabric proof);
 - records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.

@@ -54,7 +54,7 @@ class StartRecord(TypedDict, total=False):
     nodes: dict[str, list[PhaseTime]]
     """Each node's phases in order (a list: Pulumi sorts an output's keys)."""
     canary: dict
-    """The canary's answer (spark_llm.plan.canary.CanaryRecord.to_json)."""
+    """The canary's answer (spark_llm.group.canary.CanaryRecord.to_json)."""
     weights: str
     """The manifest digest of the weights this start served (what `spark-llm rollback` puts back)."""
     failed: str
@@ -125,6 +125,15 @@ def appended(text: str, record: StartRecord, kept: int = KEPT) -> str:
     writer; the gate's is `append_script`, the same lines over ssh)."""
     lines = [line for line in text.splitlines() if line.strip()] + [record_line(record)]
     return "".join(line + "\n" for line in lines[-kept:])
+
+
+def read_file(path: str) -> list[StartRecord]:
+    """The history file at `path` (on the head, where the supervisor reads it), oldest first; [] when unreadable."""
+    try:
+        with open(path) as f:
+            return parse_history(f.read())
+    except OSError:
+        return []
 
 
 def append_file(path: str, record: StartRecord) -> None:

@@ -44,6 +44,12 @@ def parse_record(text: str | None) -> WeightsRecord | None:
     return WeightsRecord(words[0], words[1]) if len(words) == 2 else None
 
 
+def verified_digest(text: str | None) -> str:
+    """The digest a weights record's text names when its copy was verified ("" otherwise): what a start served."""
+    record = parse_record(text)
+    return record.digest if record is not None and record.token != UNVERIFIED else ""
+
+
 def weights_problem(records: Sequence[tuple[str, str | None]]) -> str | None:
     """Why the group must not start on its weights, in words that name the node and what to do; None: it may.
 

@@ -7,6 +7,7 @@ Pulumi program (__main__.py), so the CLI and the program can never disagree abou
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -118,6 +119,14 @@ class PulumiCli:
     config_file: str | None = None
     # Where Pulumi.yaml is: the checkout this package runs from (the plan reads scripts/ from there too).
     cwd: Path = PROJECT_DIR
+
+    def stack_args(self) -> str:
+        """The stack and config-file flags as a command printed for the operator carries them (" --stack NAME ...")."""
+        words = [
+            *(["--stack", self.stack] if self.stack else []),
+            *(["--config-file", self.config_file] if self.config_file else []),
+        ]
+        return "".join(f" {shlex.quote(w)}" for w in words)
 
     def argv(self, *args: str, config: bool = False) -> list[str]:
         """`config`: the command reads the stack's config, so it gets `--config-file` too."""

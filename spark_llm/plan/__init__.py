@@ -9,7 +9,7 @@ reading the project's own `scripts/` (scripts).
 - steps (every node step, resolved once), and their scripts: image/, weights/, memory/, node_files, fabric,
   firewall, supervisor and supervisor_key, router;
 - observation and drift (what a node runs now and what must be redone), host_record, fabric_ready (is each node's
-  fabric ready for a start: its RoCE devices, its MTUs), fabric_proof, canary;
+  fabric ready for a start: its RoCE devices, its MTUs), fabric_proof;
 - readiness and stdin_spec (the gate's spec, typed), rollback, cli_flags (what a pulumi command line asks of the
   group), node_commands (the commands printed for a person).
 """

@@ -1,4 +1,4 @@
-"""Ask the canary (spark_llm.plan.canary) on the head: the readiness gate records it, `spark-llm status` compares.
+"""Ask the canary (spark_llm.group.canary) on the head: the readiness gate records it, `spark-llm status` compares.
 
 Both ask the same way: curl on the head against rank 0 at the address the head reaches it (as the gate's probe),
 so no port needs to be open outside and the answer does not depend on where the operator runs the command.
@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from spark_llm.group.canary import CanaryRecord, parse_answer, request_body
 from spark_llm.group.serving import COMPLETIONS_PATH
-from spark_llm.plan.canary import CanaryRecord, parse_answer, request_body
 from spark_llm.plan.hosts import SshHost
 from spark_llm.plan.observation import grouped_script, split_probe
 from spark_llm.plan.readiness import ReadinessSpec

@@ -363,7 +363,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                     ]
                     for log in logs
                 },
-                # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.plan.canary).
+                # The fixed completion at temperature 0 that `spark-llm status` asks again (spark_llm.group.canary).
                 "canary": gate_canary(
                     spec,
                     head.ssh,

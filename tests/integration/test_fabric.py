@@ -116,12 +116,20 @@ def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deploy
 HISTORY = "/root/spark-llm/history/starts.jsonl"
 
 
+def history(sim_cluster: SimCluster) -> list[dict]:
+    """The head's history of starts, oldest first (a line being written is skipped)."""
+    out = []
+    for line in sim_cluster.node_exec("head", "cat", HISTORY, check=False).stdout.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
 def last_start(sim_cluster: SimCluster) -> dict:
-    lines = sim_cluster.node_exec("head", "cat", HISTORY, check=False).stdout.splitlines()
-    try:
-        return json.loads(lines[-1]) if lines else {}
-    except ValueError:  # read while being written
-        return {}
+    starts = history(sim_cluster)
+    return starts[-1] if starts else {}
 
 
 def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_the_rank(
@@ -147,6 +155,9 @@ def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_th
         )
         record = last_start(sim_cluster)
         assert record["fabric"]["worker-1"]["transport"] == "Socket" and not record["fabric"]["head"]["problem"]
+        # The canary, asked as the gate asks it, recorded with the restart: the same answer as `up`'s start.
+        gate = next(h for h in reversed(history(sim_cluster)) if h.get("by") != "supervisor" and "canary" in h)
+        assert record["canary"]["answer"] == gate["canary"]["answer"] and not record["canary"]["error"], record
         result = run(
             [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file",
              str(deployed.config_file), "--json"], env=deployed.env, check=False)  # fmt: skip

@@ -184,6 +184,8 @@ def test_a_fanout_killed_mid_copy_leaves_nothing_running_and_its_weights_unverif
         assert proc.wait(timeout=300) != 0, "".join(lines)[-3000:]
     finally:
         run([str(SIM), "link", "off"])
+    said = "".join(lines).replace("\n    ", " ")
+    assert "the copy to the workers was killed before it ended (signal 9)" in said, said[-3000:]
     wait_for("no copy process on any node", lambda: not any(copy_processes(sim_cluster).values()), 10, interval_s=0.5)
 
     argv = [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file"]

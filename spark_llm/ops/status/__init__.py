@@ -6,5 +6,6 @@
 - weights: the weights' drift, as preview judges it from the program's probe;
 - canary: the canary asked now, against the one recorded at readiness;
 - report: one model's verdict as it prints (table, lines, JSON);
-- several: a stack of several models, a row and a block per model.
+- several: a stack of several models, a row and a block per model;
+- pending: the operations a killed `pulumi up` left pending in the state, and the command that clears them.
 """

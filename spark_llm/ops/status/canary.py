@@ -1,6 +1,6 @@
 """`spark-llm status`'s canary: the fixed completion asked now against the one the readiness gate recorded.
 
-The record is looked up for the revision the head runs (spark_llm.plan.canary.recorded_canary) in the head's history
+The record is looked up for the revision the head runs (spark_llm.group.canary.recorded_canary) in the head's history
 of starts and the stack's `start_timeline` output. A different answer, node set or revision is a failure that
 shows both sides; no record (a group started before spark-llm recorded canaries) is a note, not a failure; the
 canary is not asked when the group is not in sync (its verdict already fails and says why).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spark_llm.group.canary import CanaryRecord, changes, describe, recorded_canary
 from spark_llm.group.history import StartRecord
-from spark_llm.plan.canary import CanaryRecord, changes, describe, recorded_canary
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.remote.canary import CanaryAsk
 

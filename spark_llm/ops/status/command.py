@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from rich.text import Text
@@ -32,6 +33,8 @@ from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import several
 from spark_llm.ops.status.canary import CanaryCheck, canary_ask, check_canary
 from spark_llm.ops.status.canary import judge as canary_verdict
+from spark_llm.ops.status.pending import Pending, pending_operations
+from spark_llm.ops.status.pending import sentence as pending_sentence
 from spark_llm.ops.status.read import ANSWER_SECONDS, GroupReading, Health, NodeStatus, collect_stack
 from spark_llm.ops.status.report import ModelReport
 from spark_llm.ops.status.weights import weights_drift
@@ -167,25 +170,43 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
     """
     stack = StackPlan.one(plans) if isinstance(plans, DeploymentPlan) else plans
     outputs = stack_outputs(pulumi)
-    with render.progress(f"status: asking {len(stack.nodes)} nodes", enabled=not args.json):
-        readings, gateway = collect_stack(stack, args.timeout)
+    with ThreadPoolExecutor(1) as pool:
+        # The state's pending operations (a killed `up` left them: ops.status.pending), read while the nodes are.
+        exported = pool.submit(state_pending, pulumi)
+        with render.progress(f"status: asking {len(stack.nodes)} nodes", enabled=not args.json):
+            readings, gateway = collect_stack(stack, args.timeout)
+        pending = exported.result()
     found = outputs.get("models")
     recorded: dict = found if isinstance(found, dict) else {}
     own = {name: outputs if not stack.several else recorded.get(name) or {} for name in stack.models}
     reports = [model_report(plan, own[name], readings[name]) for name, plan in stack.models.items()]
     with render.progress("status: asking the canary", enabled=not args.json):
         reports = with_canaries(stack, reports, own, readings)
+    note = pending_sentence(pending, pulumi.stack_args()) if pending else ""
+    more = {"pending_operations": [p.to_json() for p in pending], "pending_note": note} if pending else {}
     if not stack.several:
         [report] = reports
         if args.json:
-            render.emit_json({**report.to_json(), **({"router": gateway.to_json()} if gateway else {})})
+            render.emit_json({**report.to_json(), **({"router": gateway.to_json()} if gateway else {}), **more})
         else:
             report.print(render.console(), getattr(args, "hosts", False))
             if gateway is not None:
                 render.console().print(Text(gateway.sentence()))
+        if note and not args.json:
+            render.console().print(Text(f"warning: {note}", style="yellow"))
         return 0 if report.in_sync and (gateway is None or gateway.ok) else 1
-    several.emit(reports, args, gateway)
+    several.emit(reports, args, gateway, more)
+    if note and not args.json:
+        render.console().print(Text(f"warning: {note}", style="yellow"))
     return 0 if all(r.in_sync for r in reports) and (gateway is None or gateway.ok) else 1
+
+
+def state_pending(pulumi: PulumiCli) -> list[Pending]:
+    """The operations pending in the stack's state ([] when it cannot be read: status is about the nodes)."""
+    try:
+        return pending_operations(pulumi.export())
+    except (PulumiError, ValueError):
+        return []
 
 
 def with_canaries(

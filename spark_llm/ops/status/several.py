@@ -87,9 +87,15 @@ def to_json(reports: Sequence[ModelReport], gateway: RouterStatus | None = None)
     return {**out, "router": gateway.to_json()} if gateway is not None else out
 
 
-def emit(reports: Sequence[ModelReport], args: argparse.Namespace, gateway: RouterStatus | None = None) -> None:
+def emit(
+    reports: Sequence[ModelReport],
+    args: argparse.Namespace,
+    gateway: RouterStatus | None = None,
+    more: dict | None = None,
+) -> None:
+    """`more`: the stack's own fields beside the models in --json (a killed `up`'s pending operations)."""
     if args.json:
-        render.emit_json(to_json(reports, gateway))
+        render.emit_json({**to_json(reports, gateway), **(more or {})})
         return
     out = render.console()
     out.print(render.table(f"status: {len(reports)} models", COLUMNS, [row(r) for r in reports]))

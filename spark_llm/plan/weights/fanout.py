@@ -100,6 +100,14 @@ def fanout_plan(
     }
 
 
+# What the copy to the workers says when a signal ended it, before its exit (the step's error shows it).
+KILLED = (
+    "spark-llm: the copy to the workers was killed before it ended",
+    "nothing copies now, and no worker serves what arrived (it is not verified). Run `pulumi up` again: the copy"
+    " resumes from the files that arrived",
+)
+
+
 def render_fanout(
     cfg: GroupConfig,
     head: NodePlan,
@@ -132,6 +140,12 @@ def render_fanout(
         + "  fanout=$!\n"
         + '  code=0; wait "$fanout" || code=$?\n'
         + '  kill -KILL -- "-$fanout" 2>/dev/null || true\n'
+        # Killed by a signal (kill -9, the kernel's out-of-memory killer): bash's own word is `Killed`, which says
+        # neither what stopped nor what now.
+        + '  if [ "$code" -gt 128 ]; then\n'
+        + "    # shellcheck disable=SC2016 # the backticks are words for the operator\n"
+        + f"    printf '%s (signal %s); %s\\n' {shlex.quote(KILLED[0])} \"$((code - 128))\" {shlex.quote(KILLED[1])}\n"
+        + "  fi\n"
         + '  exit "$code"\n'
         + f"}} | tee {log}\n"
     )

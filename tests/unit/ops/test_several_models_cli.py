@@ -162,6 +162,7 @@ def test_status_json_of_several_models_is_keyed_by_model(raw_config, capsys):
 def test_status_of_a_stack_of_one_model_prints_as_before(raw_config, monkeypatch, capsys):
     one = build(raw_config)
     monkeypatch.setattr(status, "stack_outputs", lambda pulumi: {})
+    monkeypatch.setattr(status, "state_pending", lambda pulumi: [])
     monkeypatch.setattr(status, "collect_stack", lambda stack, timeout: ({n: None for n in stack.models}, None))
     monkeypatch.setattr(status, "model_report", lambda plan, outputs, seen: report(plan))
     monkeypatch.setattr(status, "with_canaries", lambda stack, reports, outputs, readings: reports)

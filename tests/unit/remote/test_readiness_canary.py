@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_llm.plan.canary import CANARY_PROMPT, CanaryRecord
+from spark_llm.group.canary import CANARY_PROMPT, CanaryRecord
 from spark_llm.plan.hosts import SshHost
 from spark_llm.remote import canary
 from spark_llm.remote.ssh import RemoteError

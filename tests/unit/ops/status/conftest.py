@@ -19,6 +19,12 @@ def weights_as_verified(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def state_without_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack's state has no pending operations (no `pulumi stack export` runs; test_status_pending says more)."""
+    monkeypatch.setattr(status, "state_pending", lambda _pulumi: [])
+
+
 def reading(nodes, health, report=None, history=()):
     """A stand-in for status.collect_stack: every model of the stack read as `nodes`, `health` and the supervisor's
     `report` say (with the head's `history` of starts), no router."""

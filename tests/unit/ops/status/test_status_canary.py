@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from spark_llm.group.canary import CanaryRecord
 from spark_llm.ops.status import canary as status_canary
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status.read import GroupReading
-from spark_llm.plan.canary import CanaryRecord
 from tests.unit.ops.node_facts import REV, running, statuses, with_revision
 from tests.unit.ops.status.conftest import reading
 

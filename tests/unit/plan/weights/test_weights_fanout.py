@@ -131,6 +131,9 @@ def test_a_fanout_killed_outright_leaves_no_process_behind(tmp_path):
         ["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "CHILD_PID_FILE": str(pid_file)}
     )
     assert ran.returncode == 137, ran.stderr  # the program's own death is the step's failure
+    # Said in words, not bash's `Killed` alone (issue 41, 7), in the step's output and the head's log.
+    said = "spark-llm: the copy to the workers was killed before it ended (signal 9); nothing copies now"
+    assert said in ran.stdout and said in (tmp_path / "weights-fanout.log").read_text()
     assert "fanout: sending" in (tmp_path / "weights-fanout.log").read_text()
     child = int(pid_file.read_text())
     stat = Path(f"/proc/{child}/stat")

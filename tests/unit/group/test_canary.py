@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from spark_llm.plan.canary import (
+from spark_llm.group.canary import (
     CANARY_MAX_TOKENS,
     CANARY_PROMPT,
     CanaryRecord,
+    after_restart,
     changes,
     describe,
     parse_answer,
@@ -101,3 +102,45 @@ def test_describe_shows_what_answered_and_the_answer():
         describe(RECORD) == "revision rev-a, nodes spark-1, spark-2, at 2026-12-03T04:00:00+00:00: ' four, five, six,'"
     )
     assert describe(CanaryRecord("", "r", (), "t", "HTTP 503: x")).endswith(": no answer (HTTP 503: x)")
+
+
+def gate(answer: str, revision: str = "rev-a") -> dict:
+    """A start record the readiness gate wrote, with its canary."""
+    canary = {**RECORD.to_json(), "answer": answer, "revision": revision}
+    return {"revision": revision, "at": "2026-12-03T04:00:00+00:00", "canary": canary}
+
+
+def by_supervisor(answer: str, revision: str = "rev-a") -> dict:
+    return {**gate(answer, revision), "by": "supervisor"}
+
+
+def test_the_gates_record_is_the_one_compared_with_not_a_later_restarts():
+    """A supervisor's restart that answers differently must show as a change in `spark-llm status`, not become the
+    answer compared with (issue 41, 1: the agent records the canary of each start it makes)."""
+    found = recorded_canary("rev-a", [gate(" four, five, six,"), by_supervisor(" banana")])
+    assert found is not None and found.answer == " four, five, six,"
+    # A revision no gate recorded (its record lost): the supervisor's is better than none.
+    found = recorded_canary("rev-b", [gate(" four,", "rev-a"), by_supervisor(" five,", "rev-b")])
+    assert found is not None and (found.answer, found.revision) == (" five,", "rev-b")
+
+
+def answer(text: str) -> str:
+    return json.dumps({"choices": [{"text": text}]}) + " HTTP200"
+
+
+def test_a_restart_that_answers_as_its_gate_did_says_nothing_and_is_recorded():
+    record, said = after_restart(
+        answer(" four, five, six,"), "rev-a", ["spark-1", "spark-2"], [gate(" four, five, six,")]
+    )
+    assert said == "" and record.answer == " four, five, six," and record.nodes == ("spark-1", "spark-2")
+    assert record.to_json()["revision"] == "rev-a" and record.at
+
+
+def test_a_restart_that_answers_otherwise_or_not_at_all_is_said_with_both_answers():
+    _, said = after_restart(answer(" banana"), "rev-a", ["spark-1"], [gate(" four, five, six,")])
+    assert said.startswith("the canary answers ' banana' after the restart; the start by `pulumi up` answered")
+    assert "' four, five, six,'" in said and "the same revision answers differently" in said
+    record, said = after_restart("no answer within 30 s (timed out)", "rev-a", ["spark-1"], [gate(" four,")])
+    assert record.error and said.startswith("the canary got no answer after the restart (no HTTP answer")
+    # No gate's record of this revision: nothing to compare with.
+    assert after_restart(answer(" x"), "rev-b", ["spark-1"], [gate(" four,")])[1] == ""

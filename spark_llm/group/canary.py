@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 CANARY_PROMPT = "Count from one to ten: one, two, three,"
 CANARY_MAX_TOKENS = 8
+SUPERVISOR = "supervisor"
+"""A start record's `by` when the supervisor made it (spark_llm.group.history.restart_record)."""
 TIMELINE_KEY = "canary"
 """The canary's key in a start's timeline dict."""
 
@@ -89,20 +92,58 @@ def changes(recorded: CanaryRecord, now: CanaryRecord) -> list[str]:
 def recorded_canary(revision: str, timelines: Sequence[Mapping[str, Any]]) -> CanaryRecord | None:
     """The canary recorded for `revision` in these timelines (oldest first; the last such record wins).
 
-    A revision without a record but an older one with it: the newest record (of another revision), so the change
-    of revision shows; the running group was then not started through the gate, or its record was lost.
-    None when no timeline has a canary (the group started before spark-llm recorded one).
+    The readiness gate's record of a revision is the one compared with: the supervisor records its restarts' canary
+    too (`by: supervisor`), but a restart that answers differently must show as a change, not become the answer
+    compared with; its record counts only for a revision no gate recorded. A revision without a record but an older
+    one with it: the newest record (of another revision), so the change of revision shows; the running group was
+    then not started through the gate, or its record was lost. None when no timeline has a canary (the group started
+    before spark-llm recorded one).
     """
-    records = [r for r in _records(timelines) if r.answer or r.error]
-    same = [r for r in records if r.revision == revision]
-    if same:
-        return same[-1]
+    entries = [t for t in timelines if isinstance(t, Mapping)]
+    gates = [t for t in entries if t.get("by") != SUPERVISOR]
+    for pool in (gates, entries):
+        records = [r for r in _records(pool) if r.answer or r.error]
+        same = [r for r in records if r.revision == revision]
+        if same:
+            return same[-1]
+    records = [r for r in _records(entries) if r.answer or r.error]
     return records[-1] if records else None
+
+
+def after_restart(
+    output: str, revision: str, nodes: Sequence[str], timelines: Sequence[Mapping[str, Any]]
+) -> tuple[CanaryRecord, str]:
+    """Pure but for the clock: the supervisor's restart's canary from what it got (`output`, as `parse_answer`
+    reads it), and what to say of it against the gate's record ("" when they agree: `restart_changes`)."""
+    answer, error = parse_answer(output)
+    record = CanaryRecord(answer, revision, tuple(nodes), datetime.now(UTC).isoformat(timespec="seconds"), error)
+    return record, restart_changes(revision, timelines, record)
+
+
+def restart_changes(revision: str, timelines: Sequence[Mapping[str, Any]], now: CanaryRecord) -> str:
+    """Pure: what the supervisor says of its restart's canary against the gate's record of the revision ("" when
+    they agree, or when no gate recorded this revision's)."""
+    entries = [t for t in timelines if isinstance(t, Mapping) and t.get("by") != SUPERVISOR]
+    same = [r for r in _records(entries) if r.revision == revision and r.answer]
+    if not same:
+        return ""
+    recorded = same[-1]
+    if now.error:
+        return (
+            f"the canary got no answer after the restart ({now.error}); the start by `pulumi up` answered"
+            f" {recorded.answer!r}"
+        )
+    if now.answer != recorded.answer:
+        return (
+            f"the canary answers {now.answer!r} after the restart; the start by `pulumi up` answered"
+            f" {recorded.answer!r}: the same revision answers differently (weights, GPU state: `spark-llm status`)"
+        )
+    return ""
 
 
 def _records(timelines: Iterable[Mapping[str, Any]]) -> Iterable[CanaryRecord]:
     for timeline in timelines:
-        record = CanaryRecord.from_json(timeline.get(TIMELINE_KEY)) if isinstance(timeline, dict) else None
+        record = CanaryRecord.from_json(timeline.get(TIMELINE_KEY)) if isinstance(timeline, Mapping) else None
         if record is not None:
             yield record
 
