@@ -248,7 +248,6 @@ class SparkCluster(pulumi.ComponentResource):
         _note_failed_start(plan, observed)
         _note_fabric(plan, observed)
         _note_host_changes(plan, observed)
-        note_memory(plan, observed)
         _firewall_note(plan, observed)
         # The table that refuses the group's ports beyond the fabric, before any engine starts (the group waits).
         firewalls = (
@@ -279,6 +278,7 @@ class SparkCluster(pulumi.ComponentResource):
             ModelWeightsArgs(plan=plan, steps=steps.weights, connections=connections, observations=observed),
             child,
         )
+        note_memory(plan, observed, weights.size_now)
         # The supervisor's image is checked before the group's steps run (they wait for the check); its files and
         # container come after the group served: what they need of the group is resolved once it is declared.
         overseer = None
@@ -333,6 +333,8 @@ class SparkCluster(pulumi.ComponentResource):
                 after=[scripts, image, weights, *firewalls, *([overseer.image_check] if overseer else [])],
                 restart_on=restart_on,
                 supervised=plan.supervisor is not None,
+                observations=observed,
+                weights_bytes=weights.size,
             ),
             child,
         )

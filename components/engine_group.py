@@ -32,12 +32,13 @@ import pulumi_command as command
 import pulumi_docker as docker
 
 from components.commands import NodeCommand, discarding_stdin
-from components.memory_admission import admission_steps
+from components.memory_admission import admission_steps, admission_tokens
 from spark_llm.group.order import stop_order
-from spark_llm.plan.container import ContainerSpec, container_spec, take_ports_script
+from spark_llm.plan.container import LABEL_REVISION, ContainerSpec, container_spec, take_ports_script
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import owner_watch_script
 from spark_llm.plan.memory import DROP_CACHES_SCRIPT
+from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.readiness import readiness_spec, spec_text
 from spark_llm.plan.start.timeline import TIMELINE_PREFIX, parse_timeline
 from spark_llm.plan.supervisor import stop_command as supervisor_stop_command
@@ -65,6 +66,10 @@ class EngineGroupArgs:
     """Label name -> value: what restarts the whole group when it changes (script, weights, API key digests)."""
     supervised: bool = False
     """The stack has a supervisor (components.supervisor): it is stopped before any member is."""
+    observations: dict[str, NodeObservation] | None = None
+    """What every node runs now (spark_llm.remote.observe): whether this `up` stops the group; None: not looked at."""
+    weights_bytes: pulumi.Input[int | None] = None
+    """The weights' size by their source's manifest (components.model_weights), which the memory admission counts."""
 
 
 def _labels(spec: ContainerSpec, extra: Mapping[str, pulumi.Input[str]]) -> list[docker.ContainerLabelArgs]:
@@ -170,8 +175,24 @@ class EngineGroup(pulumi.ComponentResource):
             )
             for node in plan.nodes
         ]
+        # Whether this `up` stops the group, read from what the members' containers carry (the stop steps' triggers
+        # are those very values): every member is then judged again, whatever a failed `up` before left recorded.
+        planned = pulumi.Output.all(labels=pulumi.Output.all(**restart), images=pulumi.Output.all(**args.image_ids))
+        # A token says whether the group stops, never a value: not a secret where the API key's digest is a label.
+        tokens = pulumi.Output.unsecret(
+            planned.apply(
+                lambda got: admission_tokens(
+                    plan, args.observations, {**got["labels"], LABEL_REVISION: plan.group_revision}, got["images"]
+                )
+            )
+        )
         admitted = admission_steps(
-            f"{name}-admit", plan, triggers, pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *taken])
+            f"{name}-admit",
+            plan,
+            triggers,
+            tokens,
+            args.weights_bytes,
+            pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *taken]),
         )
         stops: list[NodeCommand] = []
         if args.supervised:

@@ -47,8 +47,9 @@ class ModelWeightsArgs:
     """What each node had at this program run (spark_llm.remote.observe); None: not observed (unit tests)."""
 
 
-def local_manifest_digest(directory: str) -> str:
-    """The manifest digest of a directory on this machine (scripts/manifest.py; unchanged files are not re-hashed).
+def local_manifest(directory: str) -> tuple[str, int | None]:
+    """The manifest digest and bytes of a directory on this machine (scripts/manifest.py; unchanged files are not
+    re-hashed).
 
     Runs at every preview and up; the first hash of a large directory shows its progress lines as they come.
     """
@@ -70,7 +71,7 @@ def local_manifest_digest(directory: str) -> str:
         )
     if messages and " hashed 0 " not in messages[-1]:  # something was hashed: say what it cost
         pulumi.log.info(messages[-1])
-    return weights.parse_digest(stdout)
+    return weights.parse_digest(stdout), weights.parse_bytes(stdout)
 
 
 class ModelWeights(pulumi.ComponentResource):
@@ -78,6 +79,10 @@ class ModelWeights(pulumi.ComponentResource):
 
     manifest_digest: pulumi.Output[str]
     path: pulumi.Output[str]
+    size: pulumi.Output[int | None]
+    """The weights' bytes by the head copy's manifest once its step ran, else `size_now`."""
+    size_now: int | None
+    """The weights' bytes by their source's manifest as this program run read it (weights.weights_size)."""
 
     def __init__(self, name: str, args: ModelWeightsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("spark-llm:components:ModelWeights", name, None, opts)
@@ -112,9 +117,10 @@ class ModelWeights(pulumi.ComponentResource):
         tokens = {node.name: token(node) for node in plan.nodes}
         digest: pulumi.Output[str]
         head_copy: NodeCommand | OperatorCommand
+        local_bytes: int | None = None
         if steps.local_dir is not None:
             # A rollback pins the digest it names: the operator's directory (edited since, maybe) is not read.
-            local_digest = steps.restore or local_manifest_digest(steps.local_dir)
+            local_digest, local_bytes = (steps.restore, None) if steps.restore else local_manifest(steps.local_dir)
             head_copy = OperatorCommand(
                 f"{name}-{head.name}",
                 script=steps.head_script(tokens[head.name]),
@@ -166,4 +172,9 @@ class ModelWeights(pulumi.ComponentResource):
             )
         self.manifest_digest = digest
         self.path = pulumi.Output.from_input(steps.path)
+        # What the memory admission counts where a node has no copy yet (preview's warning before any step ran).
+        head_seen = (args.observations or {}).get(head.name)
+        size_now = weights.weights_size(head_seen.facts if head_seen else {}, local_bytes)
+        self.size_now = size_now
+        self.size = head_copy.stdout.apply(lambda out: weights.parse_bytes(out) or size_now)
         self.register_outputs({"manifest_digest": self.manifest_digest, "path": self.path})

@@ -8,7 +8,7 @@
 engine_state() {
   local out
   # docker inspect prints an empty line before failing on a missing container: its exit code decides.
-  if out=$(docker inspect -f '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "started_at": "{{.State.StartedAt}}", "finished_at": "{{.State.FinishedAt}}", "oom_killed": {{.State.OOMKilled}}, "labels": {{json .Config.Labels}}}' "$1" 2>/dev/null); then
+  if out=$(docker inspect -f '{"status": "{{.State.Status}}", "exit_code": {{.State.ExitCode}}, "container_id": "{{.Id}}", "image_id": "{{.Image}}", "started_at": "{{.State.StartedAt}}", "finished_at": "{{.State.FinishedAt}}", "oom_killed": {{.State.OOMKilled}}, "labels": {{json .Config.Labels}}}' "$1" 2>/dev/null); then
     printf "engine\t%s\n" "$out"
     return 0
   fi

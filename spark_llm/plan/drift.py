@@ -45,7 +45,8 @@ def owner_record(line: str) -> tuple[str, str]:
     return owner, container.strip()
 
 
-def _repair(why: str, run: str) -> str:
+def repair_token(why: str, run: str) -> str:
+    """A repair's token: new at every program run (`run`), so Pulumi replaces the step that carries it."""
     return REPAIR_PREFIX + hashlib.sha256(f"{why}\0{run}".encode()).hexdigest()[:12]
 
 
@@ -58,7 +59,7 @@ def step_token(observation: NodeObservation | None, step: str, live: str | None)
     if observation is None:
         return UNOBSERVED, None
     if observation.error is not None:
-        return _repair(f"{observation.node} could not be read: {observation.error}", observation.run), None
+        return repair_token(f"{observation.node} could not be read: {observation.error}", observation.run), None
     recorded = observation.tokens.get(step, "")
     token, _, value = recorded.partition(" ")
     if token == UNVERIFIED:
@@ -71,7 +72,7 @@ def step_token(observation: NodeObservation | None, step: str, live: str | None)
         why = f"{step} on {observation.node}: now {live}, was {value}"
     else:
         return token, None
-    return _repair(f"{why} [{recorded}]", observation.run), why
+    return repair_token(f"{why} [{recorded}]", observation.run), why
 
 
 def record_token_script(remote_dir: str, step: str, token: str, value_expr: str) -> str:
@@ -152,7 +153,38 @@ def group_generation(
         return group[0].rollout, None
     generations = sorted({m.rollout for m in group})
     run = next((o.run for o in observations.values()), "")
-    return _repair(verdict.why + repr(generations), run), verdict.why
+    return repair_token(verdict.why + repr(generations), run), verdict.why
+
+
+def restart_pending(
+    observations: dict[str, NodeObservation] | None,
+    members: list[str],
+    labels: dict[str, str],
+    image_id: str,
+) -> str | None:
+    """Why this `pulumi up` stops the group (None: every member runs the container it plans, and nothing stops).
+
+    The stop steps run when their triggers change: the group's restart inputs, which every member's container
+    carries as labels (`labels`: each planned label's value) and as its image (`image_id`). A member whose
+    container lacks one of them (not running, another value, not read) is one this `up` replaces, after stopping
+    the group. pulumi-command cannot say what a step last ran with; the containers can, whatever a failed `up`
+    left behind (issue 41, 3: an `up` that failed after some admission steps passed left them recorded, and the
+    next `up` stopped the group without judging those nodes again)."""
+    if observations is None:
+        return None
+    for node in members:
+        seen = observations.get(node)
+        if seen is None or seen.error is not None:
+            return f"{node} could not be read"
+        engine = seen.engine
+        if not engine.running:
+            return f"the engine on {node} is {engine.status}"
+        changed = sorted(k for k, v in labels.items() if engine.labels.get(k) != v)
+        if changed:
+            return f"the engine on {node} runs another {', '.join(changed)}"
+        if engine.image_id and image_id and engine.image_id != image_id:
+            return f"the engine on {node} runs another image ({engine.image_id[:19]})"
+    return None
 
 
 def replaced_generation(generation: str, replaced: tuple[str, ...], run: str) -> str:

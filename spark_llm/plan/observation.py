@@ -30,6 +30,8 @@ class EngineState:
     labels: dict[str, str] = field(default_factory=dict)
     finished_at: str = ""
     oom_killed: bool = False
+    image_id: str = ""
+    """The image it was created from (`sha256:...`; empty when not read)."""
 
     @property
     def running(self) -> bool:
@@ -100,6 +102,7 @@ def parse_engine(value: str) -> EngineState:
         labels=data.get("labels") or {},
         finished_at=data.get("finished_at", ""),
         oom_killed=bool(data.get("oom_killed", False)),
+        image_id=data.get("image_id", ""),
     )
 
 

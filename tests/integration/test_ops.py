@@ -454,7 +454,19 @@ def test_memory_admission_warns_in_preview_refuses_up_before_anything_stops_and_
         assert container_ids() == before  # nothing stopped: the same containers, and they serve
         assert complete(deployed.outputs())["choices"]
 
+        # Issue 41, 3: the head passed its admission in the `up` that failed; now the head cannot fit and worker-1
+        # could (its cache dropped). The next `up` used to skip the head's recorded admission, stop the group and
+        # restart it into the head preview called refused, exit 0; it judges every member again and refuses.
+        run([str(SIM), "memory", "head", "--total-gib", "121", "--free-gib", "10"])
         deployed.set("memory.dropCaches", "true")
+        preview = deployed("preview", check=False)
+        assert "memory admission head: refused" in preview.stdout, preview.stdout[-3000:]
+        refused = deployed.up(check=False)
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "memory admission head: refused" in said, said[-3000:]
+        assert container_ids() == before  # nothing stopped
+        run([str(SIM), "memory", "head", "--total-gib", "121", "--free-gib", "115"])
+
         started = deployed.up()
         assert "page cache dropped on worker-1" in started.stdout, started.stdout[-3000:]
         meminfo = sim_cluster.node_exec("worker-1", "grep", "^MemFree:", "/proc/meminfo").stdout
@@ -462,6 +474,8 @@ def test_memory_admission_warns_in_preview_refuses_up_before_anything_stops_and_
         after = container_ids()
         assert all(after[n] != before[n] for n in members)
         assert complete(deployed.outputs())["choices"]
+        # Every admission recorded its token: the next `up` stops nothing and judges nothing.
+        deployed("preview", "--expect-no-changes")
     finally:
         for node in members:
             run([str(SIM), "memory", node, "off"], check=False)

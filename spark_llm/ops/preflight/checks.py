@@ -180,13 +180,11 @@ _ADMISSION_STATUS = {verdict.FITS: PASS, verdict.WARN: WARN, verdict.REFUSED: FA
 
 
 def check_memory(plan: DeploymentPlan, node: NodePlan, sections: dict[str, Section], limits: Limits) -> Check:
-    """The memory admission `pulumi up` runs before the group stops, judged now: the weights' size from the node's
-    files, else from the model source (`limits`)."""
+    """The memory admission `pulumi up` runs before the group stops, judged now as it judges: the weights' size
+    from the model source where it is known (`limits`), else from the node's files."""
     section = sections.get("memory")
     probe = dict(line.split("\t", 1) for line in section.body.splitlines() if "\t" in line) if section else {}
-    seen = verdict.parse(node.name, probe)
-    weights = limits.model_size if seen.weights is None else None
-    admission = memory.judge_spec(memory.admission_spec(plan, node), probe, weights_bytes=weights)
+    admission = memory.judge_spec(memory.admission_spec(plan, node, weights_bytes=limits.model_size), probe)
     return Check(node.name, "memory", _ADMISSION_STATUS[admission.verdict], admission.detail, admission.fix)
 
 

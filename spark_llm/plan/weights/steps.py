@@ -44,6 +44,8 @@ DIGEST_PREFIX = "spark-llm-manifest "
 DRIFT_STEP = "weights"
 PROBE_SECTION = "weights"
 PROBE_SOURCE_SECTION = "weights-source"
+# Beside each, the bytes its manifest lists: the weights' size before they are on a node (`weights_size`).
+BYTES_SUFFIX = "-bytes"
 
 
 def parse_digest(stdout: str | None) -> str:
@@ -52,6 +54,30 @@ def parse_digest(stdout: str | None) -> str:
         if line.startswith(DIGEST_PREFIX):
             return line.split()[1]
     return ""
+
+
+def parse_bytes(stdout: str | None) -> int | None:
+    """The bytes on the last `spark-llm-manifest` line of a script's output (None when there is none)."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith(DIGEST_PREFIX):
+            fields = line.split()
+            return int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else None
+    return None
+
+
+def weights_size(head_facts: dict[str, str], local_bytes: int | None = None) -> int | None:
+    """The weights' bytes by their source's manifest, known before they are on the workers (None: unknown).
+
+    Kind local: the operator's directory as this program run scanned it (`local_bytes`); kind head: the head's
+    source directory; otherwise the head's own copy at model.path (a download lands there first), as the head's
+    probe scanned them (render_probe). What the memory admission counts where a node has no copy yet."""
+    if local_bytes is not None:
+        return local_bytes
+    for section in (PROBE_SOURCE_SECTION, PROBE_SECTION):
+        text = head_facts.get(section + BYTES_SUFFIX, "")
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+    return None
 
 
 def hf_env_path(head: NodePlan) -> str:
@@ -198,7 +224,8 @@ def render_restore(cfg: GroupConfig, head: NodePlan, tool: str, digest: str, tok
 
 def render_probe(cfg: GroupConfig, node: NodePlan, tool: str) -> str:
     """Read-only probe sections (spark_llm.remote.observe) for `node`: `weights<TAB>DIGEST` of model.path (a missing
-    directory has the empty manifest's digest) and, on the head with kind head elsewhere, `weights-source`.
+    directory has the empty manifest's digest) and, on the head with kind head elsewhere, `weights-source`; each
+    with its manifest's bytes beside it (`weights-bytes`, `weights-source-bytes`: `weights_size`).
 
     Runs at every program run: the manifest tool's stat cache makes an unchanged directory cost one stat a file.
     """
@@ -212,7 +239,8 @@ def render_probe(cfg: GroupConfig, node: NodePlan, tool: str) -> str:
     for section, path in paths:
         out += (
             f'if d=$(python3 "$tool" scan {shlex.quote(path)} --node {shlex.quote(node.name)} 2>/dev/null); then\n'
-            f'  read -r _ d _ <<< "$d"\n  printf "{section}\\t%s\\n" "$d"\nfi\n'
+            f'  read -r _ d _ b <<< "$d"\n  printf "{section}\\t%s\\n" "$d"\n'
+            f'  printf "{section}{BYTES_SUFFIX}\\t%s\\n" "$b"\nfi\n'
         )
     return out + ")\n"
 

@@ -84,9 +84,12 @@ def test_every_nodes_memory_admission_runs_before_the_first_stop_exactly_when_th
     for node in ("spark-1", "spark-2"):
         admit = registered[f"spark-engine-admit-{node}"]
         assert _depends_on(first, f"spark-engine-admit-{node}")
-        assert inputs(admit)["triggers"] == stop_triggers
+        # The stop steps' triggers, and the token that is new at every run while the group is to stop (none here:
+        # the nodes are not looked at under mocks).
+        assert inputs(admit)["triggers"] == [*stop_triggers, "unobserved"]
         spec = json.loads(inputs(admit)["stdin"])
         assert (spec["node"], spec["engine"], spec["ranks"], spec["drop_caches"]) == (node, "vllm", 2, False)
+        assert spec["token"] == "unobserved"
     assert not [name for name in registered if name.endswith("-drop-caches")]  # opt-in
 
 

@@ -20,10 +20,14 @@ def test_probe_prints_the_live_digest_of_model_path_and_of_the_heads_source(tmp_
     head_out = run_bash(weights.render_probe(cfg, p.head, TOOL), env).stdout
     facts = parse_probe("spark-1", head_out).facts
     empty = tool("scan", str(tmp_path / "dst"), env=env).stdout.split()[1]  # not there yet: the empty manifest
-    assert facts == {"weights": empty, "weights-source": tool("scan", str(src), env=env).stdout.split()[1]}
+    source = tool("scan", str(src), env=env).stdout.split()[1]
+    # Each digest with its manifest's bytes beside it: none at model.path yet, the source's one byte.
+    assert facts == {"weights": empty, "weights-bytes": "0", "weights-source": source, "weights-source-bytes": "1"}
     assert weights.live_value(cfg, p.head, facts) == f"{facts['weights']}/{facts['weights-source']}"
+    # The memory admission counts the source's size before the weights are at model.path.
+    assert weights.weights_size(facts) == 1
     worker_facts = parse_probe("spark-2", run_bash(weights.render_probe(cfg, p.workers[0], TOOL), env).stdout).facts
-    assert list(worker_facts) == ["weights"]  # a worker has no source dir
+    assert list(worker_facts) == ["weights", "weights-bytes"]  # a worker has no source dir
     assert weights.live_value(cfg, p.workers[0], worker_facts) == empty
 
 
