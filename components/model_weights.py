@@ -9,7 +9,7 @@
   copy is, its triggers holding the head resource's ID, or any worker drifted.
 - `{name}-{node}-retention`: owns the fate of each copy on destroy. The copies themselves have no delete, so a
   replace (a changed file, drift) never deletes weights; only this resource's delete does, and only with
-  model.purgeOnDestroy (spark_llm.plan.weights.steps.render_retention).
+  model.purgeOnDestroy (spark_llm.plan.weights.retention.render_retention).
 Drift: each copy carries its node's drift token (spark_llm.plan.drift) from this program run's observation, whose
 probe section (weights.render_probe) is the live manifest digest of model.path: a file changed or deleted on a
 node since the last `up` makes preview warn, naming the node, and `up` syncs the files that differ.
@@ -33,6 +33,7 @@ from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.scripts import MANIFEST_TOOL
 from spark_llm.plan.weights import steps as weights
 from spark_llm.plan.weights import sync as weights_sync
+from spark_llm.plan.weights.retention import RETENTION_DELETE_PHASE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +107,7 @@ class ModelWeights(pulumi.ComponentResource):
                 f"{name}-{node.name}-retention",
                 connection=conn[node.name],
                 script=steps.retention[node.name],
-                delete_phase=weights.RETENTION_DELETE_PHASE if steps.purges[node.name] else None,
+                delete_phase=RETENTION_DELETE_PHASE if steps.purges[node.name] else None,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for node in plan.nodes

@@ -17,6 +17,7 @@ from spark_llm.plan.image import steps as image
 from spark_llm.plan.scripts import BASH_LIB_DIR, PROJECT_DIR, bash_lib
 from spark_llm.plan.steps import build_steps
 from spark_llm.plan.weights import fanout as weights_fanout
+from spark_llm.plan.weights import retention
 from spark_llm.plan.weights import steps as weights
 from tests.conftest import dual_spark_raw
 
@@ -49,7 +50,7 @@ def test_the_weights_steps_are_the_renderers_output_for_the_config(source):
     fanout = weights_fanout.render_fanout(cfg, head, workers, TOOL, weights_fanout.fanout_sources(), tokens, "weights")
     assert steps.fanout_script(tokens) == fanout
     for node in p.nodes:
-        assert steps.retention[node.name] == weights.render_retention(cfg, node, TOOL)
+        assert steps.retention[node.name] == retention.render_retention(cfg, node, TOOL)
         assert steps.probes[node.name] == weights.render_probe(cfg, node, TOOL)
     assert (steps.hf_env_script is not None) == (cfg.model.effective_source.kind == "huggingface")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.plan.weights import steps as weights
+from spark_llm.plan.weights import retention
 from tests.unit.plan.weights_runs import HF, TOOL, build, model_dir, run_bash, tool
 
 
@@ -27,15 +27,15 @@ from tests.unit.plan.weights_runs import HF, TOOL, build, model_dir, run_bash, t
 def test_weights_are_deleted_on_destroy_only_when_purged_and_ours(source, purge, node, delete, says):
     cfg, p = build(source, purge=purge)
     target = p.head if node == "head" else p.workers[0]
-    assert weights.purges(cfg, target) == delete
-    script = weights.render_retention(cfg, target, TOOL)
+    assert retention.purges(cfg, target) == delete
+    script = retention.render_retention(cfg, target, TOOL)
     assert says in script and ('"$tool" purge' in script) == delete
 
 
 def retention_run(tmp_path: Path, env: dict, *, purge: bool, phase: str) -> subprocess.CompletedProcess[str]:
     cfg, p = build(path=str(tmp_path / "model"), purge=purge)
     worker = dataclasses.replace(p.workers[0], remote_dir=str(tmp_path / "remote"))
-    return run_bash(f"SPARK_LLM_PHASE={phase}\n" + weights.render_retention(cfg, worker, TOOL), env)
+    return run_bash(f"SPARK_LLM_PHASE={phase}\n" + retention.render_retention(cfg, worker, TOOL), env)
 
 
 def test_destroy_purges_but_a_replaced_retention_setting_deletes_nothing(tmp_path, env):

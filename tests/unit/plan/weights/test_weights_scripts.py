@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from spark_llm.plan.weights import retention
 from spark_llm.plan.weights import steps as weights
 from spark_llm.plan.weights.fanout import fanout_sources, render_fanout
 from tests.unit.plan.weights_runs import HF, TOKEN, TOOL, build
@@ -25,8 +26,8 @@ def all_scripts() -> list[tuple[str, str]]:
             (f"{kind}/head-probe", weights.render_probe(cfg, p.head, TOOL)),
             (f"{kind}/fanout", render_fanout(cfg, p.head, list(p.workers), TOOL, FANOUT, TOKENS, "weights")),
             (f"{kind}/worker-probe", weights.render_probe(cfg, p.workers[0], TOOL)),
-            (f"{kind}/worker-retention", weights.render_retention(cfg, p.workers[0], TOOL)),
-            (f"{kind}/head-retention", weights.render_retention(cfg, p.head, TOOL)),
+            (f"{kind}/worker-retention", retention.render_retention(cfg, p.workers[0], TOOL)),
+            (f"{kind}/head-retention", retention.render_retention(cfg, p.head, TOOL)),
             (f"{kind}/head-update", weights.head_digest_command(cfg)),
         ]
     cfg, p = build({"kind": "local", "path": "/tmp"})
