@@ -461,6 +461,9 @@ def test_memory_admission_warns_in_preview_refuses_up_before_anything_stops_and_
         deployed.set("memory.dropCaches", "true")
         preview = deployed("preview", check=False)
         assert "memory admission head: refused" in preview.stdout, preview.stdout[-3000:]
+        # Status says what preview and `up` say: the restart `up` would make, refused (issue 41, 7).
+        said = spark_llm.json("status", expect=1)
+        assert said["state"] == "drift" and "; but memory admission head: refused" in said["summary"], said
         refused = deployed.up(check=False)
         said = refused.stdout + refused.stderr
         assert refused.returncode != 0 and "memory admission head: refused" in said, said[-3000:]

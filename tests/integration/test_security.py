@@ -158,7 +158,13 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
         sim_cluster.node_exec("worker-1", "nft", "delete", "table", "inet", "spark-llm")
         started = sim_cluster.started_at("worker-1")
         drift = pulumi("preview").stdout
-        assert "drift: the firewall (nftables table inet spark-llm) on worker-1 changed since `pulumi up`" in drift
+        said = "drift: the firewall (nftables table inet spark-llm) on worker-1 changed since `pulumi up`"
+        assert said in drift
+        # Status says what preview says (it said `in sync` here: issue 41, 7).
+        argv = [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file"]
+        status = run([*argv, str(pulumi.config_file), "--json"], env=pulumi.env, check=False)
+        report = json.loads(status.stdout)
+        assert status.returncode == 1 and report["state"] == "drift" and report["summary"].startswith(said), report
         assert "spark-firewall-worker-1 replace" in drift and not re.search(r"spark-engine-\S+ (replace|create)", drift)
         pulumi.up()
         assert "table inet spark-llm" in sim_cluster.node_exec("worker-1", "nft", "list", "tables").stdout

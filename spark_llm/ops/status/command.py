@@ -33,6 +33,8 @@ from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import several
 from spark_llm.ops.status.canary import CanaryCheck, canary_ask, check_canary
 from spark_llm.ops.status.canary import judge as canary_verdict
+from spark_llm.ops.status.firewall import firewall_drift
+from spark_llm.ops.status.memory import refusals, refused_sentence
 from spark_llm.ops.status.pending import Pending, pending_operations
 from spark_llm.ops.status.pending import sentence as pending_sentence
 from spark_llm.ops.status.read import ANSWER_SECONDS, GroupReading, Health, NodeStatus, collect_stack
@@ -286,6 +288,12 @@ def model_report(plan: DeploymentPlan, outputs: dict, seen: GroupReading) -> Mod
                 f" is {watcher}: `pulumi up` starts it again (`pulumi preview` says so)"
             ),
         )
+    if state in ("drift", "not deployed") and (refused := refusals(plan, seen.observations)):
+        sentence += refused_sentence(refused)
+    walls = firewall_drift(plan, seen.observations)
+    if walls and state == "in sync":
+        # Preview's reading, preview's words: the table goes back, the engines run on.
+        state, sentence = "drift", "; ".join(walls)
     weights = weights_drift(plan, seen.observations)
     if weights and state == "in sync":
         # Preview's reading, preview's words: the copy runs again, then the group restarts on verified weights.

@@ -16,10 +16,12 @@ from spark_llm.group.times import docker_time
 from spark_llm.group.wedge import LIVENESS_PATH, unanswered_while_live
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
 from spark_llm.ops.status.router import RouterStatus, router_lines, router_status
+from spark_llm.plan import firewall
 from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan, NodePlan
 from spark_llm.plan.drift import OWNER_STEP, owner_record
 from spark_llm.plan.host_record import host_probe, parse_host_lines
+from spark_llm.plan.memory import probe_command
 from spark_llm.plan.observation import (
     ENGINE_STATE_FUNCTION,
     TOKENS_DIR,
@@ -104,11 +106,14 @@ def node_script(plan: DeploymentPlan, node: NodePlan, router: RouterPlan | None 
     """One group's reading of one node (`router`: on the head, the router's too). The program's own probe of the
     node with the weights' live digest (`probe`: what preview judges the weights' drift from, spark_llm.ops.status
     .weights) runs in a subshell of its own, since it ends with `exit` when Docker does not answer."""
-    probes = weights_plan(plan).probes
+    # What preview judges the weights' and the firewall's drift from (spark_llm.ops.status.weights, .firewall), and
+    # the memory sections the admission judges before `up` stops anything (spark_llm.ops.status.memory).
+    weights_probe = weights_plan(plan).probes[node.name]
+    probe = weights_probe + firewall.probe(plan) + probe_command(plan.model_path)
     lines = [
         SECTION_FUNCTION + ENGINE_STATE_FUNCTION,
         f"capture engine engine_state {quote(plan.container)}",
-        f"probe_now() (\n{probe_script(plan, node, probes[node.name])}\n)",
+        f"probe_now() (\n{probe_script(plan, node, probe)}\n)",
         "capture probe probe_now",
         "capture now date -u +%s.%N",
         f"capture owner cat {quote(f'{node.remote_dir}/{TOKENS_DIR}/{OWNER_STEP}')}",
