@@ -85,6 +85,7 @@ class SparkStack(pulumi.ComponentResource):
                 parts,
                 list(stack.groups),
                 core.docker[stack.first.head.name],
+                core.commands,
                 pulumi.ResourceOptions(parent=self, aliases=self._first_supervisors()),
             )
         endpoint: dict[str, object] = {}

@@ -86,6 +86,10 @@ class Supervisor(pulumi.ComponentResource):
     """This group's part of the container's label: its files and key (`supervisor_container`)."""
     needs: list[pulumi.Input[pulumi.Resource]]
     """What the container waits for of this group: its files, state dir, key lines, image check and gate."""
+    state_id: pulumi.Input[str]
+    """This state's id: the container's owner label (supervisor.LABEL_OWNER)."""
+    head: command.remote.ConnectionArgs
+    """The head's connection (the container's `-clear` step)."""
     observed: str | None
     """The head's supervisor container as this run found it (`STATUS LABEL`, `absent`; None: not read)."""
     run: str
@@ -175,6 +179,8 @@ class Supervisor(pulumi.ComponentResource):
         )
         self.run = seen.run if seen is not None else ""
         self.image = image
+        self.state_id = args.state_id
+        self.head = head
         self.label = pulumi.Output.all(files_script, public_key).apply(lambda parts: "\0".join(filter(None, parts)))
         self.needs = [files, state, self.image_check, *authorized, *after]
         self.register_outputs({})
@@ -184,9 +190,11 @@ def supervisor_container(
     parts: list[Supervisor],
     plans: list[DeploymentPlan],
     provider: docker.Provider,
+    commands: pulumi.ProviderResource,
     opts: pulumi.ResourceOptions,
 ) -> docker.Container:
-    """The stack's one supervisor container on the head (`parts`: each group's Supervisor, the first group's first)."""
+    """The stack's one supervisor container on the head (`parts`: each group's Supervisor, the first group's first;
+    `commands`: the stack's pulumi-command provider, for its `-clear` step)."""
     first = parts[0]
 
     def label(group_parts: list[str]) -> str:
@@ -195,6 +203,14 @@ def supervisor_container(
         digest = supervisor.files_digest("\0\0".join(group_parts))
         return supervisor.container_label(digest, first.observed, first.run)
 
+    # One another state made holds the name: it goes first (supervisor.clear_command), each time this one is made.
+    clear = NodeCommand(
+        f"{CONTAINER_RESOURCE}-clear",
+        connection=first.head,
+        script=pulumi.Output.from_input(first.state_id).apply(supervisor.clear_command),
+        triggers=[pulumi.Output.all(*(part.label for part in parts)).apply(label), first.state_id],
+        opts=pulumi.ResourceOptions(parent=first, provider=commands),
+    )
     return docker.Container(
         CONTAINER_RESOURCE,
         name=supervisor.CONTAINER_NAME,
@@ -214,7 +230,8 @@ def supervisor_container(
         labels=[
             docker.ContainerLabelArgs(
                 label=supervisor.LABEL, value=pulumi.Output.all(*(part.label for part in parts)).apply(label)
-            )
+            ),
+            docker.ContainerLabelArgs(label=supervisor.LABEL_OWNER, value=first.state_id),
         ],
         # Back after the head's reboot (its Docker engine starts it); a `docker stop` (pulumi up's first step)
         # keeps it stopped, even across a reboot, until an `up` that succeeded starts a new one.
@@ -225,7 +242,7 @@ def supervisor_container(
             opts,
             pulumi.ResourceOptions(
                 provider=provider,
-                depends_on=[need for part in parts for need in part.needs],
+                depends_on=[clear, *(need for part in parts for need in part.needs)],
                 # The new container has the old one's name.
                 delete_before_replace=True,
             ),

@@ -55,6 +55,8 @@ CONTAINER_SECTION = "supervisor_container"
 # The container's label: its files' digest (a new program or spec replaces it), and a repair suffix when it was
 # found gone or stopped (spark_llm.plan.drift's way: a value the node keeps, so a repair is followed by a no-op).
 LABEL = "spark-llm.supervises"
+LABEL_OWNER = "spark-llm.supervisor.owner"
+"""The state that made the container (components.state_identity): a container another state made holds the name."""
 
 
 def files_dir(head: NodePlan) -> str:
@@ -202,6 +204,24 @@ def stop_command() -> str:
     makes once every group served watches them all again). A stopped `unless-stopped` container stays stopped
     across the head's reboot too, so a failed `up` leaves it stopped until an `up` succeeds and starts a new one."""
     return f"docker stop -t 10 {CONTAINER_NAME} >/dev/null 2>&1 || true\necho 'supervisor stopped (if it ran)'\n"
+
+
+def clear_command(state_id: str) -> str:
+    """Removes, before `pulumi up` makes the stack's supervisor, one another state made (LABEL_OWNER set, and not
+    `state_id`: another checkout's, a lost state's). It holds the name, so `up` failed on it while status said `up`
+    starts the supervisor again; and it watches engines this state's `up` replaced. One without the label (made
+    before spark-llm labelled it) is left to `pulumi up`, whose own it may be."""
+    label = f'{{{{with index .Config.Labels "{LABEL_OWNER}"}}}}{{{{.}}}}{{{{end}}}}'
+    return (
+        f"for id in $(docker ps -aq --filter name=^{CONTAINER_NAME}$); do\n"
+        f'  made=$(docker inspect -f {shlex.quote(label)} "$id")\n'
+        f'  if [ -n "$made" ] && [ "$made" != {shlex.quote(state_id)} ]; then\n'
+        '    docker rm -f "$id" >/dev/null\n'
+        '    echo "removed supervisor ${id:0:12}: made by another state (owner $made)"\n'
+        "  fi\n"
+        "done\n"
+        "echo 'no supervisor of another state left'\n"
+    )
 
 
 def image_check_script(plan: DeploymentPlan, image: str) -> str:

@@ -65,6 +65,9 @@ def test_a_state_sees_the_engines_another_state_started_and_a_full_start_after_t
     two_states: tuple[Pulumi, Pulumi], sim_cluster: SimCluster
 ):
     b, a = two_states
+    # Each with the stack's supervisor (the default): B's holds the container's name when A deploys.
+    for state in (b, a):
+        state.set("supervisor.enabled", "true")
     b.up()
     assert_group_serves(b, sim_cluster)
     theirs = engine_ids(sim_cluster)
@@ -74,9 +77,15 @@ def test_a_state_sees_the_engines_another_state_started_and_a_full_start_after_t
     for node, container in theirs.items():
         assert f"{node} runs a spark-llm engine that this state did not start (container {container[:12]}" in preview
     assert "`pulumi up` stops it and starts this state's group in its place" in preview
-    a.up()
+    took = a.up()
     assert_group_serves(a, sim_cluster)
     assert not set(engine_ids(sim_cluster).values()) & set(theirs.values())
+    # B's supervisor, which held the name and watched the engines A replaced, is gone, said so (issue 41, 7: `up`
+    # failed on the name while status said `up` starts the supervisor); A's runs in its place.
+    said = took.stdout + took.stderr
+    assert re.search(r"removed supervisor [0-9a-f]{12}: made by another state \(owner [0-9a-f]+\)", said), said[-3000:]
+    running = sim_cluster.node_exec("head", "docker", "ps", "--format", "{{.Names}}").stdout.split()
+    assert running.count("spark-llm-supervisor") == 1
 
     # B's state still holds its own containers, now gone: B's preview names A's engines and restarts the group.
     preview = b("preview").stdout

@@ -57,6 +57,7 @@ def test_components_and_their_children(registered):
         "spark-scripts-spark-2-ray-token",
         "spark-scripts-spark-2-script",
         "spark-supervisor-authorize-spark-2",
+        "spark-supervisor-clear",
         "spark-supervisor-files",
         "spark-supervisor-image-check",
         "spark-supervisor-key",

@@ -138,8 +138,11 @@ def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_
     }  # fmt: skip
     after = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()), small)))
     # Only the stack's supervisor changes (it now watches the second group too: its spec, mounted, on its command
-    # line): a container beside the engines, made anew after both groups served.
-    assert [name for name in before if after.get(name) != before[name]] == ["spark-supervisor"]
+    # line): a container beside the engines, made anew after both groups served, its `-clear` step run before it.
+    assert [name for name in before if after.get(name) != before[name]] == [
+        "spark-supervisor",
+        "spark-supervisor-clear",
+    ]
     added = set(after) - set(before)
     assert "spark-embed-engine-spark-1" in added and all(name.startswith("spark-embed") for name in added), added
 

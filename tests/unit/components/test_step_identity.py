@@ -143,6 +143,7 @@ EXPECTED: dict[str, list[str]] = {
         "spark-scripts-spark-1-script",
         "spark-scripts-spark-2-script",
         "spark-supervisor",
+        "spark-supervisor-clear",
         "spark-supervisor-files",
     ],
     # Every image step runs again; the engine containers' image ID waits on the new verify steps: count it as a
@@ -166,6 +167,7 @@ EXPECTED: dict[str, list[str]] = {
     # A new supervisor (its files and container); the engines run on.
     "scripts/supervisor*.py, spark_llm/group/*.py": [
         "spark-supervisor",
+        "spark-supervisor-clear",
         "spark-supervisor-files",
     ],
     "scripts/supervisor_allow.sh": [
