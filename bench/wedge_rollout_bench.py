@@ -18,6 +18,7 @@ timed it (the head's history). Talks only to the sim's containers.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -45,13 +46,25 @@ def write_config(config: Path, wedge_seconds: int, wedging: bool) -> None:
     config.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
+# The rollback's log lines that mark its steps (its own words, then its `pulumi up`'s).
+ROLLBACK_MARKS = {
+    "rollback waits for the up": "waiting for the failed",
+    "rollback read the last good update": "is the last good one",
+    "rollback read the weights": "no weights copied",
+    "rollback began its up": "Updating (sim)",
+    "rollback restarted the head": "spark-engine-head created",
+}
+
+
 def rollback_start_seconds(head_container: str, revision: str) -> float:
-    """The gate's seconds of the latest start of `revision` that served (the rollback's own start)."""
-    text = sh(["docker", "exec", head_container, "tail", "-n", "20", HISTORY], {}).stdout
+    """The rollback's own start of `revision`, as its record has it: the longest node's phases (its engine's start,
+    from its container's start to its server) and the gate's wait beyond them."""
+    text = sh(["docker", "exec", head_container, "tail", "-n", "20", HISTORY], dict(os.environ)).stdout
     for line in reversed(text.splitlines()):
         entry = json.loads(line)
         if entry.get("revision") == revision and not entry.get("failed") and "gate_seconds" in entry:
-            return float(entry["gate_seconds"])
+            phases = [sum(p["seconds"] for p in node) for node in (entry.get("nodes") or {}).values()]
+            return round(max(phases, default=0.0) + float(entry["gate_seconds"]), 2)
     sys.exit(f"no start of {revision} that served in the head's history")
 
 
@@ -90,25 +103,37 @@ def main() -> int:
                 with SteadyClient(outputs["endpoint"], outputs["model"], interval_s=INTERVAL_S) as client:
                     began = time.time()
                     seconds, failed = timed(up, env, check=False)
-                    text = (failed.stdout + failed.stderr).replace("\n    ", " ")
-                    wedged = re.search(r"the start is wedged: .*? since (\S+) \(", text)
+                    text = re.sub(r"\s+", " ", failed.stdout + failed.stderr)  # Pulumi wraps its diagnostics
+                    up_ended = time.time()
+                    # The last such line: a failure recorded before (an earlier sample's) shows in the output too.
+                    found = re.findall(
+                        r"the start is wedged: rank 0 has answered no .*? since (\S+) \(\d+ probes", text
+                    )
+                    wedged = found[-1] if found else None
                     log = re.search(r"Its log: (\S+\.log)", text)
                     if failed.returncode == 0 or wedged is None or log is None:
                         sys.exit("the relaunch did not fail as wedged with a rollback started:\n" + text[-3000:])
                     deadline = time.monotonic() + WAIT_S
-                    while "the deployed revision is a rollback" not in Path(log.group(1)).read_text():
+                    marks: dict[str, float] = {}
+                    while "the deployed revision is a rollback" not in (said := Path(log.group(1)).read_text()):
                         if time.monotonic() > deadline:
                             sys.exit(f"the automatic rollback did not finish: {log.group(1)}")
-                        time.sleep(0.5)
+                        for mark, line in ROLLBACK_MARKS.items():
+                            if mark not in marks and line in said:
+                                marks[mark] = time.time()
+                        time.sleep(0.1)
                     while not serves(outputs, timeout=2):
                         if time.monotonic() > deadline:
                             sys.exit("the good revision did not serve again")
                         time.sleep(0.2)
                     back = time.time()
                     time.sleep(SETTLE_S)  # the client's view after the good revision is back (its 200s)
-                since = datetime.fromisoformat(wedged.group(1)).timestamp()
+                since = datetime.fromisoformat(wedged).timestamp()
                 start_s = rollback_start_seconds(head, good)
                 wedge_to_serving = back - since
+                # Where the seconds went, from the wedge's start (the gate's first unanswered probe).
+                steps = {"up failed": up_ended, **marks, "serving": back}
+                phases = {name: round(at - since, 2) for name, at in steps.items()}
                 rows.append(
                     {
                         "failed_up_s": round(seconds, 2),
@@ -118,6 +143,7 @@ def main() -> int:
                         "within_goal": wedge_to_serving <= args.wedge_seconds + start_s + SLACK_S,
                         "client": gap(client, 0.0),
                         "client_from_wedge": gap(client, since - began),
+                        "seconds_after_the_wedge": phases,
                     }
                 )
         finally:

@@ -38,6 +38,7 @@ from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.rollback_weights import RESTORE_ENV, RESTORE_MODEL_ENV, weights_to_restore
 from spark_llm.ops.status import read as status_read
+from spark_llm.plan.container import LABEL_REVISION
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.rollback import (
     MODELS_KEY,
@@ -52,6 +53,7 @@ from spark_llm.plan.rollback import (
 )
 from spark_llm.plan.stack import ModelChoiceError
 from spark_llm.remote.history import read_history
+from spark_llm.remote.observe import observe_stack
 
 USES_PLAN = False
 """The CLI loads no plan from the current config first: it may be the one that does not start (or not parse)."""
@@ -126,7 +128,17 @@ def _first_completion(plan: DeploymentPlan, deadline: float) -> datetime | None:
 
 def already_serving(plan: DeploymentPlan, digest: str) -> str:
     """What serves when the last good revision already runs on every member and answers (its weights on every
-    node: the caller checked), else "": a second rollback in a row must change nothing (issue 41, 5)."""
+    node: the caller checked), else "": a second rollback in a row must change nothing (issue 41, 5).
+
+    The members' containers are read first (the program's own probe: their labels), and the group's answer is asked
+    only when every member runs that revision: after a failed start another revision runs, and one that wedged would
+    hold the question for its whole timeout before the rollback could begin (16 s on the sim)."""
+    [seen] = observe_stack([(plan, lambda _node: "")])
+    if not all(
+        o.error is None and o.engine.running and o.engine.labels.get(LABEL_REVISION) == plan.group_revision
+        for o in seen.values()
+    ):
+        return ""
     statuses, health, _ = status_read.collect(plan)
     running = all(s.state == "running" and s.revision == plan.group_revision for s in statuses)
     if not statuses or not running or health is None or not serves(health.answer):

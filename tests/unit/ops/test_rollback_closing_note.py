@@ -130,3 +130,25 @@ def test_a_rollback_pins_the_weights_it_names_even_where_every_node_has_them(run
     monkeypatch.setattr(rollback, "_up", up)
     code, _ = run_rollback("b" * 16, "a" * 16)
     assert code == 0 and seen["pinned"] == "d" * 64
+
+
+def test_a_rollback_asks_no_answer_of_a_group_that_runs_another_revision(spark_plan, monkeypatch):
+    """After a failed start the failed revision runs (maybe wedged): the rollback reads the members' labels and goes
+    on at once, instead of waiting out a completion the wedged engine holds (16 s on the sim before it began)."""
+    from spark_llm.plan.container import LABEL_REVISION
+    from spark_llm.plan.observation import EngineState, NodeObservation
+
+    def seen(revision: str) -> list[dict[str, NodeObservation]]:
+        engine = EngineState(status="running", labels={LABEL_REVISION: revision})
+        return [{n.name: NodeObservation(n.name, engine=engine) for n in spark_plan.nodes}]
+
+    def never(plan):
+        raise AssertionError("the group was asked for an answer")
+
+    monkeypatch.setattr(rollback.status_read, "collect", never)
+    monkeypatch.setattr(rollback, "observe_stack", lambda groups: seen("f" * 16))
+    assert rollback.already_serving(spark_plan, "d" * 64) == ""
+    asked = []
+    monkeypatch.setattr(rollback.status_read, "collect", lambda plan: asked.append(plan) or ([], None, None))
+    monkeypatch.setattr(rollback, "observe_stack", lambda groups: seen(spark_plan.group_revision))
+    assert rollback.already_serving(spark_plan, "d" * 64) == "" and asked == [spark_plan]
