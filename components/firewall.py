@@ -43,11 +43,10 @@ class Firewall(pulumi.ComponentResource):
         self.steps = {}
         for node in args.plan.nodes:
             observation = (args.observations or {}).get(node.name)
-            recorded = observation.tokens.get(firewall.STEP, "").partition(" ")[2] if observation else None
             token = noted_step_token(
                 observation,
                 firewall.STEP,
-                firewall.live_value(observation.facts, recorded or None) if observation else None,
+                firewall.live(observation) if observation else None,
                 on_drift=partial(firewall.drift_warning, node),
             )
             self.steps[node.name] = NodeCommand(

@@ -20,7 +20,7 @@ from spark_llm.config.engine import RAY_PORT
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.drift import record_token_script
 from spark_llm.plan.nodes import NodePlan
-from spark_llm.plan.observation import TOKENS_DIR
+from spark_llm.plan.observation import TOKENS_DIR, NodeObservation
 from spark_llm.plan.scripts import bash_lib
 
 # The nftables table of spark-llm's own (family inet: IPv4 and IPv6), on every node.
@@ -142,6 +142,13 @@ def live_value(facts: dict[str, str], token_value: str | None) -> str | None:
     if seen is None or seen == "unknown":
         return token_value
     return None if seen == "absent" else seen
+
+
+def live(observation: NodeObservation) -> str | None:
+    """The table as a node's probe saw it, against what its step recorded (`live_value`): the one reading the
+    component's drift token and `spark-llm status` both judge."""
+    recorded = observation.tokens.get(STEP, "").partition(" ")[2]
+    return live_value(observation.facts, recorded or None)
 
 
 def drift_warning(node: NodePlan, why: str) -> str:

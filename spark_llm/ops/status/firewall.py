@@ -24,8 +24,7 @@ def firewall_drift(plan: DeploymentPlan, seen: dict[str, NodeObservation]) -> li
         observation = seen.get(node.name)
         if observation is None or observation.error is not None:
             continue
-        recorded = observation.tokens.get(firewall.STEP, "").partition(" ")[2]
-        _, why = step_token(observation, firewall.STEP, firewall.live_value(observation.facts, recorded or None))
+        _, why = step_token(observation, firewall.STEP, firewall.live(observation))
         if why is not None:
             found.append(firewall.drift_warning(node, why))
     return found
