@@ -68,10 +68,19 @@ def _default(field: Any) -> Any:
     return PydanticUndefined
 
 
+# Keys left out of Pulumi.yaml's declarations. A declared optional key needs a default, [] for a list, and Pulumi
+# then passes that default for a stack that does not set the key: `spark-llm:models: []` written beside
+# spark-llm:model would read as unset and be taken (issue 41). Undeclared, the key reaches the program only when the
+# stack sets it, so an empty list is refused naming it. The config table still lists it.
+UNDECLARED = ("models",)
+
+
 def declarations() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, field in StackConfig.model_fields.items():
         key = f"{NAMESPACE}:{field.alias or name}"
+        if (field.alias or name) in UNDECLARED:
+            continue
         decl: dict[str, Any] = {"type": _pulumi_type(field.annotation), "description": _description(name, field)}
         if decl["type"] == "array":
             decl["items"] = {"type": "object"}

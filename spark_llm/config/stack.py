@@ -313,10 +313,9 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
 def _one_form(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """`raw` without what Pulumi.yaml's defaults fill in for an unset key, and a line for each single-form key set
     beside spark-llm:models (a stack takes one form)."""
-    # Pulumi requires a default for an optional key, {} for an object and [] for a list: those mean unset.
+    # Pulumi requires a default for a declared optional key, {} for an object: that means unset. spark-llm:models is
+    # not declared (spark_llm.config.schema_docs.UNDECLARED): an empty list there is the stack's own, and refused.
     raw = {k: v for k, v in raw.items() if not (k in ("model", "image") and v == {})}
-    if raw.get("models") == [] and "model" in raw:
-        del raw["models"]
     if not raw.get("models"):
         return raw, []
     given = single_form_given(raw)

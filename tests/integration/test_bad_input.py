@@ -52,6 +52,7 @@ SAMPLE = (
     "engine-env-swaps-the-ray-token",
     "transfer-encrypt-not-boolean",
     "top-level-key-snake-case",
+    "models-empty-beside-model",  # Pulumi.yaml's declaration once passed [] for an unset key: issue 41
     "recipe-unknown",
     "router-port-is-the-engines",
 )

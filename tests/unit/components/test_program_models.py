@@ -53,7 +53,7 @@ def graph(registered: dict) -> dict:
 
 def test_a_list_of_one_deploys_exactly_as_the_single_form(monkeypatch):
     single = pinned(dual_spark_stack_file())
-    as_single = graph(_register(monkeypatch, {**single, "models": []}))  # [] is Pulumi.yaml's default
+    as_single = graph(_register(monkeypatch, single))
     as_one = graph(_register(monkeypatch, as_list(pinned(dual_spark_stack_file()))))
     assert "spark-engine-spark-1" in as_single and len(as_single) > 30
     assert sorted(as_one) == sorted(as_single)
@@ -127,7 +127,7 @@ def test_several_models_that_do_not_fit_are_refused_before_any_resource_with_the
 
 def test_a_stack_that_grows_a_second_model_keeps_every_resource_of_the_first_as_it_was(monkeypatch):
     single = pinned(dual_spark_stack_file())
-    before = graph(_register(monkeypatch, {**single, "models": []}))
+    before = graph(_register(monkeypatch, single))
     small = {
         "name": "embed",
         "path": "/home/aurora/models/embed",

@@ -93,6 +93,7 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 # (case id, mutation, key path that must be named, text that must appear)
 NODES = [
     ("no-nodes", _set("nodes", []), "spark-llm:nodes", "at least 1"),
+    ("models-empty-beside-model", _set("models", []), "spark-llm:models", "an empty list serves no model"),
     ("missing-nodes", _set("nodes", _DELETE), "spark-llm:nodes", "required"),
     ("nodes-one-mapping-not-a-list", _set_from("nodes", lambda raw: raw["nodes"][0]), "spark-llm:nodes", "valid list"),
     ("node-not-a-mapping", _set_from("nodes.1", _name_of(1)), "spark-llm:nodes[1]", "must be a mapping of keys (name,"),

@@ -208,12 +208,17 @@ def test_the_single_form_is_one_deployment_of_todays_identity():
 
 
 def test_pulumis_defaults_for_the_unset_form_read_as_unset():
-    # Pulumi.yaml must give an optional key a default: [] for models, {} for model and image, the engine's defaults.
-    single = {**dual_spark_raw(), "models": []}
-    assert parse(single).models is None
+    # Pulumi.yaml must give a declared optional key a default: {} for model and image, the engine's defaults.
     one = listed(entry("qwen", 30000, 20000))
     as_pulumi = {**one, "model": {}, "image": {}, "engine": Engine().model_dump(by_alias=True)}
     assert groups(parse(as_pulumi))[0].engine.kind == "vllm"
+
+
+def test_models_is_not_declared_in_pulumi_yaml_so_an_unset_stack_passes_no_default():
+    # Issue 41: declared, its default [] stood in for an unset key, and `models: []` beside model was taken
+    # (tests/unit/config/test_config_bad_input.py: now refused naming the key).
+    declared = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    assert "spark-llm:models" not in declared and "spark-llm:model" in declared
 
 
 def test_neither_form_names_both_keys():
