@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seconds from an engine answering again (after a restart) to the router serving its model again, and what a client
-asking that model meanwhile is told, with smg's own health settings and with a deployment's
-(spark_llm.plan.router.HEALTH_FLAGS), as JSON.
+asking that model meanwhile is told, with smg's own health settings, with a deployment's health settings alone, and
+with a deployment's (spark_llm.plan.router.HEALTH_FLAGS and RETRY_FLAGS), as JSON.
 
 Usage:   . tools/env.sh && python bench/router_restart_bench.py [--repeat N] [--down-seconds S]
 Outputs: bench/results/router-restart-<UTC timestamp>.json and a line per round on stdout.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.router_rig import RouterRig, docker, healthy, request, router_rig  # noqa: E402
 from bench.simbench import write_result  # noqa: E402
-from spark_llm.plan.router import HEALTH_FLAGS  # noqa: E402
+from spark_llm.plan.router import HEALTH_FLAGS, RETRY_FLAGS  # noqa: E402
 
 GIVE_UP_S = 120
 
@@ -76,7 +76,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--down-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    settings = {"smg's defaults": (), "a deployment's (HEALTH_FLAGS)": HEALTH_FLAGS}
+    settings = {
+        "smg's defaults": (),
+        "HEALTH_FLAGS alone (before issue 41)": HEALTH_FLAGS,
+        "a deployment's (HEALTH_FLAGS, RETRY_FLAGS)": HEALTH_FLAGS + RETRY_FLAGS,
+    }
     results = {}
     for label, flags in settings.items():
         with router_rig(models_at_start=("alpha",), router_flags=flags) as rig:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_llm.plan.router import HEALTH_FLAGS
+from spark_llm.plan.router import HEALTH_FLAGS, RETRY_FLAGS
 from tests.waits import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,11 +66,18 @@ def docker(*args: str) -> str:
     return result.stdout.strip()
 
 
-def free_port() -> int:
-    """A port of 127.0.0.1 nothing listens on now (the kernel's pick; taken by a container a moment later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` ports of 127.0.0.1 nothing listens on now, each its own (the kernel's picks, all held open while it
+    picks: picked one at a time, the router's port and its metrics port once came out the same, and smg refused to
+    start); each is taken by a container a moment later."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def request(
@@ -171,7 +178,7 @@ class RouterRig:
 
 @contextmanager
 def router_rig(
-    models_at_start: tuple[str, ...] = ("alpha", "beta"), router_flags: tuple[str, ...] = HEALTH_FLAGS
+    models_at_start: tuple[str, ...] = ("alpha", "beta"), router_flags: tuple[str, ...] = HEALTH_FLAGS + RETRY_FLAGS
 ) -> Iterator[RouterRig]:
     """The two stand-ins and the router with the engines of `models_at_start` registered, ready: each engine's
     /health answers 200 and the router lists those models. `router_flags`: smg's flags beyond its address, a
@@ -193,8 +200,9 @@ def router_rig(
         key_file.write_text(rig.key + "\n")
         key_file.chmod(0o400)
         try:
-            for standin in MODELS:
-                name, port = f"{run_id}-{standin.model}", free_port()
+            *engine_ports, router_port, metrics_port = free_ports(len(MODELS) + 2)
+            for standin, port in zip(MODELS, engine_ports, strict=True):
+                name = f"{run_id}-{standin.model}"
                 started.append(name)
                 docker(
                     "run", "-d", "--name", name, "--network", "host", engine_image, *standin.command(),
@@ -205,13 +213,12 @@ def router_rig(
             for model, url in rig.engine_urls.items():
                 wait_for(f"the {model} stand-in's /health to answer 200", lambda url=url: healthy(url), READY_TIMEOUT_S)
             started.append(rig.router_container)
-            router_port = free_port()
             docker(
                 "run", "-d", "--name", rig.router_container, "--network", "host",
                 "-v", f"{key_file}:{KEY_IN_CONTAINER}:ro", "-e", f"SPARK_LLM_ROUTER_API_KEY_FILE={KEY_IN_CONTAINER}",
                 router_image, "spark-llm-router", "--host", "127.0.0.1", "--port", str(router_port),
                 # smg's metrics listen on 0.0.0.0:29000 unless told: one port per router, on loopback.
-                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()), *router_flags,
+                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port), *router_flags,
             )  # fmt: skip
             rig.router_url = f"http://127.0.0.1:{router_port}"
             # Each engine registered through the API, as every later change is: add_worker checks the model name

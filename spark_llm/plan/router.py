@@ -66,6 +66,23 @@ HEALTH_FLAGS = (
     "1",
     "--disable-circuit-breaker",
 )
+# How smg retries a request its engine did not take. An engine stopped for a rollout or a restart refuses
+# connections a moment before the health check above marks it down (up to 2 s), and with smg's own retries (5, from
+# 50 ms: 0.4 s measured) a request in that moment got a 500 `call_upstream_connection_failed` whose message is the
+# engine's URL, its fabric address and port (issue 41, 7: 3 answers to a client asking every 100 ms, each stop).
+# Retried for 2.8 to 4.2 s (100 ms doubling to 1 s, 6 times, jitter 20 %), such a request outlasts the health check
+# and ends in smg's 503 `no_available_workers`, which names no address (bench/router_restart_bench.py, both settings
+# side by side). The price: a request failing for another reason smg retries fails up to 4 s later.
+RETRY_FLAGS = (
+    "--retry-max-retries",
+    "6",
+    "--retry-initial-backoff-ms",
+    "100",
+    "--retry-backoff-multiplier",
+    "2",
+    "--retry-max-backoff-ms",
+    "1000",
+)
 # How long `pulumi up` waits for the router to list every model (the engines already served: seconds, normally).
 READY_SECONDS = 120
 # How long the router must be gone or stopped before the supervisor brings it back (`pulumi up` replaces it within
@@ -126,6 +143,7 @@ class RouterPlan:
             "--prometheus-port",
             str(METRICS_PORT),
             *HEALTH_FLAGS,
+            *RETRY_FLAGS,
         )
 
     @property
