@@ -333,6 +333,11 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
             raise GroupNotReadyError(wedged_message(members, head, wedged, False, tails))
         if probe.answered:
             waited = round(time.monotonic() - start, 1)
+            # The lines since this round's read: on a busy machine rank 0's last phase line and its first answer fell
+            # in one round, and its `started:` line with the whole timeline was never said.
+            poll(logs)
+            for log in logs:
+                progress(log, log.start(), time.time(), lambda line: say(redact(line, key)))
             say(f"[{head.name}] ready: rank 0 generated a token after {waited} s")
             fabric = spec.get("fabric")
             proof = (

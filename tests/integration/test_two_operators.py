@@ -61,21 +61,26 @@ def test_a_lock_left_by_a_killed_up_is_cleared_by_pulumi_cancel_and_up_converges
     orphans: list[int] = []
     deployed.set("engine.env.SPARK_LLM_OPERATOR", "killed")
     deployed.set("engine.env.STANDIN_SLOW_START_SECONDS", SLOW_START_SECONDS)
-    worker_started = sim_cluster.started_at("worker-1")
+    started_before = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
 
     def into_the_group_restart() -> bool:
-        """The head's engine is stopped and worker-1's replaced by one with the new config: its ranks then wait
-        STANDIN_SLOW_START_SECONDS before forming the group, so the `up` is still busy when it is killed."""
+        """Both engines replaced by ones with the new config: their ranks then wait STANDIN_SLOW_START_SECONDS before
+        forming the group, so the `up` is still busy in its readiness gate, an operation in flight, when it is
+        killed. (Killed once worker-1's alone had started, it sometimes fell between two steps on a busy machine,
+        with nothing in flight, and left no pending operation.)"""
         assert dead.poll() is None, f"the `up` to be killed ended before its group restart: {dead.communicate()}"
         inspect = ("docker", "inspect", "-f", "{{.State.StartedAt}}", "spark-llm-engine")
-        started = sim_cluster.node_exec("worker-1", *inspect, check=False).stdout.strip()  # "" while replaced
-        env = sim_cluster.node_exec("worker-1", "cat", "/root/spark-llm/engine.env", check=False).stdout
-        return started > worker_started and "SPARK_LLM_OPERATOR=killed" in env
+        for node, before in started_before.items():
+            started = sim_cluster.node_exec(node, *inspect, check=False).stdout.strip()  # "" while replaced
+            env = sim_cluster.node_exec(node, "cat", "/root/spark-llm/engine.env", check=False).stdout
+            if not (started > before and "SPARK_LLM_OPERATOR=killed" in env):
+                return False
+        return True
 
     try:
         dead = deployed.start_up(stderr=subprocess.PIPE)
         wait_for_lock(dead, lambda: bool(stack_locks(deployed)))
-        wait_for("worker-1's engine restarted on SPARK_LLM_OPERATOR=killed", into_the_group_restart, timeout_s=180)
+        wait_for("both engines restarted on SPARK_LLM_OPERATOR=killed", into_the_group_restart, timeout_s=180)
         orphans = descendants(dead.pid)
         os.kill(dead.pid, signal.SIGKILL)  # the CLI dies; its plugins live on until their health check (5 min)
         dead.communicate(timeout=60)
