@@ -115,7 +115,7 @@ class Supervisor(pulumi.ComponentResource):
         )
         after = [args.ready]
         spec_text = pulumi.Output.from_input(args.container_ids).apply(
-            lambda ids: supervisor.spec_json(plan, ids, args.router)
+            lambda ids: supervisor.spec_json(plan, ids, args.router, pulumi.get_stack())
         )
         program = supervisor.program_files()
         files_script = spec_text.apply(lambda text: supervisor.files_script(plan, text, program))

@@ -36,7 +36,7 @@ import threading
 import time
 
 # Each member's node, reached the one way it allows, and the router's container (its own file, shipped beside this).
-from supervisor_node import HeadApi, Node, RouterContainer
+from supervisor_node import HeadApi, Node, RouterContainer, held, weights_held
 
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
@@ -45,7 +45,6 @@ from spark_llm.group.canary import CanaryRecord, after_restart
 from spark_llm.group.fabric import fabric_records
 from spark_llm.group.history import append_file, read_file, restart_record
 from spark_llm.group.members import Member
-from spark_llm.group.memory import restart_held
 from spark_llm.group.order import start_order, stop_order
 from spark_llm.group.records import (
     IN_PROGRESS,
@@ -63,7 +62,7 @@ from spark_llm.group.serving import serves
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
-from spark_llm.group.weights import verified_digest, weights_problem
+from spark_llm.group.weights import verified_digest
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
 NCCL_LINES = 5000  # a rank's log lines since a restart read for its fabric proof (INIT,NET: a few dozen a communicator)
@@ -146,21 +145,11 @@ class Supervisor:
         return judge(seen, SUPERVISE), seen
 
     def weights_held(self) -> str | None:
-        """Why the group must not be started on its members' weights (None: it may), read before every start: a
-        copy cut short leaves a worker's record `unverified`, and only `pulumi up` copies and verifies the weights
-        (issue 31, 2). A record that cannot be read is waited for too: it may be a node still booting."""
-        records: list[tuple[str, str | None]] = []
-        for member in self.members:
-            text, error = member.weights_record()
-            if error:
-                return f"the weights record on {member.name} could not be read ({error}); the group starts once it is"
-            records.append((member.name, text))
-        return weights_problem(records)
+        return weights_held(self.members)
 
-    def memory_held(self, seen: list[Member]) -> str | None:
-        """Why the group must not be restarted into its nodes' memory now (spark_llm.group.memory.restart_held)."""
-        readings = [(m.name, m.memory(), s.running) for m, s in zip(self.members, seen, strict=True)]
-        return restart_held(readings, self.spec["memory"])
+    def held(self, seen: list[Member]) -> str | None:
+        """Why the group must not be restarted now, read from its members' nodes (supervisor_node.held)."""
+        return held(self.members, seen, self.spec, self.say)
 
     def stop_all(self) -> str:
         """In the group's stop order (as `pulumi up` stops them); '' or what failed."""
@@ -331,9 +320,10 @@ class Supervisor:
                 if self.state.get("waiting") != why:
                     self.say(f"waiting: {why}")
                     self.save(waiting=why)
-            elif held := self.weights_held() or self.memory_held(seen):
+            elif held := self.held(seen):
                 # Nothing is started (nor stopped) on weights not verified on every member, nor into a node whose
-                # memory cannot hold its engine now: it waits, saying why, and spends no restart of its budget.
+                # memory cannot hold its engine now, nor onto a fabric a start would not take: it waits, saying why,
+                # and spends no restart of its budget.
                 if self.state.get("waiting") != held:
                     self.say(f"{why}; not restarting: {held}")
                     self.save(waiting=held)

@@ -22,6 +22,11 @@
 #                                                     the processes holding GPU memory, read by the memory probe
 #                                                     installed beside this script, scripts/lib/memory.sh; no path
 #                                                     from the request. No restart into a node that cannot fit)
+#   spark-llm fabric IFACE...                        (spark_llm.group.fabric_ready: each interface's MTU and the RoCE
+#                                                     devices' port states and GIDs, read by fabric_record of
+#                                                     scripts/lib/host_record.sh, installed beside this script; each
+#                                                     IFACE an interface name, nothing else. No restart onto a fabric
+#                                                     a start would not take: issue 41, 2)
 # Anything else (a shell, another verb, another container, one word more) is refused: one line on stderr, exit 126.
 # The request is split on blanks and compared word by word; it is never evaluated, so a quote, `;`, `&&`, `$(...)`
 # or a glob in it is only a word that matches nothing.
@@ -38,7 +43,7 @@ refuse() {
   # One line: a control character of the request (a newline) is shown as `?`.
   local shown=${request//[![:print:]]/?}
   echo "spark-llm: the supervisor's key may only run docker inspect|start|stop|logs on $container or read the weights" \
-    "record or the memory; refused:" \
+    "record, the memory or the fabric; refused:" \
     "${shown:-a login shell}" >&2
   exit 126
 }
@@ -71,6 +76,17 @@ if [[ $n -eq 2 && ${words[0]} == spark-llm && ${words[1]} == memory ]]; then
 fi
 
 # Each allowed form ends in `exec` (docker's own exit code and output); whatever falls through is refused.
+# The fabric as a start needs it (spark_llm.group.fabric_ready), read before each restart: `spark-llm fabric IFACE...`.
+if [[ $n -ge 3 && ${words[0]} == spark-llm && ${words[1]} == fabric ]]; then
+  for iface in "${words[@]:2}"; do
+    [[ $iface =~ ^[A-Za-z0-9_.:-]{1,15}$ ]] || refuse
+  done
+  # shellcheck source=scripts/lib/host_record.sh
+  . "$(dirname "$0")/host_record.sh"
+  fabric_record "${words[@]:2}"
+  exit 0
+fi
+
 if [[ $n -ge 3 && ${words[0]} == docker ]]; then
   case ${words[1]} in
     inspect | start)

@@ -12,15 +12,18 @@ import json
 import shlex
 import socket
 import subprocess
+from collections.abc import Callable
 
 from spark_llm.group.canary import request_body
+from spark_llm.group.fabric_ready import FABRIC_REQUEST, FabricWant, fields_from, held_by, read_sysfs
+from spark_llm.group.history import HostFields
 from spark_llm.group.logs import api_logs_path, logs_command
 from spark_llm.group.members import ABSENT, UNREACHABLE, Member, from_inspect, ssh_failure
-from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section
+from spark_llm.group.memory import GPU_SECTION, INFO_SECTION, MEMORY_REQUEST, info_section, restart_held
 from spark_llm.group.records import SpecMember, SupervisorSpec
 from spark_llm.group.serving import COMPLETIONS_PATH, api_key_of, serving_request
 from spark_llm.group.wedge import LIVENESS_PATH
-from spark_llm.group.weights import RECORD_REQUEST
+from spark_llm.group.weights import RECORD_REQUEST, weights_problem
 
 CANARY_SECONDS = 30  # as the readiness gate's (spark_llm.remote.canary.REQUEST_SECONDS)
 
@@ -154,6 +157,20 @@ class Node:
             return {INFO_SECTION: f"!{why or f'exit {run.returncode}'}"}
         return dict(line.split("\t", 1) for line in run.stdout.splitlines() if "\t" in line)
 
+    def fabric(self, interfaces: list[str], sysfs: str) -> tuple[HostFields, str]:
+        """This node's fabric fields as spark_llm.group.fabric_ready judges them: (the fields, '' or why they could
+        not be read). The head's from its /sys mounted at `sysfs`, a worker's with the one request its key may make."""
+        if self.role == "head":
+            return read_sysfs(sysfs, interfaces), ""
+        try:
+            run = self._remote(shlex.join([*FABRIC_REQUEST.split(), *interfaces]))
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return {}, str(err)[:200]
+        if run.returncode != 0:
+            why = ssh_failure(self.name, run.stderr) if run.returncode == 255 else run.stderr.strip()[-200:]
+            return {}, why or f"exit {run.returncode}"
+        return fields_from(run.stdout), ""
+
     def logs(self) -> list[str]:
         return [line[:300] for line in self.log_text(LOG_LINES).splitlines()[-LOG_LINES:]]
 
@@ -270,3 +287,48 @@ class RouterContainer:
         if code not in (204, 304):
             return f"failed: docker start answered {code}: {body.decode(errors='replace')[:200]}"
         return "created and started" if action == "create" else "started"
+
+
+# ---------- what holds a restart (read from the members' nodes before every start) ----------
+
+
+def weights_held(members: list[Node]) -> str | None:
+    """Why the group must not be started on its members' weights (None: it may), read before every start: a copy
+    cut short leaves a worker's record `unverified`, and only `pulumi up` copies and verifies the weights (issue 31,
+    2). A record that cannot be read is waited for too: it may be a node still booting."""
+    records: list[tuple[str, str | None]] = []
+    for member in members:
+        text, error = member.weights_record()
+        if error:
+            return f"the weights record on {member.name} could not be read ({error}); the group starts once it is"
+        records.append((member.name, text))
+    return weights_problem(records)
+
+
+def fabric_held(members: list[Node], spec: SupervisorSpec, say: Callable[[str], None]) -> str | None:
+    """Why the group must not be restarted onto its nodes' fabric now (spark_llm.group.fabric_ready, the rule
+    `pulumi preview` refuses a start on): a RoCE device missing, not ACTIVE or without an address, a fabric MTU not
+    spark-llm:network.mtu. Restarted onto it, NCCL would run on sockets until the next restart (a port still coming
+    up after a reboot) or drop packets; the group waits, and starts once the fabric is ready. A node whose fabric
+    cannot be read is not held on (said): the verdict already waits for a node that does not answer."""
+    ready = spec.get("fabric_ready")
+    if not ready:
+        return None
+    hosts = {}
+    for member in members:
+        fields, error = member.fabric(ready["interfaces"], ready["sysfs"])
+        if error:
+            say(f"could not read {member.name}'s fabric before the restart ({error}); not held on it")
+            return None
+        hosts[member.name] = fields
+    want = FabricWant(tuple(ready["roce_devices"]), tuple(ready["interfaces"]), ready["mtu"])
+    stack = ["--stack", ready["stack"]] if ready.get("stack") else []
+    return held_by(want, hosts, lambda node, argv: shlex.join(["spark-llm", "exec", *stack, node, "--", *argv]))
+
+
+def held(members: list[Node], seen: list[Member], spec: SupervisorSpec, say: Callable[[str], None]) -> str | None:
+    """Why the group must not be restarted now (None: it may): its weights, its nodes' memory
+    (spark_llm.group.memory.restart_held), its fabric. Nothing is started (nor stopped) then: it waits, saying why,
+    and spends no restart of its budget."""
+    memory = [(m.name, m.memory(), s.running) for m, s in zip(members, seen, strict=True)]
+    return weights_held(members) or restart_held(memory, spec["memory"]) or fabric_held(members, spec, say)

@@ -13,8 +13,37 @@ host_field() {
   return 0
 }
 
+# `fabric_record IFACE...`: what spark_llm.group.fabric_ready judges before a start: each fabric interface's MTU,
+# each RoCE device's port state and GIDs, the device list and /dev/infiniband's. Also the supervisor's one request
+# for it on a worker (scripts/supervisor_allow.sh). SPARK_LLM_SYSFS and SPARK_LLM_DEVFS stand for /sys and /dev in
+# the unit tests.
+fabric_record() {
+  local sys=${SPARK_LLM_SYSFS:-/sys} devfs=${SPARK_LLM_DEVFS:-/dev} iface dev gids out=""
+  for iface in "$@"; do
+    [ -e "$sys/class/net/$iface" ] || continue
+    host_field "mtu.$iface" "$(cat "$sys/class/net/$iface/mtu" 2>/dev/null || true)"
+  done
+  for dev in "$sys"/class/infiniband/*; do
+    [ -d "$dev" ] || continue
+    out="${out:+$out }$(basename "$dev")"
+    # Port 1's state without its number ("4: ACTIVE" -> ACTIVE): NCCL opens only an ACTIVE port.
+    host_field "port_state.$(basename "$dev")" "$(sed 's/^[0-9]*: *//' "$dev/ports/1/state" 2>/dev/null || true)"
+    # The GIDs in use (non-zero), as NCCL_IB_GID_INDEX picks among them.
+    gids=$(grep -vh '^0000:0000:0000:0000:0000:0000:0000:0000$' "$dev"/ports/1/gids/* 2>/dev/null | sort -u | tr '\n' ' ' || true)
+    host_field "gids.$(basename "$dev")" "$gids"
+  done
+  host_field roce_devices "$out"
+  # What `--device /dev/infiniband` gives the engine's container (Docker refuses to create it without).
+  out=""
+  for dev in "$devfs"/infiniband/*; do
+    [ -e "$dev" ] || continue
+    out="${out:+$out }${dev##*/}"
+  done
+  host_field verbs_devices "$out"
+}
+
 host_record() {
-  local container=$1 iface dev gids out
+  local container=$1 iface out
   shift
   host_field kernel "$(cat /proc/sys/kernel/osrelease 2>/dev/null || true)"
   out=$(sed -n 's/.*Kernel Module[^0-9]*\([0-9][0-9.]*\).*/\1/p' /proc/driver/nvidia/version 2>/dev/null | head -n 1 || true)
@@ -27,30 +56,12 @@ host_record() {
   fi
   for iface in "$@"; do
     [ -e "/sys/class/net/$iface" ] || continue
-    host_field "mtu.$iface" "$(cat "/sys/class/net/$iface/mtu" 2>/dev/null || true)"
     if command -v ethtool >/dev/null 2>&1 && out=$(ethtool -i "$iface" 2>/dev/null); then
       host_field "nic_driver.$iface" "$(printf '%s\n' "$out" | sed -n 's/^driver: //p') $(printf '%s\n' "$out" | sed -n 's/^version: //p')"
       host_field "nic_firmware.$iface" "$(printf '%s\n' "$out" | sed -n 's/^firmware-version: //p')"
     fi
   done
-  out=""
-  for dev in /sys/class/infiniband/*; do
-    [ -d "$dev" ] || continue
-    out="${out:+$out }$(basename "$dev")"
-    # Port 1's state without its number ("4: ACTIVE" -> ACTIVE): NCCL opens only an ACTIVE port.
-    host_field "port_state.$(basename "$dev")" "$(sed 's/^[0-9]*: *//' "$dev/ports/1/state" 2>/dev/null || true)"
-    # The GIDs in use (non-zero), as NCCL_IB_GID_INDEX picks among them.
-    gids=$(grep -vh '^0000:0000:0000:0000:0000:0000:0000:0000$' "$dev"/ports/1/gids/* 2>/dev/null | sort -u | tr '\n' ' ' || true)
-    host_field "gids.$(basename "$dev")" "$gids"
-  done
-  host_field roce_devices "$out"
-  # What `--device /dev/infiniband` gives the engine's container (Docker refuses to create it without).
-  out=""
-  for dev in /dev/infiniband/*; do
-    [ -e "$dev" ] || continue
-    out="${out:+$out }${dev##*/}"
-  done
-  host_field verbs_devices "$out"
+  fabric_record "$@"
   host_field docker "$(docker version -f '{{.Server.Version}}' 2>/dev/null || true)"
   for out in nvidia-container-runtime nvidia-ctk; do
     if command -v "$out" >/dev/null 2>&1; then

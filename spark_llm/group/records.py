@@ -98,12 +98,25 @@ class SupervisorSpec(TypedDict):
     """The engine profile, as the gate records it with a start."""
     fabric: NotRequired[SupervisorFabric]
     """With roceDevices and more than one node: each restart's fabric proof, as the gate's."""
+    fabric_ready: NotRequired[SupervisorFabricReady]
+    """With more than one node: the fabric a restart needs (spark_llm.group.fabric_ready), read before each."""
 
 
 class SupervisorFabric(TypedDict):
     roce_devices: list[str]
     addresses: dict[str, str]
     """Each member's fabric address (Ray relays a rank's lines into the head's log tagged with it)."""
+
+
+class SupervisorFabricReady(TypedDict):
+    roce_devices: list[str]
+    """spark-llm:network.roceDevices as written; [] without RDMA."""
+    interfaces: list[str]
+    mtu: int
+    sysfs: str
+    """Where the head's /sys is mounted in the supervisor's container."""
+    stack: str
+    """The stack's name, for the commands a fault's fix names (`spark-llm exec --stack NAME ...`)."""
 
 
 class GaveUp(TypedDict):

@@ -41,6 +41,9 @@ CONTAINER_STATE_DIR = "/spark-llm-supervisor-state"
 # would never see (it keeps the old inode).
 CONTAINER_RECORDS_DIR = "/spark-llm-supervisor-records"
 CONTAINER_MEMINFO = "/spark-llm-supervisor-meminfo"
+# The head's /sys, read-only: its fabric interfaces' MTUs and RoCE devices as the node shows them (a container's own
+# /sys/class does not show what the host mounted over it, as the sim's RoCE devices are).
+CONTAINER_SYSFS = "/spark-llm-supervisor-sys"
 # The head's history of starts (read-write: the supervisor's restarts are lines of it too; a directory, as the gate
 # rewrites the file by renaming a new one over it).
 CONTAINER_HISTORY_DIR = "/spark-llm-supervisor-history"
@@ -86,7 +89,9 @@ def known_hosts(plan: DeploymentPlan) -> str:
     return "".join(lines)
 
 
-def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None) -> SupervisorSpec:
+def spec(
+    plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None, stack: str = ""
+) -> SupervisorSpec:
     """What scripts/supervisor.py reads: the members in rank order (head first), how to reach each, the budget.
 
     `container_ids`: each member's engine container as `pulumi up` created it. Their digest is the deployment's
@@ -150,13 +155,25 @@ def spec(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan
             "roce_devices": list(plan.roce_devices),
             "addresses": {n.name: n.fabric_address for n in plan.nodes},
         }
+    if len(plan.nodes) > 1:
+        # Read before each restart of its own, as preview reads it before `up` (issue 41, 2): the head's through its
+        # /sys mounted read-only (`mounts`), a worker's with the one request its key may make for it.
+        out["fabric_ready"] = {
+            "roce_devices": list(plan.roce_devices) if plan.rdma else [],
+            "interfaces": list(plan.fabric_interfaces),
+            "mtu": plan.fabric_mtu,
+            "sysfs": CONTAINER_SYSFS,
+            "stack": stack,
+        }
     if router is not None:
         out["router"] = router.supervisor_spec()
     return out
 
 
-def spec_json(plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None) -> str:
-    return dumps(spec(plan, container_ids, router))
+def spec_json(
+    plan: DeploymentPlan, container_ids: dict[str, str], router: RouterPlan | None = None, stack: str = ""
+) -> str:
+    return dumps(spec(plan, container_ids, router, stack))
 
 
 def program_files() -> dict[str, str]:
@@ -257,6 +274,8 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         Mount(str(Path(plan.history_path).parent), in_container(plan, CONTAINER_HISTORY_DIR), read_only=False),
     ]
     if plan.workers:
+        # The head's fabric as a restart needs it (spark_llm.group.fabric_ready), read before each restart.
+        out.append(Mount("/sys", CONTAINER_SYSFS))
         # Its own key's dir (read-only): the key runs only docker inspect/start/stop/logs on a worker's engine.
         out.append(Mount(supervisor_key.key_dir(head), in_container(plan, supervisor_key.CONTAINER_KEY_DIR)))
     if plan.api_config_path:

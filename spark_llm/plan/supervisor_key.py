@@ -25,6 +25,7 @@ from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
 ALLOW_SCRIPT = SCRIPTS_DIR / "supervisor_allow.sh"
 # The memory probe the allow script runs for `spark-llm memory` (spark_llm.group.memory.MEMORY_REQUEST).
 MEMORY_PROBE = SCRIPTS_DIR / "lib" / "memory.sh"
+FABRIC_RECORD = SCRIPTS_DIR / "lib" / "host_record.sh"
 KEY_NAME = "id_ed25519"
 # Where the supervisor's container sees the key's dir (read-only), and so the key.
 CONTAINER_KEY_DIR = "/spark-llm-supervisor-key"
@@ -75,6 +76,11 @@ def allow_path(worker: NodePlan) -> str:
 def memory_probe_path(worker: NodePlan) -> str:
     """Where scripts/lib/memory.sh lives on a worker, beside the allow script (its `spark-llm memory` runs it)."""
     return f"{worker.remote_dir}/memory.sh"
+
+
+def fabric_record_path(worker: NodePlan) -> str:
+    """Where scripts/lib/host_record.sh lives on a worker, beside the allow script (its `spark-llm fabric` runs it)."""
+    return f"{worker.remote_dir}/host_record.sh"
 
 
 def forced_command(plan: DeploymentPlan, worker: NodePlan) -> str:
@@ -132,11 +138,13 @@ def authorize_script(plan: DeploymentPlan, worker: NodePlan, public_key: str, to
         bash_lib("supervisor_key")
         + 'if [ "${SPARK_LLM_PHASE:-create}" = delete ]; then\n'
         + f"  {shlex.join(['supervisor_key_allow', line])}\n"
-        + f"  rm -f {allow} {shlex.quote(memory_probe_path(worker))} {recorded}\n"
+        + f"  rm -f {allow} {shlex.quote(memory_probe_path(worker))} {shlex.quote(fabric_record_path(worker))}"
+        + f" {recorded}\n"
         + "  exit 0\n"
         + "fi\n"
         + file_script(allow_path(worker), ALLOW_SCRIPT.read_text(), "0755")
         + file_script(memory_probe_path(worker), MEMORY_PROBE.read_text(), "0644")
+        + file_script(fabric_record_path(worker), FABRIC_RECORD.read_text(), "0644")
         + f"{shlex.join(['supervisor_key_allow', line])}\n"
         + record_token_script(worker.remote_dir, STEP, token, f"$({_live_call(plan, worker)})")
     )

@@ -114,6 +114,7 @@ def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deploy
 
 
 HISTORY = "/root/spark-llm/history/starts.jsonl"
+SUPERVISOR_STATE = "/root/spark-llm/supervisor-state/state.json"
 
 
 def history(sim_cluster: SimCluster) -> list[dict]:
@@ -125,6 +126,15 @@ def history(sim_cluster: SimCluster) -> list[dict]:
         except ValueError:
             continue
     return out
+
+
+def supervisor_waiting(sim_cluster: SimCluster) -> str:
+    """What the supervisor's state on the head says it waits for ("" for nothing, or not read)."""
+    found = sim_cluster.node_exec("head", "cat", SUPERVISOR_STATE, check=False)
+    try:
+        return (json.loads(found.stdout).get("waiting") or "") if found.returncode == 0 else ""
+    except ValueError:  # read while being written
+        return ""
 
 
 def last_start(sim_cluster: SimCluster) -> dict:
@@ -145,8 +155,26 @@ def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_th
     deployed.set("supervisor.pollSeconds", "1")
     deployed.up()
     try:
+        # Issue 41, 2: first the supervisor's own check before a restart, the rule preview refuses a start on. With
+        # one of worker-1's ports DOWN it waits, saying which and what to do, and restarts nothing; status says it.
+        port_state = f"/sys/class/infiniband/{DEVICES[1]}/ports/1/state"
+        sim_cluster.node_exec("worker-1", "sh", "-c", f"echo '1: DOWN' > {port_state}")
         sim_cluster.node_exec("worker-1", "touch", FALLBACK_KNOB)
         sim_cluster.node_exec("worker-1", "docker", "kill", "spark-llm-engine")
+        down = (
+            f"the fabric is not ready for a start: worker-1's RoCE device {DEVICES[1]} (spark-llm:network.roceDevices)"
+            " is DOWN, not ACTIVE: NCCL would not open it: connect the cable of its port and bring the port up"
+        )
+        wait_for("the supervisor to hold the restart", lambda: down in supervisor_waiting(sim_cluster), 60, 0.5)
+        running = ("docker", "inspect", "-f", "{{.State.Running}}", "spark-llm-engine")
+        assert sim_cluster.node_exec("worker-1", *running).stdout.strip() == "false"  # nothing restarted
+        status = run(
+            [sys.executable, "-m", "spark_llm.ops.cli", "status", "--stack", "sim", "--config-file",
+             str(deployed.config_file), "--json"], env=deployed.env, check=False)  # fmt: skip
+        report = json.loads(status.stdout)
+        assert down in report["supervisor"]["waiting"], report["supervisor"]
+        assert "`spark-llm exec --stack sim worker-1 -- ibdev2netdev`" in report["supervisor"]["waiting"]
+        sim_cluster.node_exec("worker-1", "sh", "-c", f"echo '4: ACTIVE' > {port_state}")  # back: it restarts
         wait_for(
             "the supervisor's restart to be recorded with its fabric proof",
             lambda: last_start(sim_cluster).get("by") == "supervisor" and "fabric" in last_start(sim_cluster),

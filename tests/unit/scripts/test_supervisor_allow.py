@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from spark_llm.group.fabric_ready import FABRIC_REQUEST, NOT_READ, fields_from, read_sysfs
 from spark_llm.group.logs import logs_command
 from spark_llm.group.memory import MEMORY_REQUEST
 from spark_llm.group.weights import RECORD_REQUEST
+from tests.unit.group.test_fabric_hold import IFACE, fake_sysfs
 
 ALLOW = Path(__file__).resolve().parents[3] / "scripts" / "supervisor_allow.sh"
 MEMORY_PROBE = ALLOW.parent / "lib" / "memory.sh"
+FABRIC_RECORD = ALLOW.parent / "lib" / "host_record.sh"
 ENGINE = "spark-llm-engine"
 # Records its argv, one word a line (a word with a newline in it would show as two), and says which stream is which.
 FAKE_DOCKER = """#!/bin/bash
@@ -28,7 +31,7 @@ echo "docker's stderr" >&2
 
 
 def allow(
-    tmp_path: Path, request: str | None, container: str = ENGINE, script: Path = ALLOW
+    tmp_path: Path, request: str | None, container: str = ENGINE, script: Path = ALLOW, **env_extra: str
 ) -> tuple[subprocess.CompletedProcess, list]:
     """The script run for `request` (None: a login shell, no SSH_ORIGINAL_COMMAND); docker's argv, or None when it
     was not run. `script`: where the script is (its weights record is found beside it)."""
@@ -38,7 +41,7 @@ def allow(
     (bin_dir / "docker").chmod(0o755)
     argv = tmp_path / "argv"
     argv.unlink(missing_ok=True)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DOCKER_ARGV": str(argv)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "DOCKER_ARGV": str(argv), **env_extra}
     if request is not None:
         env["SSH_ORIGINAL_COMMAND"] = request
     run = subprocess.run(["bash", str(script), container], env=env, capture_output=True, text=True, timeout=30)
@@ -247,4 +250,29 @@ def test_the_memory_request_prints_the_nodes_memory_through_the_probe_beside_the
     lines = dict(line.split("\t", 1) for line in run.stdout.splitlines())
     assert lines["mem-info"].startswith("MemTotal=") and "mem-weights" not in lines and seen is None
     refused, _ = allow(tmp_path, MEMORY_REQUEST + " /etc", script=script)
-    assert refused.returncode == 126 and "or the memory; refused: spark-llm memory /etc" in refused.stderr
+    assert refused.returncode == 126 and "the memory or the fabric; refused: spark-llm memory /etc" in refused.stderr
+
+
+def test_the_fabric_request_reads_what_a_restart_needs_as_the_supervisor_reads_the_heads(tmp_path):
+    """Issue 41, 2: the supervisor judges every node's fabric before a restart of its own. A worker's key reads it
+    with host_record.sh's fabric_record installed beside the script; the head's is read from its mounted /sys by
+    spark_llm.group.fabric_ready.read_sysfs: the same fields from the same files (but /dev, which the head's
+    supervisor cannot see)."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    script = remote / "supervisor-allow.sh"
+    script.write_text(ALLOW.read_text())
+    (remote / "host_record.sh").write_text(FABRIC_RECORD.read_text())
+    sysfs = fake_sysfs(tmp_path / "sys", {"rocep1s0f0": "4: ACTIVE", "roceP2p1s0f0": "1: DOWN"})
+    (tmp_path / "dev" / "infiniband").mkdir(parents=True)
+    (tmp_path / "dev" / "infiniband" / "uverbs0").write_text("")
+    devices = {"SPARK_LLM_SYSFS": str(sysfs), "SPARK_LLM_DEVFS": str(tmp_path / "dev")}
+    request = shlex.join([*FABRIC_REQUEST.split(), IFACE])
+    run, seen = allow(tmp_path, request, script=script, **devices)
+    assert run.returncode == 0 and seen is None, run.stderr
+    fields = fields_from(run.stdout)
+    assert fields["port_state.roceP2p1s0f0"] == "DOWN" and fields["verbs_devices"] == "uverbs0", fields
+    assert {**fields, "verbs_devices": NOT_READ} == read_sysfs(str(sysfs), [IFACE])
+    for bad in (f"{request} ../../etc", f"{request};id", f"{request} $(id)", FABRIC_REQUEST):
+        refused, _ = allow(tmp_path, bad, script=script, **devices)
+        assert refused.returncode == 126 and "refused" in refused.stderr and not refused.stdout, bad
