@@ -62,10 +62,17 @@ class CanaryRecord:
         )
 
 
+def split_status(output: str) -> tuple[str, str]:
+    """curl's output as the completion is asked (spark_llm.remote.canary.completion_command: the response body, then
+    ` HTTP<code>` on the last line) -> (the body, the code's digits, '' when there are none)."""
+    body, _, code = output.rstrip().rpartition(" HTTP")
+    return body, code if code.isdigit() else ""
+
+
 def parse_answer(output: str) -> tuple[str, str]:
     """(answer text, error) from the head's curl output: the response body, then ` HTTP<code>` on the last line."""
-    body, _, code = output.rstrip().rpartition(" HTTP")
-    if not code.isdigit():
+    body, code = split_status(output)
+    if not code:
         return "", f"no HTTP answer: {output.strip()[-200:]!r}"
     if code != "200":
         return "", f"HTTP {code}: {body.strip()[-200:]}"

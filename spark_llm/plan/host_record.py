@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_llm.group.fabric_ready import ABSENT, FIELD_PREFIX, fields_from
 from spark_llm.group.history import HostFields, StartRecord
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.scripts import bash_lib
 
-HOST_PREFIX = "host."
+HOST_PREFIX = FIELD_PREFIX
 LAST_SERVED_SECTION = "last_served_hosts"
-ABSENT = "absent"
 # The fields every record names, in the order people read them (absent ones say so); per-interface and per-device
 # fields (`mtu.IF`, `nic_driver.IF`, `nic_firmware.IF`, `port_state.DEV`, `gids.DEV`) follow.
 FIELDS = (
@@ -73,9 +73,8 @@ def host_fields(facts: dict[str, str]) -> HostFields:
 
 
 def parse_host_lines(text: str) -> HostFields:
-    """What `host_probe` printed -> the node's fields."""
-    facts = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
-    return host_fields(facts)
+    """What `host_probe` printed -> the node's fields (absent ones named ABSENT)."""
+    return {**{f: ABSENT for f in FIELDS if f not in FROM_ENGINE_LOG}, **fields_from(text)}
 
 
 def engine_nccl(log: str) -> str:

@@ -8,10 +8,10 @@ answer and leaves the supervisor to restart into the same wedge (issue 41, 4).
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
+from spark_llm.group.canary import split_status
 from spark_llm.group.serving import serving_request
 from spark_llm.group.wedge import LIVENESS_PATH, WedgeWatch, asked, probe_seconds, unanswered_while_live
 from spark_llm.plan.hosts import SshHost
@@ -39,8 +39,8 @@ class Probe:
 
     @property
     def code(self) -> int | None:
-        found = re.search(r"HTTP(\d{3})$", self.answer)
-        return int(found.group(1)) if found and found.group(1) != "000" else None
+        _, code = split_status(self.answer)
+        return int(code) if code and code != "000" else None
 
     @property
     def answered(self) -> bool:

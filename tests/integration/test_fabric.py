@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
+from tests.integration.test_supervisor import supervisor_waiting
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -114,7 +115,6 @@ def test_a_kernel_changed_since_the_start_that_served_is_named_by_preview(deploy
 
 
 HISTORY = "/root/spark-llm/history/starts.jsonl"
-SUPERVISOR_STATE = "/root/spark-llm/supervisor-state/state.json"
 
 
 def history(sim_cluster: SimCluster) -> list[dict]:
@@ -126,15 +126,6 @@ def history(sim_cluster: SimCluster) -> list[dict]:
         except ValueError:
             continue
     return out
-
-
-def supervisor_waiting(sim_cluster: SimCluster) -> str:
-    """What the supervisor's state on the head says it waits for ("" for nothing, or not read)."""
-    found = sim_cluster.node_exec("head", "cat", SUPERVISOR_STATE, check=False)
-    try:
-        return (json.loads(found.stdout).get("waiting") or "") if found.returncode == 0 else ""
-    except ValueError:  # read while being written
-        return ""
 
 
 def last_start(sim_cluster: SimCluster) -> dict:
