@@ -193,6 +193,8 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "scripts/lib/host_record.sh": [
         "spark-engine-ready",
+        # Installed on each worker beside the allow script: the supervisor's fabric request runs it.
+        "spark-supervisor-authorize-spark-2",
     ],
     "scripts/lib/image.sh": [
         "spark-image-spark-1",
