@@ -171,13 +171,14 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
     head, one more session asks the canary of each model in sync.
     """
     stack = StackPlan.one(plans) if isinstance(plans, DeploymentPlan) else plans
-    outputs = stack_outputs(pulumi)
-    with ThreadPoolExecutor(1) as pool:
-        # The state's pending operations (a killed `up` left them: ops.status.pending), read while the nodes are.
+    with ThreadPoolExecutor(2) as pool:
+        # The stack's outputs and the state's pending operations (a killed `up` left them: ops.status.pending), each
+        # a pulumi command of its own, read while the nodes are.
+        outputs_read = pool.submit(stack_outputs, pulumi)
         exported = pool.submit(state_pending, pulumi)
         with render.progress(f"status: asking {len(stack.nodes)} nodes", enabled=not args.json):
             readings, gateway = collect_stack(stack, args.timeout)
-        pending = exported.result()
+        outputs, pending = outputs_read.result(), exported.result()
     found = outputs.get("models")
     recorded: dict = found if isinstance(found, dict) else {}
     own = {name: outputs if not stack.several else recorded.get(name) or {} for name in stack.models}
