@@ -165,6 +165,11 @@ def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_th
         report = json.loads(status.stdout)
         assert down in report["supervisor"]["waiting"], report["supervisor"]
         assert "`spark-llm exec --stack sim worker-1 -- ibdev2netdev`" in report["supervisor"]["waiting"]
+        # Status and preview say what `up` would do: refuse the start, nothing stopped (not "restarts the group").
+        refused = f"{DEVICES[1]} (spark-llm:network.roceDevices) is DOWN, not ACTIVE: NCCL would not open it"
+        assert f"{refused}: `pulumi up` would refuse the start before anything stops" in report["summary"], report
+        preview = deployed("preview", check=False)
+        assert preview.returncode != 0 and f"error: worker-1's RoCE device {refused}" in preview.stdout, preview.stdout
         sim_cluster.node_exec("worker-1", "sh", "-c", f"echo '4: ACTIVE' > {port_state}")  # back: it restarts
         wait_for(
             "the supervisor's restart to be recorded with its fabric proof",

@@ -41,6 +41,7 @@ from spark_llm.ops.status.read import ANSWER_SECONDS, GroupReading, Health, Node
 from spark_llm.ops.status.report import ModelReport
 from spark_llm.ops.status.weights import weights_drift
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.fabric_ready import fabric_faults
 from spark_llm.plan.host_record import changes_warning, host_changes
 from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.start.timeline import failed_start_warning
@@ -291,6 +292,11 @@ def model_report(plan: DeploymentPlan, outputs: dict, seen: GroupReading) -> Mod
         )
     if state in ("drift", "not deployed") and (refused := refusals(plan, seen.observations)):
         sentence += refused_sentence(refused)
+    hosts = {s.node: s.host for s in statuses if s.host}
+    if state in ("drift", "not deployed") and (faults := fabric_faults(plan, hosts)):
+        # The rule preview refuses a start on (and the supervisor holds its restart on): not a promise `up` breaks.
+        problems = "; ".join(fault.problem for fault in faults)
+        sentence += f"; but {problems}: `pulumi up` would refuse the start before anything stops (preview says the fix)"
     walls = firewall_drift(plan, seen.observations)
     if walls and state == "in sync":
         # Preview's reading, preview's words: the table goes back, the engines run on.
