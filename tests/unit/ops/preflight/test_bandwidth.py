@@ -157,6 +157,24 @@ def test_the_rdma_server_and_client_lines_the_node_runs(tmp_path):
     ]
 
 
+def test_an_iperf3_server_still_busy_with_the_last_run_is_asked_again_and_the_figures_read(tmp_path):
+    """The real bash of bw_client with a stand-in iperf3: the `from` run right after the `to` run found the server
+    still ending its test (`the server is busy running a test`) on a loaded machine, and preflight failed on it."""
+    busy = tmp_path / "busy-once"
+    fake = tmp_path / "iperf3"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -R "*) if [ ! -e "$BUSY" ]; then touch "$BUSY"\n'
+        '  echo \'{"error": "the server is busy running a test. try again later"}\'; exit 1; fi ;; esac\n'
+        'echo \'{"end": {"sum_received": {"bits_per_second": 9.4e9}}}\'\n'
+    )
+    fake.chmod(0o755)
+    script = bash_lib("bandwidth") + "bw_client iperf3 node img 10.0.0.2 5201 3\n"
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "BUSY": str(busy)}
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=30, check=True)
+    assert busy.exists() and bandwidth.iperf3_mbit(out.stdout) == {"to": 9400.0, "from": 9400.0}, out.stdout
+
+
 def test_the_stop_ends_the_server_of_its_port_and_no_process_a_stale_pid_file_names(tmp_path):
     """The real bash of bw_stop on this machine: the server found by its port's pid file is ended; a pid file left by
     a killed run, naming another process since, ends nothing."""
