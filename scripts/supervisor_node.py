@@ -330,5 +330,7 @@ def held(members: list[Node], seen: list[Member], spec: SupervisorSpec, say: Cal
     """Why the group must not be restarted now (None: it may): its weights, its nodes' memory
     (spark_llm.group.memory.restart_held), its fabric. Nothing is started (nor stopped) then: it waits, saying why,
     and spends no restart of its budget."""
+    if weights := weights_held(members):
+        return weights  # the memory and the fabric are not read then (a round trip to each worker each)
     memory = [(m.name, m.memory(), s.running) for m, s in zip(members, seen, strict=True)]
-    return weights_held(members) or restart_held(memory, spec["memory"]) or fabric_held(members, spec, say)
+    return restart_held(memory, spec["memory"]) or fabric_held(members, spec, say)

@@ -186,7 +186,7 @@ def test_a_broken_group_on_unverified_weights_is_not_started_and_the_state_says_
     assert acted == []  # nothing stopped, nothing started
     assert state["waiting"] == f"weights on worker-1 are not verified (a copy was cut short): {REMEDY}"
     assert state["restarts"] == []  # no restart spent of its budget
-    assert RECORD_REQUEST in asked
+    assert RECORD_REQUEST in asked and MEMORY_REQUEST not in asked  # held on the weights: the memory not read
 
 
 def test_a_broken_group_is_not_restarted_into_a_node_whose_memory_cannot_hold_its_engine(tmp_path, monkeypatch):
