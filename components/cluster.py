@@ -45,6 +45,7 @@ from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.start.timeline import failed_start_warning
 from spark_llm.plan.steps import build_steps
+from spark_llm.plan.supervisor_report import SupervisorReport
 
 
 def probe_extra(plan: DeploymentPlan) -> Callable[[NodePlan], str]:
@@ -148,7 +149,7 @@ def _supervisor_note(plan: DeploymentPlan, observations: dict[str, NodeObservati
     """What `pulumi preview`/`up` says of the supervisor's restarts and of its giving up (its state on the head)."""
     head = (observations or {}).get(plan.head.name)
     text = head.facts.get(supervisor.PROBE_SECTION) if head else None
-    report = supervisor.SupervisorReport.parse(text) if text else None
+    report = SupervisorReport.parse(text) if text else None
     # The container is the stack's one: the first group says what became of it.
     container = head.facts.get(supervisor.CONTAINER_SECTION) if head and plan.unit is None else None
     for warning in (report.preview_warning() if report else None, supervisor.container_warning(container, text)):

@@ -7,7 +7,7 @@ reading the project's own `scripts/` (scripts).
 - engines/ (each engine's command line), container (each node's engine container), start/ (a start's phases,
   timeline and rendezvous bound);
 - steps (every node step, resolved once), and their scripts: image/, weights/, memory/, node_files, fabric,
-  firewall, supervisor and supervisor_key, router;
+  firewall, supervisor and supervisor_key (supervisor_report: what it did, read back), router;
 - observation and drift (what a node runs now and what must be redone), host_record, fabric_ready (is each node's
   fabric ready for a start: its RoCE devices, its MTUs), fabric_proof;
 - readiness and stdin_spec (the gate's spec, typed), rollback, cli_flags (what a pulumi command line asks of the

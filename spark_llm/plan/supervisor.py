@@ -5,18 +5,17 @@ head (the program, the group's spec, its workers' pinned host keys), its own ssh
 what it may run on a worker) and a step that stops the supervisor before `pulumi up` touches the group; once for the
 stack, the container, which mounts every group's files and runs one watch per group (each with its own budget and
 state file) and keeps the router.
-What it did (its state file on the head) is read back here for `spark-llm status` and `pulumi preview`.
+What it did (its state file on the head) is read back by spark_llm.plan.supervisor_report.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import spark_llm.group
-from spark_llm.group.records import IN_PROGRESS, GaveUp, RestartRecord, SpecMember, SupervisorSpec, dumps, parse_state
+from spark_llm.group.records import SpecMember, SupervisorSpec, dumps
 from spark_llm.plan import supervisor_key
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
@@ -341,67 +340,3 @@ def container_warning(observed: str | None, state: str | None) -> str | None:
     if observed is None or state is None or status == "running":
         return None
     return f"the supervisor's container on the head is {status}: `pulumi up` starts it again"
-
-
-# ---------- what it did, read back ----------
-
-
-@dataclass(frozen=True)
-class SupervisorReport:
-    """The supervisor's state file: its restarts (oldest first) and, when it gave up, when and why."""
-
-    restarts: tuple[RestartRecord, ...]
-    gave_up: GaveUp | None
-    waiting: str | None
-
-    @classmethod
-    def parse(cls, text: str) -> SupervisorReport | None:
-        data = parse_state(text)
-        if data is None:
-            return None
-        restarts = tuple(r for r in data.get("restarts") or [] if isinstance(r, dict))
-        gave_up = data.get("gave_up") if isinstance(data.get("gave_up"), dict) else None
-        return cls(restarts, gave_up, data.get("waiting") or None)
-
-    def lines(self) -> list[str]:
-        """For `spark-llm status`: a line per restart, then the verdict when it gave up."""
-        out = []
-        for r in self.restarts:
-            took = f" in {r['seconds_to_serving']} s" if r.get("seconds_to_serving") is not None else ""
-            what = f"{r.get('reason', '?')} -> {r.get('result', '?')}{took}"
-            out.append(f"supervisor restarted the group at {r.get('at', '?')}: {what}")
-        if self.waiting:
-            out.append(f"supervisor: {self.waiting}")
-        if self.gave_up:
-            out.append(self.gave_up_sentence())
-        return out
-
-    @property
-    def restarting(self) -> RestartRecord | None:
-        """The restart under way (its record says `in progress`), if any."""
-        last = self.restarts[-1] if self.restarts else None
-        return last if last is not None and last.get("result") == IN_PROGRESS else None
-
-    def gave_up_sentence(self) -> str:
-        assert self.gave_up is not None
-        return (
-            f"the supervisor gave up at {self.gave_up.get('at', '?')}: {self.gave_up.get('reason', '?')}; every member"
-            " is stopped. Find the cause (`spark-llm logs`), fix it, then run `pulumi up`: it restarts the group and"
-            " the supervisor"
-        )
-
-    def preview_warning(self) -> str | None:
-        """What `pulumi preview`/`up` says of it (None: nothing happened)."""
-        if self.gave_up:
-            return (
-                f"the supervisor gave up at {self.gave_up.get('at', '?')}: {self.gave_up.get('reason', '?')};"
-                " `pulumi up` restarts the group"
-            )
-        if not self.restarts:
-            return None
-        last = self.restarts[-1]
-        times = "once" if len(self.restarts) == 1 else f"{len(self.restarts)} times"
-        return (
-            f"the supervisor restarted the group {times}, last at {last.get('at', '?')}: {last.get('reason', '?')}"
-            f" ({last.get('result', '?')})"
-        )

@@ -34,7 +34,8 @@ from spark_llm.plan.observation import (
 from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.stack import StackPlan
 from spark_llm.plan.supervisor import CONTAINER_NAME as SUPERVISOR_CONTAINER
-from spark_llm.plan.supervisor import SupervisorReport, state_path
+from spark_llm.plan.supervisor import state_path
+from spark_llm.plan.supervisor_report import SupervisorReport
 from spark_llm.plan.weights.steps import weights_plan
 from spark_llm.remote.runner import NodeRun, failure_of, quote
 from spark_llm.remote.runner import run as run_on

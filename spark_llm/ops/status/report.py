@@ -17,7 +17,7 @@ from spark_llm.ops.status.read import Health, NodeStatus
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.host_record import fingerprint_lines
 from spark_llm.plan.start.timeline import timeline_lines
-from spark_llm.plan.supervisor import SupervisorReport
+from spark_llm.plan.supervisor_report import SupervisorReport
 
 STATE_STYLES = {
     "in sync": "green",

@@ -12,6 +12,7 @@ from spark_llm.config import parse
 from spark_llm.config.group import groups
 from spark_llm.plan import deployment, supervisor, supervisor_key
 from spark_llm.plan.steps import build_steps
+from spark_llm.plan.supervisor_report import SupervisorReport
 
 TEMPLATE = deployment.LAUNCH_TEMPLATE.read_text()
 
@@ -118,7 +119,7 @@ RESTART = {"at": "2026-12-03T10:00:00Z", "reason": "spark-2's engine exited (137
 
 
 def test_preview_says_how_often_it_restarted_the_group_and_the_last_reason():
-    report = supervisor.SupervisorReport.parse(
+    report = SupervisorReport.parse(
         json.dumps({"restarts": [RESTART, {**RESTART, "at": "2026-12-03T11:00:00Z"}], "gave_up": None})
     )
     assert report is not None
@@ -130,7 +131,7 @@ def test_preview_says_how_often_it_restarted_the_group_and_the_last_reason():
 
 def test_a_supervisor_that_gave_up_says_why_and_that_pulumi_up_restarts_the_group():
     gave_up = {"at": "2026-12-03T12:00:00Z", "reason": "spark-2's engine exited (1) (after 3 restarts in 600 s)"}
-    report = supervisor.SupervisorReport.parse(json.dumps({"restarts": [RESTART], "gave_up": gave_up}))
+    report = SupervisorReport.parse(json.dumps({"restarts": [RESTART], "gave_up": gave_up}))
     assert report is not None
     assert report.preview_warning() == (
         "the supervisor gave up at 2026-12-03T12:00:00Z: spark-2's engine exited (1) (after 3 restarts in 600 s);"
@@ -141,8 +142,8 @@ def test_a_supervisor_that_gave_up_says_why_and_that_pulumi_up_restarts_the_grou
 
 
 def test_nothing_to_say_when_it_never_restarted_and_an_unreadable_file_is_no_report():
-    assert supervisor.SupervisorReport.parse(json.dumps({"restarts": [], "gave_up": None})).preview_warning() is None
-    assert supervisor.SupervisorReport.parse("{not json") is None
+    assert SupervisorReport.parse(json.dumps({"restarts": [], "gave_up": None})).preview_warning() is None
+    assert SupervisorReport.parse("{not json") is None
 
 
 # A stand-in `docker` for the image check: `docker run ... --entrypoint sh IMAGE -c SCRIPT sh ARG` runs SCRIPT with

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from spark_llm.ops.status import command as status
-from spark_llm.plan.supervisor import SupervisorReport
+from spark_llm.plan.supervisor_report import SupervisorReport
 from tests.unit.ops.node_facts import engine_section, running, statuses, with_revision
 
 UNDER_WAY = json.dumps(

@@ -10,7 +10,7 @@ import pytest
 
 from spark_llm.ops.status import command as status
 from spark_llm.ops.status import read as status_read
-from spark_llm.plan.supervisor import SupervisorReport
+from spark_llm.plan.supervisor_report import SupervisorReport
 from tests.unit.ops.node_facts import build, node_run, running, statuses, with_revision
 
 STARTED = ("2026-11-30T10:00:05Z", "2026-11-30T10:00:01Z")
