@@ -90,6 +90,18 @@ class Rollout(ConfigModel):
         ),
         json_schema_extra={"example": "rollback"},
     )
+    probation_seconds: Int = Field(
+        0,
+        ge=0,
+        le=3600,
+        description=(
+            "After rank 0's first answer, how long `pulumi up` keeps watching the new start: a member that stops, or"
+            " rank 0 answering nothing for supervisor.wedgeSeconds, within it is a failed start (onFailure applies;"
+            " the weights' kept version stays on every node until a start passes it). 0: `up` ends at the first"
+            " answer and the canary, and what follows is the supervisor's"
+        ),
+        json_schema_extra={"example": 120},
+    )
 
 
 class StackConfig(ConfigModel):

@@ -69,6 +69,8 @@ class DeploymentPlan:
     stall_seconds: float | None = None
     """spark-llm:timeouts.stallSeconds: one bound for every start phase (None: each phase's own)."""
     on_failure: str = "stop"
+    probation_seconds: int = 0
+    """spark-llm:rollout.probationSeconds: how long the gate keeps watching a start after rank 0's first answer."""
     """spark-llm:rollout.onFailure: after a failed start, print the rollback command (stop) or run it (rollback)."""
     supervisor: Supervisor | None = None
     """spark-llm:supervisor when enabled (spark_llm.plan.supervisor); None: the stack has no supervisor."""
@@ -354,6 +356,7 @@ def build_plan(
         profile=profile_for(cfg.engine.kind, cfg.engine.executor).name,
         stall_seconds=cfg.timeouts.stall_seconds,
         on_failure=cfg.rollout.on_failure,
+        probation_seconds=cfg.rollout.probation_seconds,
         supervisor=cfg.supervisor if cfg.supervisor.enabled else None,
         key_files={n.name: key_files(group.stack)[n.name] for n in cfg.nodes},
         api_host=cfg.engine.host,

@@ -65,6 +65,9 @@ class ReadinessSpec(TypedDict):
     wedge_seconds: NotRequired[float]
     """spark-llm:supervisor.wedgeSeconds: rank 0 live (or having answered once) yet answering nothing this long fails
     the start as wedged (spark_llm.group.wedge). Absent from a spec written before the gate watched for wedges."""
+    probation_seconds: NotRequired[float]
+    """spark-llm:rollout.probationSeconds, when set: after rank 0's first answer the gate keeps watching this long,
+    and a member that stops or a wedge within it fails the start (spark_llm.remote.after_answer.probation)."""
     fabric: NotRequired[FabricSpec]
     """Only with roceDevices and more than one node (without them NCCL's sockets are what was asked for)."""
 
@@ -101,6 +104,9 @@ def readiness_spec(plan: DeploymentPlan, stack: str = "") -> ReadinessSpec:
     spec["host_probe"] = host_probe(plan)
     if plan.restore_weights:
         spec["keep_versions"] = True
+    if plan.probation_seconds:
+        # Only when set: the gate's spec (its step's identity) of a stack without it stays what it was.
+        spec["probation_seconds"] = plan.probation_seconds
     if plan.roce_devices and len(plan.nodes) > 1:
         spec["fabric"] = {"roce_devices": list(plan.roce_devices), "on_fallback": plan.fabric_proof}
     return spec

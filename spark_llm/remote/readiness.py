@@ -12,42 +12,41 @@ stall bounds learn; a failed start is a line there too.
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from spark_llm.group.history import StartRecord, failure_record, succeeded
-from spark_llm.group.logs import logs_command
-from spark_llm.group.wedge import WedgeWatch
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.observation import EngineState
 from spark_llm.plan.readiness import ReadinessSpec
-from spark_llm.plan.start.phases import NodeStart
 from spark_llm.plan.start.timeline import phase_seconds
 from spark_llm.plan.weights.steps import VERSIONS_DIR, stored_digest_command
 from spark_llm.remote import gate_probe
+from spark_llm.remote.after_answer import probation, settle
 from spark_llm.remote.canary import gate_canary
 from spark_llm.remote.fabric_proof import Rank, prove_fabric
+from spark_llm.remote.gate_failures import (
+    GroupNotReadyError,
+    Member,
+    exited_message,
+    fallback_failure,
+    log_tails,
+    logs_text,
+    redact,
+    redacted_tails,
+    stall_message,
+    state_text,
+    waited_message,
+    wedged_message,
+)
 from spark_llm.remote.history import append_history, read_history
 from spark_llm.remote.host_record import changes_since_served, record_hosts
 from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
-from spark_llm.remote.start_watch import MemberLog, Stall, first_stopped, poll, progress, stalled, waited_for
+from spark_llm.remote.start_watch import MemberLog, first_stopped, poll, progress, stalled, waited_for
 
 POLL_SECONDS = 2.0
-LOG_LINES = 30
-
-
-@dataclass(frozen=True)
-class Member:
-    name: str
-    role: str
-    ssh: SshHost
-    script_path: str
-    fabric_address: str = ""
 
 
 def _members(props: ReadinessSpec) -> list[Member]:
@@ -55,86 +54,6 @@ def _members(props: ReadinessSpec) -> list[Member]:
         Member(m["name"], m["role"], SshHost.from_props(m["connection"]), m["script_path"], m["fabric_address"])
         for m in props["members"]
     ]
-
-
-def redact(text: str, secret: str | None) -> str:
-    """An engine may log its own arguments (the key included): errors and progress never show it."""
-    return text.replace(secret, "[spark-llm:apiKey]") if secret else text
-
-
-def _log_tails(members: list[Member], container: str) -> dict[str, str]:
-    tails = {}
-    for m in members:
-        try:
-            text = run_script(m.ssh, f"{logs_command(container, tail=LOG_LINES)} || true\n", timeout=60)
-        except RemoteError as err:
-            text = f"(could not read the log: {str(err).splitlines()[0]})"
-        tails[m.name] = text.rstrip()
-    return tails
-
-
-def _redacted_tails(members: list[Member], container: str, key: str | None) -> dict[str, str]:
-    return {name: redact(text, key) for name, text in _log_tails(members, container).items()}
-
-
-def _logs(members: list[Member], tails: dict[str, str]) -> str:
-    return "\n".join(f"---- {m.name} ({m.role}): last {LOG_LINES} lines ----\n{tails[m.name]}" for m in members)
-
-
-def relayed_from(members: list[Member], failed: Member, tail: str) -> list[Member]:
-    """Other members whose lines the failed member's log carries.
-
-    With Ray the driver (the head) relays every actor's output tagged `(Actor pid=N, ip=ADDR)` and re-raises a
-    remote error as `ray::Actor.method() (pid=N, ip=ADDR, ...)`: a worker's crash ends the head's container while
-    the worker's own container runs on. Naming that worker points at the real culprit.
-    """
-    return [
-        m
-        for m in members
-        if m is not failed and m.fabric_address and re.search(rf"\bip={re.escape(m.fabric_address)}(?![\d.])", tail)
-    ]
-
-
-def exited_message(members: list[Member], failed: Member, state: str, tails: dict[str, str]) -> str:
-    lines = [f"{failed.name} ({failed.role}): engine container is {state} while the group was starting."]
-    for m in relayed_from(members, failed, tails[failed.name]):
-        lines.append(
-            f"{failed.name}'s log carries lines from {m.name} (ip={m.fabric_address}), relayed by Ray:"
-            f" look there for the first error."
-        )
-    lines += [
-        _logs(members, tails),
-        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
-    ]
-    return "\n".join(lines)
-
-
-def waited_message(
-    members: list[Member],
-    culprit: Member,
-    start: NodeStart,
-    now: float,
-    failed: Member,
-    state: str,
-    why: str,
-    tails: dict[str, str],
-) -> str:
-    """A member died of waiting for another (its engine's own timeout ran out): the one it waited for comes first."""
-    spec = start.spec
-    title = spec.title if spec else "its start (no phase line yet)"
-    silent = start.silent_for(now)
-    quiet = f"no new engine log line for {silent:.0f} s" if silent is not None else "no engine log line at all"
-    lines = [
-        f"{culprit.name} ({culprit.role}): the start hung in {title}: {quiet}; {failed.name}'s engine container is"
-        f" {state}: it stopped waiting for the group to form ({why}).",
-    ]
-    if spec is not None:
-        lines.append(f"What usually causes a stall in {title}: {spec.stall_hint}.")
-    lines += [
-        _logs(members, tails),
-        "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
-    ]
-    return "\n".join(lines)
 
 
 def served_weights(members: list[Member], path: str, keep_versions: bool = False) -> str:
@@ -155,92 +74,8 @@ def served_weights(members: list[Member], path: str, keep_versions: bool = False
         return ""
 
 
-class GroupNotReadyError(RuntimeError):
-    """The group did not become ready; the message says which node and carries every node's log tail."""
-
-    served_before: bool = False
-    """The revision that failed is the one whose start served last: no rollback brings anything else back."""
-
-
-def _state_text(state: EngineState) -> str:
-    if state.status == "exited":
-        return f"exited (exit code {state.exit_code}{', killed for memory' if state.oom_killed else ''})"
-    return state.status
-
-
-def stall_message(members: list[Member], stall: Stall, tails: dict[str, str]) -> str:
-    return "\n".join(
-        [
-            f"{stall.member}: the start stalled in {stall.title}: no new engine log line for {stall.silent:.0f} s"
-            f" (bound {stall.bound:.0f} s; spark-llm:timeouts.stallSeconds sets it).",
-            f"What usually causes a stall in {stall.title}: {stall.hint}.",
-            _logs(members, tails),
-            "The group was left as it is for a look (`spark-llm logs`); fix the cause, then run `pulumi up` again:"
-            " the group restarts in order.",
-        ]
-    )
-
-
-def wedged_message(members: list[Member], head: Member, why: str, answered: bool, tails: dict[str, str]) -> str:
-    """A start whose rank 0 is up (or answered once) and answers nothing for the wedge bound: a failed start."""
-    when = "after its first answer, " if answered else ""
-    return "\n".join(
-        [
-            f"{head.name} ({head.role}): {when}the start is {why}.",
-            "A start that stops answering is a failed one (spark-llm:supervisor.wedgeSeconds bounds the wait): a hung"
-            " NCCL collective or scheduler of this revision; the log below shows where each rank stopped.",
-            _logs(members, tails),
-            "Fix the cause (the log above), then run `pulumi up` again: the group restarts in order.",
-        ]
-    )
-
-
 def _ranks(members: list[Member]) -> list[Rank]:
     return [Rank(m.name, m.role, m.ssh, m.fabric_address) for m in members]
-
-
-def fallback_failure(problems: str) -> str:
-    """A start that serves on the wrong transport: what is wrong first (the failure record keeps the first line)."""
-    return (
-        f"{problems}\n"
-        "The group serves, over a fraction of the fabric's speed. Fix the cause, then `spark-llm restart` (or `pulumi"
-        " up` after a config change): the group restarts in order. To serve on sockets anyway: `pulumi config set"
-        " --path spark-llm:network.fabricProof warn`."
-    )
-
-
-def settle(
-    spec: ReadinessSpec,
-    members: list[Member],
-    logs: list[MemberLog],
-    watch: WedgeWatch | None,
-    say: Callable,
-    canary_sent: float,
-) -> None:
-    """After rank 0 answered once and then not the canary: probe until it answers again (the start stands), a member
-    stops, or the wedge bound passes with no answer (GroupNotReadyError, wedged)."""
-    if watch is None:
-        return
-    head = next(m for m in members if m.role == "head")
-    key = spec["api_key"] or None
-    say(f"[{head.name}] no answer to the canary: asking again, for up to {watch.bound:g} s (supervisor.wedgeSeconds)")
-    watch.not_answered(canary_sent, True, "no answer to the canary")
-    while True:
-        poll(logs)
-        stopped = first_stopped(logs)
-        if stopped is not None:
-            failed = next(m for m in members if m.name == stopped.name)
-            tails = _redacted_tails(members, spec["container"], key)
-            raise GroupNotReadyError(exited_message(members, failed, _state_text(stopped.engine), tails))
-        probe = gate_probe.ask(head.ssh, spec)
-        if probe.answered:
-            say(f"[{head.name}] rank 0 answers again")
-            return
-        if wedged := gate_probe.note(watch, probe, answered_before=True):
-            raise GroupNotReadyError(
-                wedged_message(members, head, wedged, True, _redacted_tails(members, spec["container"], key))
-            )
-        time.sleep(POLL_SECONDS)
 
 
 def wait_ready(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartRecord:
@@ -304,8 +139,8 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         now = time.time()
         stopped = first_stopped(logs)
         if stopped is not None:
-            tails = _redacted_tails(members, container, key)
-            failed, state = by_name[stopped.name], _state_text(stopped.engine)
+            tails = redacted_tails(members, container, key)
+            failed, state = by_name[stopped.name], state_text(stopped.engine)
             waits = waited_for(stopped, logs, now, rendezvous)
             if waits is None:
                 raise GroupNotReadyError(exited_message(members, failed, state, tails))
@@ -325,11 +160,11 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if stalls:
             # The member quiet the longest went quiet first: the others usually wait for it (a rendezvous).
             first = max(stalls, key=lambda stall: stall.silent)
-            tails = _redacted_tails(members, container, key)
+            tails = redacted_tails(members, container, key)
             raise GroupNotReadyError(stall_message(members, first, tails))
         probe = gate_probe.ask(head.ssh, spec)
         if wedged := gate_probe.note(watch, probe, answered_before=False):
-            tails = _redacted_tails(members, container, key)
+            tails = redacted_tails(members, container, key)
             raise GroupNotReadyError(wedged_message(members, head, wedged, False, tails))
         if probe.answered:
             waited = round(time.monotonic() - start, 1)
@@ -382,6 +217,9 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 # fails here, within the wedge bound, instead of passing and leaving the supervisor to restart into
                 # the same wedge.
                 settle(spec, members, logs, watch, say, canary_sent)
+            # A revision that crashes or stops answering a minute in fails here too, while its weights' kept version
+            # is still on every node (served_weights drops it only after).
+            probation(spec, members, logs, watch, say, probe.sent)
             if proof is not None:
                 timeline["fabric"] = proof.records
             if spec.get("host_probe"):
@@ -394,7 +232,7 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
         if time.monotonic() > deadline:
             raise GroupNotReadyError(
                 f"rank 0 on {head.name} did not generate within {spec['timeout']} s (last answer: {probe.answer!r}).\n"
-                f"{redact(_logs(members, _log_tails(members, container)), key)}\n"
+                f"{redact(logs_text(members, log_tails(members, container)), key)}\n"
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )
         time.sleep(POLL_SECONDS)

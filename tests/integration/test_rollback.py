@@ -152,17 +152,35 @@ def test_with_rollback_opted_in_a_crash_within_the_startup_grace_brings_the_last
 WEDGE_S = 9
 
 
-def test_with_rollback_opted_in_a_relaunch_that_wedges_after_its_first_answer_fails_and_the_last_good_serves(deployed):
+# Where the wedge begins: right after the first answer (the canary gets none), or after the canary answered too, a
+# moment later, within the start's probation (spark-llm:rollout.probationSeconds).
+WEDGES = {
+    "at-the-canary": ({"engine.env.STANDIN_WEDGE_AFTER_ANSWERS": "1"}, "after its first answer, the start is wedged"),
+    "within-the-probation": (
+        {"engine.env.STANDIN_WEDGE_AFTER_ANSWERS": "2", "rollout.probationSeconds": "60"},
+        "after rank 0's first answer, within the start's probation (60 s), the start is wedged",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(WEDGES))
+def test_with_rollback_opted_in_a_relaunch_that_wedges_after_its_first_answer_fails_and_the_last_good_serves(
+    deployed, where
+):
     """Issue 41, 4: a revision that answered once and then wedged passed the gate on that answer (or, unanswered, held
     it for readySeconds), and the supervisor restarted into the same wedge until its budget was spent. Now the gate
-    fails the start as wedged once the bound has passed, and under onFailure rollback the last good revision serves
-    again by itself."""
+    fails the start as wedged once the bound has passed, at the canary or, with a probation, a moment after it, and
+    under onFailure rollback the last good revision serves again by itself."""
     good = deployed.outputs()["group_revision"]
-    wedging = {"engine.env.STANDIN_WEDGE_AFTER_ANSWERS": "1", "supervisor.wedgeSeconds": str(WEDGE_S)}
+    knobs, said = WEDGES[where]
+    wedging = {**knobs, "supervisor.wedgeSeconds": str(WEDGE_S)}
     configure(deployed, None, **{"rollout.onFailure": "rollback"}, **wedging)
     result = deployed.up(check=False)
     text = (result.stdout + result.stderr).replace("\n    ", " ")
     assert result.returncode != 0, text[-3000:]
+    assert said in text, text[-3000:]
+    if where == "within-the-probation":
+        assert "[head] probation: 60 s from rank 0's first answer (spark-llm:rollout.probationSeconds)" in text
     found = re.search(
         r"the start is wedged: rank 0 has answered no one-token completion of .*? since \S+ \((\d+)"
         r" probes over (\d+) s",

@@ -22,11 +22,15 @@ def plan_of(raw_config, restore_weights: str | None = None):
 def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config):
     # With roceDevices: the fabric proof's part is there only then (spark_llm.plan.fabric_proof).
     raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f1", "roceP2p1s0f1"]
+    # A start on probation (spark-llm:rollout.probationSeconds): the gate watches it that long past the first answer.
+    raw_config.setdefault("rollout", {})["probationSeconds"] = 90
     # A rollback's start (it pins a kept version): the versions every node kept stay kept when it serves.
     spec = readiness.readiness_spec(plan_of(raw_config, restore_weights="e" * 64), "dual-spark")
     assert set(spec) == set(get_type_hints(ReadinessSpec)) and spec["keep_versions"] is True
-    # Any other start has no such key: the gate's stdin of a deployed stack stays as it was.
-    assert "keep_versions" not in readiness.readiness_spec(plan_of(raw_config), "dual-spark")
+    assert spec["probation_seconds"] == 90
+    # Any other start has no such keys: the gate's stdin of a deployed stack stays as it was.
+    del raw_config["rollout"]["probationSeconds"]
+    assert not {"keep_versions", "probation_seconds"} & set(readiness.readiness_spec(plan_of(raw_config), "dual-spark"))
     assert set(spec["fabric"]) == set(get_type_hints(FabricSpec))
     assert set(spec["members"][0]) == set(get_type_hints(GateMember))
     assert set(spec["rollout"]) == set(get_type_hints(Rollout)) and spec["rollout"]["stack"] == "dual-spark"

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_llm.remote import gate_probe, readiness
+from spark_llm.remote import gate_probe
 from spark_llm.remote.gate_probe import Probe, note, parse_probe, probe_script, wedge_watch
-from spark_llm.remote.readiness import GroupNotReadyError, redact
+from spark_llm.remote.readiness import redact
 
 BOUND = 12.0
 CONNECTION = {"name": "head", "host": "h", "port": 22, "user": "u", "key_path": "/k", "host_key": "ssh-ed25519 A"}
@@ -132,41 +132,3 @@ def test_a_spec_from_before_the_gate_watched_for_wedges_never_finds_one():
     assert wedge_watch(old) is None and note(None, unanswered(0, 200), answered_before=True) is None
     assert gate_probe.answer_seconds(old) == gate_probe.ANSWER_SECONDS
     assert gate_probe.canary_seconds(spec()) == 4 and gate_probe.canary_seconds(old) == 30
-
-
-def test_a_start_that_answered_once_and_then_never_again_fails_as_wedged_within_the_bound(monkeypatch):
-    """The gate's settle after a canary with no answer: a revision that answers its first request and then wedges is
-    a failed start, named so, with every node's lines, once the bound has passed: not a start that passes."""
-    clock = {"now": time.time()}
-
-    def ask(head, spec):
-        clock["now"] += 4
-        return unanswered(clock["now"], None)
-
-    monkeypatch.setattr(gate_probe, "ask", ask)
-    monkeypatch.setattr(gate_probe.time, "time", lambda: clock["now"])
-    monkeypatch.setattr(readiness, "poll", lambda logs: None)
-    monkeypatch.setattr(readiness, "first_stopped", lambda logs: None)
-    monkeypatch.setattr(readiness, "_log_tails", lambda members, container: {"head": "INFO: 200 OK once"})
-    monkeypatch.setattr(readiness.time, "sleep", lambda s: clock.__setitem__("now", clock["now"] + s))
-    monkeypatch.setattr(readiness.time, "time", lambda: clock["now"])
-    the_spec = spec()
-    said: list[str] = []
-    with pytest.raises(GroupNotReadyError) as err:
-        readiness.settle(the_spec, readiness._members(the_spec), [], wedge_watch(the_spec), said.append, clock["now"])
-    first = str(err.value).splitlines()[0]
-    assert first.startswith("head (head): after its first answer, the start is wedged: rank 0 has answered no"), first
-    assert "---- head (head): last 30 lines ----\nINFO: 200 OK once" in str(err.value)
-    assert said == ["[head] no answer to the canary: asking again, for up to 12 s (supervisor.wedgeSeconds)"]
-
-
-def test_a_start_whose_canary_went_unanswered_stands_once_rank_0_answers_again(monkeypatch):
-    answers = iter([unanswered(time.time(), 200), Probe(time.time(), "{} HTTP200", 200, 4)])
-    monkeypatch.setattr(gate_probe, "ask", lambda head, spec: next(answers))
-    monkeypatch.setattr(readiness, "poll", lambda logs: None)
-    monkeypatch.setattr(readiness, "first_stopped", lambda logs: None)
-    monkeypatch.setattr(readiness.time, "sleep", lambda s: None)
-    the_spec = spec()
-    said: list[str] = []
-    readiness.settle(the_spec, readiness._members(the_spec), [], wedge_watch(the_spec), said.append, time.time())
-    assert said[-1] == "[head] rank 0 answers again"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_llm.plan.hosts import SshHost
-from spark_llm.remote.readiness import Member, exited_message, relayed_from
+from spark_llm.remote.gate_failures import Member, exited_message, relayed_from
 
 HOST = SshHost(name="n", host="127.0.0.1", port=22, user="root", key_path="/k", host_key="ssh-ed25519 AAAA")
 HEAD = Member("spark-1", "head", HOST, "/opt/spark-llm/launch.sh", "192.168.200.12")
