@@ -4,6 +4,7 @@ to the last good revision serving again (goal, issue 41: within the wedge bound 
 the gap a client asking every 0.5 s saw, on the simulated cluster, written as JSON.
 
 Usage:   . tools/env.sh && python bench/wedge_rollout_bench.py [--repeat N] [--workers N] [--wedge-seconds S]
+         [--probation P]
 Outputs: bench/results/wedge-rollout-<UTC timestamp>.json and a short table on stdout.
 
 Each sample: a good revision serves; a relaunch sets the stand-in's STANDIN_WEDGE_AFTER_ANSWERS=1 (its engine
@@ -12,7 +13,9 @@ answers one completion, then none, its /health up: a hung scheduler or collectiv
 the good revision back. A client asks the endpoint for a one-token completion every 0.5 s from before the `up` until
 the good revision has served for 5 s. The wedge's start is when the gate's wedge watch first went unanswered (the
 `since` its failure names, this machine's clock); the good revision's start is its rollback's own start as the gate
-timed it (the head's history). Talks only to the sim's containers.
+timed it (the head's history). With --probation P the relaunch wedges a moment later instead, after its first answer
+and the canary (STANDIN_WEDGE_AFTER_ANSWERS=2), and sets spark-llm:rollout.probationSeconds P: the gate's probation
+catches it. Talks only to the sim's containers.
 """
 
 from __future__ import annotations
@@ -35,14 +38,19 @@ SETTLE_S = 5.0
 SLACK_S = 30.0
 
 
-def write_config(config: Path, wedge_seconds: int, wedging: bool) -> None:
+def write_config(config: Path, wedge_seconds: int, wedging: bool, probation: int = 0) -> None:
     document = yaml.safe_load(STACK_FILE.read_text())
     document.update({k: v for k, v in (yaml.safe_load(config.read_text()) or {}).items() if k != "config"})
     settings = document["config"]
     settings["spark-llm:rollout"] = {"onFailure": "rollback"}
     settings["spark-llm:supervisor"] = {**settings.get("spark-llm:supervisor", {}), "wedgeSeconds": wedge_seconds}
     if wedging:
-        settings["spark-llm:engine"].setdefault("env", {})["STANDIN_WEDGE_AFTER_ANSWERS"] = "1"
+        # On probation: the first answer and the canary pass, the wedge comes after (only the relaunch has one: the
+        # rollback's `up` of the good revision ends at its first answer).
+        answers = "2" if probation else "1"
+        settings["spark-llm:engine"].setdefault("env", {})["STANDIN_WEDGE_AFTER_ANSWERS"] = answers
+        if probation:
+            settings["spark-llm:rollout"]["probationSeconds"] = probation
     config.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
@@ -87,6 +95,7 @@ def gap(client: SteadyClient, after_s: float) -> dict:
 def main() -> int:
     ap = bench_parser(__doc__, repeat=2)
     ap.add_argument("--wedge-seconds", type=int, default=12)
+    ap.add_argument("--probation", type=int, default=0, help="spark-llm:rollout.probationSeconds of the relaunch")
     args = ap.parse_args()
     sim_up(args.workers)
     head = json.loads((REPO / ".sim" / "state.json").read_text())["prefix"] + "-head"
@@ -99,7 +108,7 @@ def main() -> int:
                 sh(up, env)
                 outputs = json.loads(sh(["pulumi", "stack", "output", "--json", *stack[:2]], env).stdout)
                 good = outputs["group_revision"]
-                write_config(config, args.wedge_seconds, wedging=True)
+                write_config(config, args.wedge_seconds, wedging=True, probation=args.probation)
                 with SteadyClient(outputs["endpoint"], outputs["model"], interval_s=INTERVAL_S) as client:
                     began = time.time()
                     seconds, failed = timed(up, env, check=False)
@@ -152,6 +161,7 @@ def main() -> int:
         "workers": args.workers,
         "repeat": args.repeat,
         "wedge_seconds": args.wedge_seconds,
+        "probation_seconds": args.probation,
         "client_interval_s": INTERVAL_S,
         "wedge_to_serving": summary([r["wedge_to_serving_s"] for r in rows]),
         "samples": rows,
