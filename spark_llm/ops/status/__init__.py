@@ -8,5 +8,5 @@
 - canary: the canary asked now, against the one recorded at readiness;
 - report: one model's verdict as it prints (table, lines, JSON);
 - several: a stack of several models, a row and a block per model;
-- pending: the operations a killed `pulumi up` left pending in the state, and the command that clears them.
+- pending: the operations pending in the state (an `up` at work, or one killed), and the command that clears them.
 """

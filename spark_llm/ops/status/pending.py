@@ -1,4 +1,5 @@
-"""Operations a killed `pulumi up` left pending in the stack's state, and the one command that clears them.
+"""Operations pending in the stack's state (a `pulumi up` at work, or one killed), and the one command that clears
+a killed one's.
 
 Pure. A `pulumi up` killed while a resource was being made (`kill -9`, a closed terminal) leaves the operation in
 the state's `pending_operations`; `pulumi cancel` clears the lock, not them, and every later `up` warns of them
@@ -56,14 +57,19 @@ def sentence(pending: list[Pending], stack_args: str = "") -> str:
     listed = ", ".join(f"{p.name} {p.operation}" for p in pending)
     clear = f"`{CLEAR}{stack_args}`"
     unknown = [p for p in pending if not p.remade and p.operation == "creating"]
+    # A `pulumi up` at work has its operations pending too (Ctrl-C waits for them): only once none runs are they a
+    # killed one's leftovers. The state alone cannot tell the two apart.
+    whose = (
+        f"{len(pending)} operation(s) pending in the state ({listed}): a `pulumi up` still running has them, or one"
+        " that was killed left them. If none runs now"
+    )
     if not unknown:
         return (
-            f"a killed `pulumi up` left {len(pending)} operation(s) pending in the state ({listed}); the nodes run"
-            f" what this status shows and the state holds each of them again, so {clear} clears them (every `up`"
-            " warns of them until then)"
+            f"{whose}: the nodes run what this status shows and the state holds each of them again, so {clear}"
+            " clears them (every `up` warns of them until then)"
         )
     names = ", ".join(p.name for p in unknown)
     return (
-        f"a killed `pulumi up` left {len(pending)} operation(s) pending in the state ({listed}); the state does not"
-        f" hold {names}: it may be on a node unrecorded. Run `pulumi up` (it makes them again), then {clear}"
+        f"{whose}: the state does not hold {names}, which may be on a node unrecorded. Run `pulumi up` (it makes"
+        f" them again), then {clear}"
     )

@@ -44,7 +44,11 @@ def test_a_create_the_next_up_made_again_is_named_with_the_command_that_clears_i
     [gate] = pending
     assert gate.name == "spark-engine-ready (command:local:Command)" and gate.remade
     said = sentence(pending, " --stack sim --config-file /tmp/Pulumi.sim.yaml")
-    assert "left 1 operation(s) pending in the state (spark-engine-ready (command:local:Command) creating)" in said
+    assert said.startswith(
+        "1 operation(s) pending in the state (spark-engine-ready (command:local:Command) creating): a `pulumi up`"
+        " still running has them, or one that was killed left them. If none runs now: the nodes run what this status"
+        " shows"
+    ), said
     assert f"`{CLEAR} --stack sim --config-file /tmp/Pulumi.sim.yaml` clears them" in said
     assert gate.to_json() == {"urn": GATE, "operation": "creating", "in_state": True}
 
@@ -52,7 +56,7 @@ def test_a_create_the_next_up_made_again_is_named_with_the_command_that_clears_i
 def test_a_create_the_state_does_not_hold_is_said_to_be_maybe_on_a_node_and_up_comes_first():
     pending = pending_operations(export([(ENGINE, "creating"), (GATE, "creating")], [GATE]))
     said = sentence(pending)
-    assert "the state does not hold spark-engine-worker-1 (docker:index/container:Container)" in said
+    assert "If none runs now: the state does not hold spark-engine-worker-1 (docker:index/container:Container)" in said
     assert said.endswith(f"Run `pulumi up` (it makes them again), then `{CLEAR}`")
 
 
@@ -72,5 +76,5 @@ def test_status_of_a_group_in_sync_names_the_pending_operations_and_stays_in_syn
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["state"] == "in sync", out
     assert out["pending_operations"] == [{"urn": GATE, "operation": "creating", "in_state": True}]
-    assert out["pending_note"].startswith("a killed `pulumi up` left 1 operation(s) pending in the state")
+    assert out["pending_note"].startswith("1 operation(s) pending in the state (spark-engine-ready")
     assert f"`{CLEAR} --stack sim --config-file '/tmp/my stack.yaml'` clears them" in out["pending_note"]
