@@ -27,6 +27,8 @@ from spark_llm.remote.gate_failures import (
 from spark_llm.remote.start_watch import MemberLog, first_stopped, poll
 
 POLL_SECONDS = 2.0
+PROGRESS_SECONDS = 30.0
+"""How often a probation says how far it is (one may last minutes: `up` must not look hung)."""
 
 
 def _stopped(spec: ReadinessSpec, members: list[Member], logs: list[MemberLog], when: str) -> None:
@@ -94,6 +96,7 @@ def probation(
         f"[{head.name}] probation: {seconds:g} s from rank 0's first answer (spark-llm:rollout.probationSeconds);"
         " a member that stops or a rank 0 that stops answering fails this start"
     )
+    said_at = answered_at
     while True:
         poll(logs)
         now = time.time()
@@ -101,7 +104,12 @@ def probation(
         _stopped(spec, members, logs, when)
         if watch is not None and watch.due(now):
             _answers(spec, members, watch, when + ", ")
-        if time.time() >= ends and (watch is None or watch.since is None):
+        now = time.time()
+        if now >= ends and (watch is None or watch.since is None):
             say(f"[{head.name}] probation passed: every member ran and rank 0 answered for {seconds:g} s")
             return
+        if now - said_at >= PROGRESS_SECONDS:
+            said_at = now
+            unanswered = f"; rank 0 unanswered since {now - watch.since:.0f} s" if watch and watch.since else ""
+            say(f"[{head.name}] probation: {now - answered_at:.0f} of {seconds:g} s, every member runs{unanswered}")
         time.sleep(POLL_SECONDS)

@@ -116,6 +116,7 @@ def test_a_start_that_keeps_answering_passes_its_probation_asked_every_third_of_
         " or a rank 0 that stops answering fails this start"
     )
     assert said[-1] == "[head] probation passed: every member ran and rank 0 answered for 30 s"
+    assert len(said) == 2  # no progress line within 30 s
     assert 30 <= clock.now - answered_at <= 30 + 2 * after_answer.POLL_SECONDS
     # A probe is a generation (a line in the engine's access log): one per third of the 12 s bound, not per poll.
     gaps = [b - a for a, b in zip([answered_at, *asked], asked, strict=False)]
@@ -177,3 +178,22 @@ def test_a_probation_that_ends_during_unanswered_probes_waits_for_an_answer_or_t
     said: list[str] = []
     after_answer.probation(the_spec, readiness._members(the_spec), [], watch, said.append, answered_at)
     assert clock.now - answered_at >= 28 and said[-1].startswith("[head] probation passed")
+
+
+def test_a_long_probation_says_how_far_it_is_every_30_s(monkeypatch):
+    clock = Clock(monkeypatch)
+    asks(monkeypatch, clock, answer_until=float("inf"))
+    monkeypatch.setattr(after_answer, "first_stopped", lambda logs: None)
+    the_spec = group_spec(probation_seconds=100)
+    watch = wedge_watch(the_spec)
+    assert watch is not None
+    watch.answered(clock.now)
+    said: list[str] = []
+    after_answer.probation(the_spec, readiness._members(the_spec), [], watch, said.append, clock.now)
+    progress = said[1:-1]
+    assert [line.split(" of ")[0] for line in progress] == [
+        "[head] probation: 30",
+        "[head] probation: 60",
+        "[head] probation: 90",
+    ], said
+    assert all(line.endswith(" of 100 s, every member runs") for line in progress), progress
