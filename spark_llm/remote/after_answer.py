@@ -26,7 +26,6 @@ from spark_llm.remote.gate_failures import (
 )
 from spark_llm.remote.start_watch import MemberLog, first_stopped, poll
 
-POLL_SECONDS = 2.0
 PROGRESS_SECONDS = 30.0
 """How often a probation says how far it is (one may last minutes: `up` must not look hung)."""
 
@@ -72,7 +71,7 @@ def settle(
         if _answers(spec, members, watch):
             say(f"[{head.name}] rank 0 answers again")
             return
-        time.sleep(POLL_SECONDS)
+        time.sleep(gate_probe.POLL_SECONDS)
 
 
 def probation(
@@ -112,4 +111,4 @@ def probation(
             said_at = now
             unanswered = f"; rank 0 unanswered since {now - watch.since:.0f} s" if watch and watch.since else ""
             say(f"[{head.name}] probation: {now - answered_at:.0f} of {seconds:g} s, every member runs{unanswered}")
-        time.sleep(POLL_SECONDS)
+        time.sleep(gate_probe.POLL_SECONDS)

@@ -20,6 +20,8 @@ from spark_llm.remote.canary import REQUEST_SECONDS, completion_command
 from spark_llm.remote.runner import run_script
 
 LIVE_PREFIX = "LIVE"
+POLL_SECONDS = 2.0
+"""The gate's poll: each member's state and log lines, and (when due) a probe of rank 0."""
 ANSWER_SECONDS = 10.0
 """The longest a probe waits for its completion before the gate watches for wedges (a spec without wedge_seconds)."""
 

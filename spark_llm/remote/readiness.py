@@ -46,8 +46,6 @@ from spark_llm.remote.runner import run_script
 from spark_llm.remote.ssh import RemoteError
 from spark_llm.remote.start_watch import MemberLog, first_stopped, poll, progress, stalled, waited_for
 
-POLL_SECONDS = 2.0
-
 
 def _members(props: ReadinessSpec) -> list[Member]:
     return [
@@ -235,4 +233,4 @@ def watch_start(spec: ReadinessSpec, *, say: Callable[[str], None]) -> StartReco
                 f"{redact(logs_text(members, log_tails(members, container)), key)}\n"
                 "Raise spark-llm:timeouts.readySeconds if the model needs longer to load, else fix the cause."
             )
-        time.sleep(POLL_SECONDS)
+        time.sleep(gate_probe.POLL_SECONDS)

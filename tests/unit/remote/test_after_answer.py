@@ -117,7 +117,7 @@ def test_a_start_that_keeps_answering_passes_its_probation_asked_every_third_of_
     )
     assert said[-1] == "[head] probation passed: every member ran and rank 0 answered for 30 s"
     assert len(said) == 2  # no progress line within 30 s
-    assert 30 <= clock.now - answered_at <= 30 + 2 * after_answer.POLL_SECONDS
+    assert 30 <= clock.now - answered_at <= 30 + 2 * gate_probe.POLL_SECONDS
     # A probe is a generation (a line in the engine's access log): one per third of the 12 s bound, not per poll.
     gaps = [b - a for a, b in zip([answered_at, *asked], asked, strict=False)]
     assert len(asked) in (6, 7, 8) and min(gaps) >= 4, gaps
@@ -154,7 +154,7 @@ def test_a_rank_0_that_stops_answering_within_the_probation_fails_the_start_once
     first = str(err.value).splitlines()[0]
     assert first.startswith("head (head): ") and ", within the start's probation (60 s), the start is wedged: " in first
     # The bound (12 s) after the last answer, not the probation's end.
-    assert 12 <= clock.now - (answered_at + 4) <= 12 + 2 * after_answer.POLL_SECONDS + 2 * clock.probe_s, clock.now
+    assert 12 <= clock.now - (answered_at + 4) <= 12 + 2 * gate_probe.POLL_SECONDS + 2 * clock.probe_s, clock.now
 
 
 def test_a_probation_that_ends_during_unanswered_probes_waits_for_an_answer_or_the_wedge(monkeypatch):
