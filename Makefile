@@ -79,12 +79,14 @@ unit: venv ## tests without network or cluster
 # its module-scoped deployment, so whole files go to one worker). The engine is started once before the workers
 # (docker-engine.sh also locks, for anyone who runs pytest directly). Three on two cores: a test spends much of its
 # time waiting (a container's startup grace, a rendezvous, ssh), which a third sim fills.
+# The longest files go first (tests/integration/schedule.py, hence --no-loadscope-reorder): the short ones fill the
+# end, where a long one left a worker running alone.
 INTEGRATION_WORKERS ?= 3
 # CMDLOG=FILE: a line per command the tests run, with its wall and CPU seconds, and per test phase with its worker and
 # times (tests/integration/conftest.py).
 CMDLOG ?=
 integration: tools ## tests against the simulated cluster with the real pulumi CLI (INTEGRATION_WORKERS sims at once)
-	$(ENV); sim/docker-engine.sh ensure; SPARK_LLM_TEST_CMDLOG=$(CMDLOG) $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --durations=40 tests/integration
+	$(ENV); sim/docker-engine.sh ensure; SPARK_LLM_TEST_CMDLOG=$(CMDLOG) $(PY) -m pytest -q -m integration -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 tests/integration
 
 test: tools lint unit integration ## everything CI runs (installs what is missing first)
 

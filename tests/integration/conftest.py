@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.schedule import longest_first
+
 REPO = Path(__file__).resolve().parents[2]
 SIM = REPO / "sim" / "sim"
 # Under pytest-xdist (`make integration`: -n N --dist loadfile) every worker has a sim of its own, in a home of its
@@ -82,6 +84,11 @@ def project_copy(directory: Path) -> Path:
 # descendants on this machine (what the sim's nodes spend on its behalf is not in it). The tier is CPU-bound on two
 # cores, so the CPU column is what a faster bed must cut.
 CMDLOG = os.environ.get("SPARK_LLM_TEST_CMDLOG")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest test files first (tests/integration/schedule.py): xdist hands them out in this order."""
+    items[:] = longest_first(items)
 
 
 def _children_cpu() -> float:
