@@ -5,6 +5,7 @@
   (with transfer), memory, supervisor, router; group: one model's group, its deployment beside the stack's sections;
 - engine_flags: the engine flags read as each release's parser reads them, against its catalog (engine_catalog, the
   data in engine_catalogs/); flag_values, flag_hints: the refusals' values and wording;
+- metric_catalog: each release's Prometheus metrics (engine_catalogs/*.metrics.json), named by what they mean;
 - recipe: the known-good configurations; recipe_departures: where a stack departs from its recipe;
 - schema_docs: Pulumi.yaml's `config:` declarations and the docs' config table, generated.
 What the rest of the program uses is named here.

@@ -282,6 +282,7 @@ def _sglang_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Ma
         skipped_phases=("graph",) if _value(catalog, args, "--disable-cuda-graph", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         memory_fraction=_fraction(_value(catalog, args, "--mem-fraction-static")),
+        metrics=bool(_value(catalog, args, "--enable-metrics", False)),
         api_key=_api_key(catalog, args),
     )
 
@@ -314,5 +315,6 @@ def _vllm_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Mapp
         skipped_phases=("compile", "graph") if _value(catalog, args, "--enforce-eager", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         memory_fraction=_fraction(_value(catalog, args, "--gpu-memory-utilization")),
+        metrics=True,
         api_key=_api_key(catalog, args),
     )

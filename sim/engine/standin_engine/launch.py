@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from types import FrameType
 
 from standin_engine.command_line import ParsedLaunch, parse_launch
+from standin_engine.engine_state import EngineState
 from standin_engine.knobs import HANG_BEFORE_RENDEZVOUS, SLOW_START_SECONDS, FailureKnobs, KnobError
 from standin_engine.launch_config import LaunchConfig
 from standin_engine.logs import EngineLog, engine_log
 from standin_engine.model_runner import init_torch_distributed
-from standin_engine.openai_api import EngineHTTPServer, EngineState
+from standin_engine.openai_api import EngineHTTPServer
 from standin_engine.rendezvous import ProcessGroup
 from standin_engine.start_phases import PHASES, OutOfMemoryError, hang_forever, run_phases_after_init
 

@@ -16,10 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from standin_engine import STANDIN_FINGERPRINT
+from standin_engine.engine_state import EngineState
 from standin_engine.generation import Generation, count_tokens, generate
-from standin_engine.knobs import answer_salt, hold_while_wedged, wedge_after_answers
-from standin_engine.launch_config import LaunchConfig
+from standin_engine.knobs import answer_salt, hold_while_wedged
 from standin_engine.logs import EngineLog
+from standin_engine.metrics import RunningRequest
 from standin_engine.openai_requests import (
     ApiError,
     chat_chunks,
@@ -37,38 +38,9 @@ from standin_engine.openai_requests import (
 HEALTH_PATHS = {"sglang": ("/health", "/health_generate"), "vllm": ("/health", "/ping")}
 # The routes that generate: the wedge knob (knobs.hold_while_wedged) holds them; /health and /ping stay up.
 GENERATING_PATHS = ("/health_generate", "/v1/completions", "/v1/chat/completions")
+API_PATHS = ("/v1/completions", "/v1/chat/completions")  # the requests the engine's metrics count
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # the OpenAI completions default
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
-
-
-class EngineState:
-    """What the handlers read: the launch and whether every rank has joined the group."""
-
-    def __init__(self, config: LaunchConfig) -> None:
-        self.config = config
-        self.created = int(time.time())
-        self.phase = "starting"
-        self._ready = threading.Event()
-        self._answers = 0
-        self._answers_lock = threading.Lock()
-        self.wedge_after = wedge_after_answers(os.environ)
-        """knobs.wedge_after_answers: the generations this engine answers before it wedges (None: no such knob)."""
-
-    def take_answer(self) -> bool:
-        """Whether a generation may be answered now: counts it, and False once the engine has wedged for good."""
-        with self._answers_lock:
-            if self.wedge_after is not None and self._answers >= self.wedge_after:
-                return False
-            self._answers += 1
-            return True
-
-    @property
-    def ready(self) -> bool:
-        return self._ready.is_set()
-
-    def mark_ready(self) -> None:
-        self.phase = "ready"
-        self._ready.set()
 
 
 class EngineHTTPServer(ThreadingHTTPServer):
@@ -94,14 +66,16 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        metrics = {"/metrics": self._metrics} if self.server.state.metrics is not None else {}
         if self.server.state.config.engine == "vllm":
-            self._dispatch({"/v1/models": self._models, "/version": self._version})
+            self._dispatch({"/v1/models": self._models, "/version": self._version, **metrics})
             return
         self._dispatch(
             {
                 "/v1/models": self._models,
                 "/get_model_info": self._model_info,
                 "/get_server_info": self._server_info,
+                **metrics,
             }
         )
 
@@ -115,12 +89,20 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, routes: dict) -> None:
         path = urlsplit(self.path).path
+        metrics = self.server.state.metrics
+        self.request: RunningRequest | None = None
+        if metrics is not None and path in API_PATHS:
+            # Running from the moment it arrives: one the wedge knob holds stays running, and no token comes.
+            with metrics.running() as self.request:
+                self._dispatch_now(path, routes)
+            return
+        self._dispatch_now(path, routes)
+
+    def _dispatch_now(self, path: str, routes: dict) -> None:
         state = self.server.state
         try:
-            if path in GENERATING_PATHS and state.ready:
-                hold_while_wedged(os.environ)
-                if not state.take_answer():
-                    threading.Event().wait()  # wedged for good (knobs.wedge_after_answers): no answer, ever
+            if path in GENERATING_PATHS and path not in API_PATHS and state.ready:
+                self._schedule(0)  # /health_generate: a generation with no body
             # vLLM's /ping (SageMaker's health route) answers POST too.
             if path in HEALTH_PATHS[state.config.engine] and (self.command == "GET" or path == "/ping"):
                 self._health()
@@ -166,6 +148,27 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.OK, f"{STANDIN_FINGERPRINT}: ready\n")
         else:
             self._send_text(HTTPStatus.SERVICE_UNAVAILABLE, f"{STANDIN_FINGERPRINT}: not ready: {state.phase}\n")
+
+    def _metrics(self, _body: dict) -> None:
+        assert self.server.state.metrics is not None
+        text = self.server.state.metrics.render().encode()
+        self._send_bytes(HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
+
+    def _schedule(self, tokens: int) -> None:
+        """The request is the engine's now (read and checked): its `tokens` (prompt and room to generate) hold KV
+        cache while it runs, and here the wedge knob holds it, as a hung collective holds a scheduled batch."""
+        if self.request is not None:
+            self.request.hold(tokens)
+        hold_while_wedged(os.environ)
+        if not self.server.state.take_answer():
+            threading.Event().wait()  # wedged for good (knobs.wedge_after_answers): no answer, ever
+
+    def _counted(self, prompt_tokens: int, generations: list[Generation], stream: bool) -> None:
+        metrics = self.server.state.metrics
+        if metrics is not None and self.request is not None:
+            tokens = [g.completion_tokens for g in generations]
+            reasons = [g.finish_reason or "stop" for g in generations]
+            metrics.finished(self.request, prompt_tokens, tokens, reasons, stream)
 
     def _models(self, _body: dict) -> None:
         config = self.server.state.config
@@ -220,12 +223,12 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         choices_per_prompt = choice_count(body.get("n"))
         stop = stop_strings(body.get("stop"))
         salt = answer_salt(os.environ)
-        prompt_tokens = 0
         generations: list[Generation] = []
         for prompt in prompts:
-            tokens = count_tokens(prompt)
-            check_context(config, tokens, max_tokens)
-            prompt_tokens += tokens
+            check_context(config, count_tokens(prompt), max_tokens)
+        prompt_tokens = sum(count_tokens(prompt) for prompt in prompts)
+        self._schedule(prompt_tokens + max_tokens * choices_per_prompt * len(prompts))
+        for prompt in prompts:
             generations += [
                 generate(
                     model=config.served_model_name,
@@ -245,6 +248,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             "system_fingerprint": STANDIN_FINGERPRINT,
         }
         usage = usage_block(prompt_tokens, generations)
+        self._counted(prompt_tokens, generations, bool(body.get("stream")))
         if body.get("stream"):
             self._send_stream(completion_chunks(envelope, generations, usage if include_usage(body) else None))
             return
@@ -275,6 +279,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         check_context(config, prompt_tokens, max_tokens)
         stop = stop_strings(body.get("stop"))
         salt = answer_salt(os.environ)
+        self._schedule(prompt_tokens + max_tokens * choice_count(body.get("n")))
         generations = [
             generate(
                 model=config.served_model_name,
@@ -294,6 +299,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
             "system_fingerprint": STANDIN_FINGERPRINT,
         }
         usage = usage_block(prompt_tokens, generations)
+        self._counted(prompt_tokens, generations, bool(body.get("stream")))
         if body.get("stream"):
             self._send_stream(chat_chunks(envelope, generations, usage if include_usage(body) else None))
             return

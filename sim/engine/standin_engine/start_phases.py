@@ -59,10 +59,10 @@ from typing import TYPE_CHECKING
 from standin_engine.launch_config import MAX_MEMORY_FRACTION
 
 if TYPE_CHECKING:  # knobs imports PHASES from here
+    from standin_engine.engine_state import EngineState
     from standin_engine.knobs import FailureKnobs
     from standin_engine.launch_config import LaunchConfig
     from standin_engine.logs import EngineLog
-    from standin_engine.openai_api import EngineState
 
 # The phases in start order; the names are the knobs' and the program's parser's (spark_llm/plan/start/phases.py).
 PHASES: dict[str, tuple[str, ...]] = {
