@@ -9,9 +9,13 @@ ours), whichever engine runs (with Ray the crash surfaces in the head's log: the
 from __future__ import annotations
 
 import re
+import urllib.error
+import urllib.request
 
 import pytest
 
+from spark_llm.config import engine_flags
+from spark_llm.config.metric_catalog import Role, load_metrics
 from tests.integration.conftest import complete
 from tests.integration.profiles import (
     PROFILES,
@@ -52,6 +56,24 @@ def test_each_profile_serves_a_completion_in_its_start_order_and_a_switch_to_it_
         assert weights_on_nodes(sim_cluster) == weights
         assert outputs["weights_manifest_digest"] == digest
     assert complete(outputs, "Two DGX Sparks", 6)["usage"]["completion_tokens"] == 6
+    assert_engine_metrics(outputs, profile)
+
+
+def assert_engine_metrics(outputs: dict, profile: str) -> None:
+    """The deployed engine's /metrics: vLLM serves its release's metrics (the image carries the metric catalogs),
+    and the completion above is counted; SGLang serves none without --enable-metrics, as the real one."""
+    try:
+        with urllib.request.urlopen(outputs["endpoint"] + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except urllib.error.HTTPError as error:
+        assert PROFILES[profile][0] == "sglang" and error.code == 404, error
+        return
+    catalog = load_metrics("vllm", engine_flags.newest_version("vllm"))
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    assert families == {m.family for m in catalog.served()}
+    generated = catalog.metric(Role.GENERATION_TOKENS).samples[0]
+    counted = [line for line in text.splitlines() if line.startswith(generated + "{")]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) >= 6, counted
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
