@@ -252,6 +252,10 @@ def _api_key(catalog: EngineCatalog, args: argparse.Namespace) -> str | None:
     return str(value) if value else None
 
 
+def _count(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
 def _fraction(value: object) -> float | None:
     return None if value is None else float(str(value))
 
@@ -282,6 +286,7 @@ def _sglang_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Ma
         skipped_phases=("graph",) if _value(catalog, args, "--disable-cuda-graph", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         memory_fraction=_fraction(_value(catalog, args, "--mem-fraction-static")),
+        max_running=_count(_value(catalog, args, "--max-running-requests")),
         metrics=bool(_value(catalog, args, "--enable-metrics", False)),
         api_key=_api_key(catalog, args),
     )
@@ -315,6 +320,7 @@ def _vllm_config(catalog: EngineCatalog, args: argparse.Namespace, environ: Mapp
         skipped_phases=("compile", "graph") if _value(catalog, args, "--enforce-eager", False) else (),
         deprecated_flags=_deprecated_set(catalog, args),
         memory_fraction=_fraction(_value(catalog, args, "--gpu-memory-utilization")),
+        max_running=_count(_value(catalog, args, "--max-num-seqs")),
         metrics=True,
         api_key=_api_key(catalog, args),
     )

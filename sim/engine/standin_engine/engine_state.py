@@ -24,6 +24,8 @@ class EngineState:
         self._answers_lock = threading.Lock()
         self.wedge_after = wedge_after_answers(os.environ)
         """knobs.wedge_after_answers: the generations this engine answers before it wedges (None: no such knob)."""
+        self.slots = threading.Semaphore(config.max_running) if config.max_running else None
+        """The batch's free places (LaunchConfig.max_running): a request beyond them waits for one."""
         self.metrics = (
             EngineMetrics(
                 config.engine,

@@ -43,6 +43,8 @@ class LaunchConfig:
     """SGLang --mem-fraction-static, vLLM --gpu-memory-utilization: the share of GPU memory the engine takes. Both
     engines accept any value up to 1 when they parse it; above MAX_MEMORY_FRACTION the stand-in runs out of memory
     when it allocates the KV cache, as a real engine does with nothing left for activations and CUDA graphs."""
+    max_running: int | None = None
+    """SGLang --max-running-requests, vLLM --max-num-seqs: requests beyond it wait for a slot (None: none wait)."""
     metrics: bool = False
     """Rank 0 serves GET /metrics (vLLM always; SGLang with --enable-metrics): standin_engine.metrics."""
     api_key: str | None = field(default=None, repr=False)

@@ -3,8 +3,9 @@ metric catalog, catalogs/<engine>-<version>.metrics.json: spark_llm/config/metri
 in Prometheus's text format, as prometheus_client writes it.
 
 Every metric a plain serving engine has is there from the start (a series at 0 where its labels are the engine's
-own); the ones below move as the stand-in serves: running requests (a request held by the wedge knob keeps
-running, and no token comes: the wedge signal), tokens, time to first token, inter-token and request latency,
+own); the ones below move as the stand-in serves: running and waiting requests (a request held by the wedge
+knob keeps running, and no token comes: the wedge signal; beyond the batch limit, --max-num-seqs or
+--max-running-requests, requests wait), tokens, time to first token, inter-token and request latency,
 finished requests, KV-cache use. vLLM serves /metrics always; SGLang only with --enable-metrics.
 Python's standard library only.
 """
@@ -126,22 +127,20 @@ class EngineMetrics:
         if (name := self.name("kv_cache")) is not None:
             self._set(name, min(1.0, self.running_tokens / self.context_length))
 
-    @contextmanager
-    def running(self) -> Iterator[RunningRequest]:
-        """One request at work, from its arrival to its answer (held by the wedge knob too): counted as running,
-        and its tokens (RunningRequest.hold, once the engine scheduled it) as KV cache in use."""
-        request = RunningRequest(self)
-        with self.lock:
-            self._add("running", 1)
-        try:
-            yield request
-        finally:
-            request.end()
-
     def _end(self, request: RunningRequest) -> None:
         with self.lock:
-            self._add("running", -1)
-            self.running_tokens -= request.tokens
+            if request.scheduled:
+                self._add("running", -1)
+                self.running_tokens -= request.tokens
+                self._kv()
+            else:
+                self._add("waiting", -1)
+
+    def _schedule(self, request: RunningRequest) -> None:
+        with self.lock:
+            self._add("waiting", -1)
+            self._add("running", 1)
+            self.running_tokens += request.tokens
             self._kv()
 
     def finished(
@@ -189,25 +188,47 @@ class EngineMetrics:
 
 
 class RunningRequest:
-    """A request EngineMetrics.running counts; `hold` gives it its tokens of KV cache."""
+    """One API request, from its arrival (`arrived`) to its answer: waiting until the engine takes it into its batch
+    (`schedule`), then running with its tokens of KV cache; counted where the engine serves metrics."""
 
-    def __init__(self, metrics: EngineMetrics) -> None:
+    def __init__(self, metrics: EngineMetrics | None) -> None:
         self.metrics = metrics
         self.tokens = 0
         self.started = time.monotonic()
+        self.scheduled = False
         self.ended = False
+        self.slot: threading.Semaphore | None = None
+
+    def schedule(self, tokens: int, slots: threading.Semaphore | None) -> None:
+        """Into the batch once a place is free (`slots`: the batch limit; None: no limit)."""
+        if slots is not None:
+            slots.acquire()
+            self.slot = slots
+        self.scheduled, self.tokens = True, tokens
+        if self.metrics is not None:
+            self.metrics._schedule(self)
 
     def end(self) -> None:
         """It runs no more (once: the answer ends it, or the handler's exit when it got none)."""
         if not self.ended:
             self.ended = True
-            self.metrics._end(self)
+            if self.metrics is not None:
+                self.metrics._end(self)
+            if self.slot is not None:
+                self.slot.release()
 
-    def hold(self, tokens: int) -> None:
-        with self.metrics.lock:
-            self.tokens += tokens
-            self.metrics.running_tokens += tokens
-            self.metrics._kv()
+
+@contextmanager
+def arrived(metrics: EngineMetrics | None) -> Iterator[RunningRequest]:
+    """A request from its arrival to the handler's exit (it ends there if its answer did not end it)."""
+    request = RunningRequest(metrics)
+    if metrics is not None:
+        with metrics.lock:
+            metrics._add("waiting", 1)
+    try:
+        yield request
+    finally:
+        request.end()
 
 
 def own_labels(engine: str, model: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from standin_engine.engine_state import EngineState
 from standin_engine.generation import Generation, count_tokens, generate
 from standin_engine.knobs import answer_salt, hold_while_wedged
 from standin_engine.logs import EngineLog
-from standin_engine.metrics import RunningRequest
+from standin_engine.metrics import RunningRequest, arrived
 from standin_engine.openai_requests import (
     ApiError,
     chat_chunks,
@@ -89,11 +89,11 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, routes: dict) -> None:
         path = urlsplit(self.path).path
-        metrics = self.server.state.metrics
         self.request: RunningRequest | None = None
-        if metrics is not None and path in API_PATHS:
-            # Running from the moment it arrives: one the wedge knob holds stays running, and no token comes.
-            with metrics.running() as self.request:
+        if path in API_PATHS:
+            # Waiting from the moment it arrives, running once scheduled (`_schedule`): one the wedge knob holds stays
+            # running, and no token comes.
+            with arrived(self.server.state.metrics) as self.request:
                 self._dispatch_now(path, routes)
             return
         self._dispatch_now(path, routes)
@@ -158,7 +158,7 @@ class EngineRequestHandler(BaseHTTPRequestHandler):
         """The request is the engine's now (read and checked): its `tokens` (prompt and room to generate) hold KV
         cache while it runs, and here the wedge knob holds it, as a hung collective holds a scheduled batch."""
         if self.request is not None:
-            self.request.hold(tokens)
+            self.request.schedule(tokens, self.server.state.slots)
         hold_while_wedged(os.environ)
         if not self.server.state.take_answer():
             threading.Event().wait()  # wedged for good (knobs.wedge_after_answers): no answer, ever

@@ -144,3 +144,32 @@ def test_a_wedged_vllm_head_shows_a_request_running_and_no_token_coming(new_vllm
     held.join(timeout=10)
     _, done = scrape(head.url)
     assert value(done, "vllm:num_requests_running") == 0 and value(done, generated) == 8
+
+
+def test_beyond_the_batch_limit_a_request_waits_behind_a_wedged_one(
+    new_group: Callable[..., EngineGroup], tmp_path: Path
+) -> None:
+    wedge = tmp_path / "standin-wedge"
+    group = new_group(1, extra_args=("--enable-metrics", "--max-running-requests", "1"))
+    head = group.start(0, env={"STANDIN_WEDGE_WHILE_FILE": str(wedge)})
+    wait_until(lambda: head.health() == 200, "the head to be healthy")
+    wedge.touch()
+    asks = [
+        threading.Thread(target=http_post, args=(f"{head.url}/v1/completions", {"prompt": "hi", "max_tokens": 2}))
+        for _ in range(2)
+    ]
+    for ask in asks:
+        ask.start()
+
+    def counts() -> tuple[float, float]:
+        _, samples = scrape(head.url)
+        return value(samples, "sglang:num_running_reqs"), value(samples, "sglang:num_queue_reqs")
+
+    wait_until(lambda: counts() == (1, 1), "one request running (held) and one waiting for its place")
+    _, held = scrape(head.url)
+    assert value(held, "sglang:token_usage") > 0 and value(held, "sglang:generation_tokens_total") == 0
+    wedge.unlink()
+    for ask in asks:
+        ask.join(timeout=10)
+    assert counts() == (0, 0)
+    assert value(scrape(head.url)[1], "sglang:generation_tokens_total") == 4
