@@ -5,12 +5,13 @@
 # Needs:   root (apt-get); the machine reaches Debian's package mirror.
 # Installs: docker.io (node engines and the sim), rsync (weights), openssh-client, shellcheck (lint),
 #           debootstrap (sim images), curl, postgresql (the tests' private state server: the DIY postgres:// backend;
-#           its binaries stay off PATH, in /usr/lib/postgresql/<major>/bin).
+#           its binaries stay off PATH, in /usr/lib/postgresql/<major>/bin), prometheus (the generated scrape
+#           config and alert rules are checked against a real Prometheus: tests/unit/sim/test_standin_prometheus.py).
 set -euo pipefail
 
 declare -A need=(
   [docker]=docker.io [dockerd]=docker.io [rsync]=rsync [ssh]=openssh-client
-  [shellcheck]=shellcheck [debootstrap]=debootstrap [curl]=curl
+  [shellcheck]=shellcheck [debootstrap]=debootstrap [curl]=curl [prometheus]=prometheus
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -11,5 +11,6 @@ reading the project's own `scripts/` (scripts).
 - observation and drift (what a node runs now and what must be redone), host_record, fabric_ready (is each node's
   fabric ready for a start: its RoCE devices, its MTUs), fabric_proof;
 - readiness and stdin_spec (the gate's spec, typed), rollback, cli_flags (what a pulumi command line asks of the
-  group), node_commands (the commands printed for a person).
+  group), node_commands (the commands printed for a person);
+- monitoring/ (Prometheus's targets and the alert rules, generated from the stack and the engines' metric catalogs).
 """

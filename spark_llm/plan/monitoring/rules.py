@@ -1,0 +1,115 @@
+"""The alert rules, generated from the stack: one group per model (its engine's signals, each expression from its
+release's metric catalog through a role) and one for the nodes. Each rule has a `for:`, a severity and a one-line
+description naming the node, the model and the `spark-llm` command to run.
+
+The stack's own target labels (scrape.py: `model`, `node`) select the series, so one rule reads vLLM and SGLang
+alike; Prometheus's templates (`{{ $labels.node }}`) fill in what only the series knows.
+"""
+
+from __future__ import annotations
+
+from spark_llm.config.metric_catalog import Role, load_metrics
+from spark_llm.group.memory import WARN_MARGIN
+from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.monitoring.scrape import ENGINE_JOB, NODE_JOB
+from spark_llm.plan.stack import StackPlan
+
+ENGINE_DOWN_SECONDS = 60
+NODE_DOWN_SECONDS = 120
+HEADROOM_SECONDS = 120
+DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a stack without the supervisor
+
+
+def _seconds(value: float) -> str:
+    return f"{int(value)}s"
+
+
+def _rule(
+    name: str, expr: str, seconds: float, severity: str, summary: str, description: str, model: str | None = None
+) -> dict:
+    # A model's rules carry its name as a label too: one alert per model (and promtool sees no duplicate rules).
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": _seconds(seconds),
+        "labels": {"severity": severity, **({"model": model} if model is not None else {})},
+        "annotations": {"summary": summary, "description": description},
+    }
+
+
+def wedge_seconds(plan: DeploymentPlan) -> int:
+    """How long requests may run with no token before the wedge alert fires: the supervisor's wedge bound, so the
+    alert and the supervisor's restart name the same moment."""
+    return plan.supervisor.wedge_seconds if plan.supervisor is not None else DEFAULT_WEDGE_SECONDS
+
+
+def model_rules(plan: DeploymentPlan, ask: str) -> list[dict]:
+    """One model's engine rules (`ask`: ` --stack NAME`, as the printed commands carry it)."""
+    catalog = load_metrics(plan.config.engine.kind, plan.config.engine.version)
+    model = plan.model_name
+    select = f'job="{ENGINE_JOB}",model="{model}"'
+    running = catalog.metric(Role.RUNNING).samples[0]
+    generated = catalog.metric(Role.GENERATION_TOKENS).samples[0]
+    bound = wedge_seconds(plan)
+    # Half the bound to see no token come, half in `for:`: it fires about when the supervisor's restart does.
+    window, hold = bound // 2, bound - bound // 2
+    status = f"spark-llm status{ask} --model {model}"
+    logs = f"spark-llm logs{ask} --model {model}"
+    return [
+        _rule(
+            "SparkLlmEngineDown",
+            f"up{{{select}}} == 0",
+            ENGINE_DOWN_SECONDS,
+            "critical",
+            f"{model}: the engine on {{{{ $labels.node }}}} answers no /metrics",
+            f"{model}'s engine on {{{{ $labels.node }}}} ({{{{ $labels.instance }}}}) has not answered Prometheus for"
+            f" {ENGINE_DOWN_SECONDS} s: `{status}` says which member stopped and why, `{logs}` shows its last lines",
+            model,
+        ),
+        _rule(
+            "SparkLlmEngineWedged",
+            f"sum by (model, node) ({running}{{{select}}}) > 0"
+            f" and on (model, node) sum by (model, node) (increase({generated}{{{select}}}[{_seconds(window)}])) == 0",
+            hold,
+            "critical",
+            f"{model}: requests run and no token comes",
+            f"{model} on {{{{ $labels.node }}}}: requests are running and rank 0 generated no token for {bound} s:"
+            " the engine is wedged (a hung NCCL collective or scheduler); the supervisor restarts the group in"
+            f" order once it answered nothing for supervisor.wedgeSeconds; `{status}`, `{logs}`",
+            model,
+        ),
+    ]
+
+
+def node_rules(ask: str) -> list[dict]:
+    select = f'job="{NODE_JOB}"'
+    margin_gib = WARN_MARGIN // 2**30
+    return [
+        _rule(
+            "SparkLlmNodeExporterDown",
+            f"up{{{select}}} == 0",
+            NODE_DOWN_SECONDS,
+            "warning",
+            "{{ $labels.node }}: its node exporter answers no scrape",
+            "{{ $labels.node }}'s node exporter ({{ $labels.instance }}) has not answered for"
+            f" {NODE_DOWN_SECONDS} s: the node is down or unreachable over the fabric; `spark-llm status{ask}`",
+        ),
+        _rule(
+            "SparkLlmMemoryHeadroomLow",
+            f"node_memory_MemAvailable_bytes{{{select}}} < {WARN_MARGIN}",
+            HEADROOM_SECONDS,
+            "warning",
+            f"{{{{ $labels.node }}}}: under {margin_gib} GiB of memory available",
+            f"{{{{ $labels.node }}}} has under {margin_gib} GiB available (the memory admission's margin): unified"
+            " memory is shared with the GPU, and page cache or another process is eating the engine's room;"
+            f" `spark-llm preflight{ask}` shows each node's memory, spark-llm:memory.dropCaches frees the cache"
+            " before a start",
+        ),
+    ]
+
+
+def alert_rules(stack: StackPlan, ask: str = "") -> dict:
+    """The rules file's content: a group per model, then the nodes' (`ask`: the stack flags commands carry)."""
+    groups = [{"name": f"spark-llm-{name}", "rules": model_rules(plan, ask)} for name, plan in stack.models.items()]
+    groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask)})
+    return {"groups": groups}

@@ -1,0 +1,107 @@
+"""The monitoring generated from the stack (spark_llm.plan.monitoring): Prometheus's targets and labels from what
+the stack deploys, and alert rules whose expressions are each engine release's own metric names."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from spark_llm.config import parse
+from spark_llm.config.router import EXAMPLE_IMAGE
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE
+from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheus_config, targets
+from spark_llm.plan.stack import StackPlan, build_stack
+from tests.unit.ops.several_models import BIG, SMALL, two_models_raw
+
+SETTINGS = MonitoringSettings()
+
+
+def stack_of(raw: dict) -> StackPlan:
+    return build_stack(parse(raw), LAUNCH_TEMPLATE.read_text())
+
+
+def two_models_with_router(raw: dict) -> StackPlan:
+    return stack_of({**two_models_raw(raw), "router": {"image": EXAMPLE_IMAGE}, "apiKey": "sk-test"})
+
+
+def test_every_model_the_router_and_each_node_once_are_targets_labelled_by_what_the_stack_knows(raw_config):
+    stack = two_models_with_router(raw_config)
+    found = {(t.job, t.address): dict(t.labels) for t in targets(stack, SETTINGS)}
+    # The engines' APIs where the head reaches them (the router in front: each on the head's fabric address).
+    big, small = stack.models[BIG], stack.models[SMALL]
+    assert found[("spark-llm-engine", f"{big.api_address}:{big.port}")] == {
+        "model": BIG,
+        "node": "spark-1",
+        "engine_kind": "sglang",
+        "release": big.config.engine.version,
+    }
+    assert found[("spark-llm-engine", f"{small.api_address}:30001")]["model"] == SMALL
+    assert found[("spark-llm-router", "127.0.0.1:4000")] == {"node": "spark-1"}
+    # One exporter per node, however many models run there: the head's on loopback, the worker's over the fabric.
+    nodes = {address: labels for (job, address), labels in found.items() if job == "spark-llm-node"}
+    assert nodes == {
+        "127.0.0.1:9100": {"node": "spark-1", "role": "head"},
+        "192.168.200.13:9100": {"node": "spark-2", "role": "worker"},
+    }
+    assert len(found) == 5
+
+
+def test_prometheus_config_has_a_job_per_kind_and_the_generated_rules(raw_config):
+    config = prometheus_config(two_models_with_router(raw_config), MonitoringSettings(scrape_seconds=5))
+    assert config["global"] == {"scrape_interval": "5s", "evaluation_interval": "15s"}
+    assert config["rule_files"] == ["spark-llm-rules.json"]
+    jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
+    assert set(jobs) == {"spark-llm-engine", "spark-llm-router", "spark-llm-node"}
+    assert [group["labels"]["model"] for group in jobs["spark-llm-engine"]] == [BIG, SMALL]
+    json.dumps(config)  # written to the head as JSON (YAML's subset)
+
+
+def test_a_stack_without_the_router_has_no_router_target(raw_config):
+    assert "spark-llm-router" not in {t.job for t in targets(stack_of(raw_config), SETTINGS)}
+
+
+def _rules(rules: dict, group: str) -> dict[str, dict]:
+    return {r["alert"]: r for g in rules["groups"] if g["name"] == group for r in g["rules"]}
+
+
+def test_the_wedge_rule_reads_each_releases_own_metric_names(raw_config):
+    raw_config["engine"] = {"kind": "vllm", "version": "0.16.0"}
+    raw_config["supervisor"] = {"wedgeSeconds": 120}
+    vllm = _rules(alert_rules(stack_of(raw_config), " --stack dual-spark"), f"spark-llm-{BIG}")
+    wedged = vllm["SparkLlmEngineWedged"]
+    assert wedged["expr"] == (
+        f'sum by (model, node) (vllm:num_requests_running{{job="spark-llm-engine",model="{BIG}"}}) > 0'
+        " and on (model, node) sum by (model, node) "
+        f'(increase(vllm:generation_tokens_total{{job="spark-llm-engine",model="{BIG}"}}[60s])) == 0'
+    )
+    assert wedged["for"] == "60s"  # with the 60 s window: it fires as the supervisor's 120 s bound ends
+    assert f"`spark-llm status --stack dual-spark --model {BIG}`" in wedged["annotations"]["description"]
+
+    raw_config["engine"] = {"version": "0.5.5"}  # SGLang's oldest known release
+    sglang = _rules(alert_rules(stack_of(raw_config)), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
+    assert "sglang:num_running_reqs{" in sglang["expr"] and "increase(sglang:generation_tokens_total{" in sglang["expr"]
+
+
+def test_every_rule_has_a_for_a_severity_and_a_description_naming_a_command(raw_config):
+    rules = alert_rules(two_models_with_router(raw_config), " --stack dual-spark")
+    assert [g["name"] for g in rules["groups"]] == [f"spark-llm-{BIG}", f"spark-llm-{SMALL}", "spark-llm-nodes"]
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            assert re.fullmatch(r"\d+s", rule["for"]) and rule["labels"]["severity"] in ("warning", "critical")
+            assert "`spark-llm " in rule["annotations"]["description"], rule
+            assert "--stack dual-spark" in rule["annotations"]["description"], rule
+    headroom = _rules(rules, "spark-llm-nodes")["SparkLlmMemoryHeadroomLow"]
+    assert headroom["expr"] == f'node_memory_MemAvailable_bytes{{job="spark-llm-node"}} < {4 * 2**30}'
+
+
+def test_the_rules_select_series_by_the_labels_the_scrape_config_sets(raw_config):
+    stack = two_models_with_router(raw_config)
+    labelled = {
+        group["labels"]["model"]
+        for job in prometheus_config(stack, SETTINGS)["scrape_configs"]
+        for group in job["static_configs"]
+        if "model" in group["labels"]
+    }
+    exprs = " ".join(r["expr"] for g in alert_rules(stack)["groups"] for r in g["rules"])
+    selected = set(re.findall(r'model="([^"]+)"', exprs))
+    assert selected == labelled == {BIG, SMALL}
