@@ -99,23 +99,25 @@ class EngineMetrics:
     def name(self, role: str) -> str | None:
         return next((n for n in ROLE_NAMES[role][self.engine] if n in self.metrics), None)
 
+    def _key(self, name: str, extra: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """One series: the metric and its label values (the engine's own, then the request's; "" when neither)."""
+        values = {**self.own, **extra}
+        return name, tuple((label, values.get(label, "")) for label in self.metrics[name]["labels"])
+
     def _series(self, name: str, **extra: str) -> float | _Histogram:
-        metric = self.metrics[name]
-        key = (name, tuple((label, {**self.own, **extra}.get(label, "")) for label in metric["labels"]))
+        key = self._key(name, extra)
         if key not in self.values:
-            self.values[key] = _Histogram() if metric["type"] in ("histogram", "summary") else 0.0
+            self.values[key] = _Histogram() if self.metrics[name]["type"] in ("histogram", "summary") else 0.0
         return self.values[key]
 
     def _add(self, role: str, amount: float, **extra: str) -> None:
         if (name := self.name(role)) is not None:
-            key_value = self._series(name, **extra)
-            assert not isinstance(key_value, _Histogram)
-            self._set(name, key_value + amount, **extra)
+            current = self._series(name, **extra)
+            assert not isinstance(current, _Histogram)
+            self.values[self._key(name, extra)] = current + amount
 
-    def _set(self, name: str, value: float, **extra: str) -> None:
-        metric = self.metrics[name]
-        key = (name, tuple((label, {**self.own, **extra}.get(label, "")) for label in metric["labels"]))
-        self.values[key] = value
+    def _set(self, name: str, value: float) -> None:
+        self.values[self._key(name, {})] = value
 
     def _observe(self, role: str, value: float, **extra: str) -> None:
         if (name := self.name(role)) is not None:
