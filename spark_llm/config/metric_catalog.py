@@ -81,14 +81,16 @@ class Metric:
 
     @property
     def family(self) -> str:
-        """The name on its `# TYPE` line: prometheus_client drops a counter's `_total` there."""
-        return self.name.removesuffix("_total") if self.type == "counter" else self.name
+        """The name on its `# TYPE` line in Prometheus's text format (0.0.4), as prometheus_client writes it: a
+        counter's ends in `_total`, whether or not the engine spelled it (OpenMetrics, which prometheus_client
+        also serves when asked, drops it there)."""
+        return f"{self.name.removesuffix('_total')}_total" if self.type == "counter" else self.name
 
     @property
     def samples(self) -> tuple[str, ...]:
-        """The series names it exposes (prometheus_client's text format; `_created` left out)."""
+        """The series names it exposes (`_created` left out)."""
         if self.type == "counter":
-            return (f"{self.family}_total",)
+            return (self.family,)
         if self.type == "histogram":
             return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
         if self.type == "summary":

@@ -170,7 +170,8 @@ class EngineMetrics:
         with self.lock:
             for name, metric in sorted(self.metrics.items()):
                 series = [(key, value) for key, value in self.values.items() if key[0] == name]
-                family = name.removesuffix("_total") if metric["type"] == "counter" else name
+                # Text format 0.0.4, as prometheus_client writes it: a counter's HELP and TYPE name end in _total.
+                family = f"{name.removesuffix('_total')}_total" if metric["type"] == "counter" else name
                 out.append(f"# HELP {family} {metric['type']} of {self.engine}, served by the spark-llm stand-in")
                 out.append(f"# TYPE {family} {metric['type']}")
                 for (_, labels), value in series:
@@ -183,7 +184,7 @@ class EngineMetrics:
                         out.append(f"{name}_count{_labels(pairs)} {_number(value.count)}")
                         out.append(f"{name}_sum{_labels(pairs)} {_number(value.total)}")
                     elif metric["type"] == "counter":
-                        out.append(f"{family}_total{_labels(pairs)} {_number(value)}")
+                        out.append(f"{family}{_labels(pairs)} {_number(value)}")
                     else:
                         out.append(f"{name}{_labels(pairs)} {_number(value)}")
         return "\n".join(out) + "\n"

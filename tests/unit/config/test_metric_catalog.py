@@ -50,10 +50,14 @@ def test_counters_are_exposed_with_total_whether_or_not_the_engine_spelled_it():
     sglang = load_metrics("sglang", "0.5.23").metric(Role.PROMPT_TOKENS)
     assert (vllm.name, vllm.family, vllm.samples) == (
         "vllm:prompt_tokens",
-        "vllm:prompt_tokens",
+        "vllm:prompt_tokens_total",
         ("vllm:prompt_tokens_total",),
     )
-    assert (sglang.family, sglang.samples) == ("sglang:prompt_tokens", ("sglang:prompt_tokens_total",))
+    assert (sglang.name, sglang.family, sglang.samples) == (
+        "sglang:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        ("sglang:prompt_tokens_total",),
+    )
     ttft = load_metrics("vllm", "0.33.0").metric(Role.TTFT)
     assert ttft.samples == tuple(f"vllm:time_to_first_token_seconds_{s}" for s in ("bucket", "sum", "count"))
 
