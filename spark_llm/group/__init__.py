@@ -20,5 +20,7 @@ the readiness gate and the supervisor import the same rules.
 - fabric: what each rank's NCCL chose, read from its log lines (the gate's and the supervisor's fabric proof);
 - fabric_ready: is each node's fabric ready for a start (RoCE devices ACTIVE with an address, one MTU), the rule
   preview, `up`, preflight and the supervisor's restarts apply;
-- records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader.
+- records: the supervisor's spec and state, typed; history: the head's history of starts, one writer, one reader;
+- agent_metrics: what only spark-llm knows, as the Prometheus textfile the head's agent writes (the names the alert
+  rules read).
 """

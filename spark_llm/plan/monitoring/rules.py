@@ -9,6 +9,7 @@ alike; Prometheus's templates (`{{ $labels.node }}`) fill in what only the serie
 from __future__ import annotations
 
 from spark_llm.config.metric_catalog import Role, load_metrics
+from spark_llm.group import agent_metrics as agent
 from spark_llm.group.memory import WARN_MARGIN
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.monitoring.scrape import ENGINE_JOB, NODE_JOB
@@ -18,6 +19,10 @@ ENGINE_DOWN_SECONDS = 60
 NODE_DOWN_SECONDS = 120
 HEADROOM_SECONDS = 120
 DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a stack without the supervisor
+SOCKETS_SECONDS = 60
+GPU_HOT_CELSIUS = 90  # GB10s shut themselves down near 105 °C under long loads (../shared/notes/real-sparks.md)
+GPU_HOT_SECONDS = 300
+AGENT_SILENT_SECONDS = 120
 
 
 def _seconds(value: float) -> str:
@@ -108,8 +113,54 @@ def node_rules(ask: str) -> list[dict]:
     ]
 
 
+def agent_rules(ask: str) -> list[dict]:
+    """What the head's agent reports (spark_llm.group.agent_metrics), through the head's exporter."""
+    return [
+        _rule(
+            "SparkLlmNcclOnSockets",
+            f'{agent.NCCL_TRANSPORT}{{transport="Socket"}} == 1',
+            SOCKETS_SECONDS,
+            "warning",
+            "{{ $labels.model }}: rank {{ $labels.rank }} on {{ $labels.node }} runs NCCL over sockets",
+            "{{ $labels.model }}: rank {{ $labels.rank }} on {{ $labels.node }} chose NCCL's socket transport at"
+            " its last start, not RoCE: the group serves at a fraction of the fabric's speed;"
+            f" `spark-llm status{ask} --hosts` shows each node's fabric devices, `pulumi up` restarts onto them",
+        ),
+        _rule(
+            "SparkLlmRestartBudgetSpent",
+            f'{agent.GROUP_STATE}{{state="gave_up"}} == 1',
+            0,
+            "critical",
+            "{{ $labels.model }}: the supervisor gave up",
+            "{{ $labels.model }}: the head's agent spent its restart budget and stopped every member;"
+            f" `spark-llm status{ask} --model {{{{ $labels.model }}}}` says why, `pulumi up` starts the group again",
+        ),
+        _rule(
+            "SparkLlmGpuTemperatureHigh",
+            f"{agent.GPU_TEMPERATURE} > {GPU_HOT_CELSIUS}",
+            GPU_HOT_SECONDS,
+            "warning",
+            "{{ $labels.node }}: GPU at {{ $value }} °C",
+            f"{{{{ $labels.node }}}}'s GPU has been above {GPU_HOT_CELSIUS} °C for {GPU_HOT_SECONDS} s: GB10s have"
+            " shut themselves down near 105 °C under long loads; cap its SM clock (`nvidia-smi -lgc 0,2000` on the"
+            f" node) and see the load with `spark-llm status{ask}`",
+        ),
+        _rule(
+            "SparkLlmAgentSilent",
+            f"time() - {agent.LAST_WRITE} > {AGENT_SILENT_SECONDS}",
+            AGENT_SILENT_SECONDS,
+            "warning",
+            "{{ $labels.node }}: the head's agent has written nothing for minutes",
+            f"The head's agent (the supervisor) has not written its metrics for over {AGENT_SILENT_SECONDS} s: it"
+            f" stopped or hangs, and nothing restarts a failed group; `spark-llm status{ask}` says whether it runs",
+        ),
+    ]
+
+
 def alert_rules(stack: StackPlan, ask: str = "") -> dict:
-    """The rules file's content: a group per model, then the nodes' (`ask`: the stack flags commands carry)."""
+    """The rules file's content: a group per model, then the nodes' and the agent's (`ask`: the stack flags
+    commands carry)."""
     groups = [{"name": f"spark-llm-{name}", "rules": model_rules(plan, ask)} for name, plan in stack.models.items()]
     groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask)})
+    groups.append({"name": "spark-llm-agent", "rules": agent_rules(ask)})
     return {"groups": groups}

@@ -81,6 +81,15 @@ def prometheus_config(stack: StackPlan, settings: MonitoringSettings) -> dict:
         },
         "rule_files": [RULES_FILE],
         "scrape_configs": [
-            {"job_name": job, "metrics_path": "/metrics", "static_configs": groups} for job, groups in jobs.items()
+            {
+                "job_name": job,
+                "metrics_path": "/metrics",
+                # The head's exporter also serves the agent's textfile (spark_llm.group.agent_metrics), whose
+                # `node` label names the node a reading is of: it wins over the target's (the exporter's own series
+                # have none), where Prometheus would otherwise rename it `exported_node`.
+                **({"honor_labels": True} if job == NODE_JOB else {}),
+                "static_configs": groups,
+            }
+            for job, groups in jobs.items()
         ],
     }

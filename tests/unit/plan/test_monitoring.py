@@ -53,6 +53,9 @@ def test_prometheus_config_has_a_job_per_kind_and_the_generated_rules(raw_config
     jobs = {job["job_name"]: job["static_configs"] for job in config["scrape_configs"]}
     assert set(jobs) == {"spark-llm-engine", "spark-llm-router", "spark-llm-node"}
     assert [group["labels"]["model"] for group in jobs["spark-llm-engine"]] == [BIG, SMALL]
+    # The agent's textfile names the node each reading is of: its `node` wins on the exporters' job only.
+    honored = {job["job_name"] for job in config["scrape_configs"] if job.get("honor_labels")}
+    assert honored == {"spark-llm-node"}
     json.dumps(config)  # written to the head as JSON (YAML's subset)
 
 
@@ -84,7 +87,12 @@ def test_the_wedge_rule_reads_each_releases_own_metric_names(raw_config):
 
 def test_every_rule_has_a_for_a_severity_and_a_description_naming_a_command(raw_config):
     rules = alert_rules(two_models_with_router(raw_config), " --stack dual-spark")
-    assert [g["name"] for g in rules["groups"]] == [f"spark-llm-{BIG}", f"spark-llm-{SMALL}", "spark-llm-nodes"]
+    assert [g["name"] for g in rules["groups"]] == [
+        f"spark-llm-{BIG}",
+        f"spark-llm-{SMALL}",
+        "spark-llm-nodes",
+        "spark-llm-agent",
+    ]
     for group in rules["groups"]:
         for rule in group["rules"]:
             assert re.fullmatch(r"\d+s", rule["for"]) and rule["labels"]["severity"] in ("warning", "critical")
