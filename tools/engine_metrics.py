@@ -331,6 +331,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     engine, version, root, artifact = argv[1], argv[2], Path(argv[3]), Path(argv[4])
+    if not artifact.is_file():
+        print(f"{artifact}: no such file (the wheel or sdist SOURCE_DIR was unpacked from)", file=sys.stderr)
+        return 2
     json.dump(catalog(engine, version, root, artifact), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
