@@ -10,13 +10,18 @@ What was below `pulumi` just before the Ctrl-C (`process_tree`) misses a plugin 
 `pulumi` is gone its orphans are init's children. But PulumiCli starts `pulumi` as the leader of a session of its
 own, and a plugin gets only a process group of its own: every process it started is still in that session
 (`session_members`), whenever it started and whoever its parent is now.
+
+A `pulumi` ended so may also have left the stack's lock (`locks_left_by`): the file backend's lock file names the
+process that took it, so the one our own ended command took is released, and no other.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -86,3 +91,45 @@ def end_left_behind(pids: list[int], grace: float = GRACE_SECONDS) -> list[int]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
     return left
+
+
+def _file_backend(environ: dict[str, str]) -> Path | None:
+    """The state's directory when Pulumi keeps it in files (`file://`: PULUMI_BACKEND_URL, else the backend
+    `pulumi login` chose); None for any other backend."""
+    url = environ.get("PULUMI_BACKEND_URL", "")
+    if not url:
+        home = Path(environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            url = json.loads((home / "credentials.json").read_text()).get("current", "")
+    if not url.startswith("file://"):
+        return None
+    path = url.removeprefix("file://").split("?", 1)[0]
+    return Path(path).expanduser() if path else Path.home()
+
+
+def locks_left_by(pid: int, environ: dict[str, str]) -> list[Path]:
+    """The stack locks (the file backend's `.pulumi/locks/**/*.json`) that pulumi process `pid`, of this host, took
+    and did not release: a SIGINT between taking a stack's lock and setting its handler (Pulumi 3.274.1's DIY
+    backend locks before it starts the update that sets it, reading and decrypting the state meanwhile) ends it
+    outright, its lock left, and every later `up` refused ("the stack is currently locked"). Another process's lock,
+    or another host's, is never listed."""
+    root = _file_backend(environ)
+    if root is None:
+        return []
+    found = []
+    for path in sorted((root / ".pulumi" / "locks").glob("**/*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            lock = json.loads(path.read_text())
+            if lock.get("pid") == pid and lock.get("hostname") == socket.gethostname():
+                found.append(path)
+    return found
+
+
+def release_locks_of(pid: int, environ: dict[str, str]) -> list[Path]:
+    """Remove the locks `locks_left_by` finds (`pid` has ended: nothing else will); returns them."""
+    removed = []
+    for path in locks_left_by(pid, environ):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed

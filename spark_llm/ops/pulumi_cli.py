@@ -7,6 +7,7 @@ Pulumi program (__main__.py), so the CLI and the program can never disagree abou
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spark_llm.config import NAMESPACE, parse, raw_from_pulumi
-from spark_llm.ops.left_behind import end_left_behind, process_tree, session_members
+from spark_llm.ops.left_behind import end_left_behind, process_tree, release_locks_of, session_members
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, DeploymentPlan
 from spark_llm.plan.scripts import PROJECT_DIR
 from spark_llm.plan.stack import StackPlan, build_stack
@@ -36,11 +37,16 @@ def _interrupt(proc: subprocess.Popen) -> list[int]:
 
 def _ended(proc: subprocess.Popen, below: list[int]) -> None:
     """After an interrupted pulumi command ended: when a signal ended it (a SIGINT before it set its handler, or our
-    SIGKILL), it could not end its plugins, so what still runs of `below` is ended here (spark_llm.ops.left_behind).
+    SIGKILL), it could not end its plugins nor release the stack's lock, so what still runs of `below` is ended and
+    the lock it took is released here (spark_llm.ops.left_behind).
     Whatever ended it, what still runs in its session is left behind too: a plugin started after `below` was taken
     (a fresh-clone run found a language host 30 s after a Ctrl-C in `spark-llm restart`, its pulumi ended cleanly)."""
     if proc.returncode is not None and proc.returncode < 0:
         end_left_behind(below)
+        for lock in release_locks_of(proc.pid, dict(os.environ)):
+            sys.stderr.write(
+                f"spark-llm: pulumi ended before it could release the stack's lock: removed the lock it took ({lock})\n"
+            )
     end_left_behind(session_members(proc.pid))
 
 

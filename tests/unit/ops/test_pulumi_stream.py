@@ -7,8 +7,10 @@ moment, as Pulumi does when it cancels cleanly.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.ops.left_behind import end_left_behind, running
+from spark_llm.ops.left_behind import end_left_behind, locks_left_by, running
 from spark_llm.ops.pulumi_cli import PulumiCli
 
 FAKE = """#!{python}
@@ -227,3 +229,59 @@ def test_no_plugin_of_an_interrupted_pulumi_is_left_running(
     thread.join()
     plugin = int(Path(str(fake_pulumi) + plugin_file).read_text())
     assert not running(plugin), f"the plugin (pid {plugin}) was left running"
+
+
+# A pulumi that takes the stack's lock (as the file backend writes it) and is ended by a SIGINT before it set its
+# handler, as Pulumi 3.274.1 is between its DIY backend's Lock and the update's cancellation scope.
+LOCKS_THEN_DIES = """#!{python}
+import json, os, signal, socket, sys, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+locks = os.path.join({backend!r}, ".pulumi", "locks", "organization", "spark-llm", "sim")
+os.makedirs(locks, exist_ok=True)
+lock = {{"pid": os.getpid(), "username": "u", "hostname": socket.gethostname(), "timestamp": "2026-12-07T00:00:00Z"}}
+open(os.path.join(locks, "7d3c.json"), "w").write(json.dumps(lock))
+open({ready!r}, "w").close()
+time.sleep(30)
+"""
+
+
+def test_a_lock_left_by_a_pulumi_the_ctrl_c_ended_outright_is_released_and_no_other(
+    fake_pulumi: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    backend = tmp_path / "state"
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{backend}?metadata=skip")
+    program = LOCKS_THEN_DIES.format(python=sys.executable, ready=str(fake_pulumi), backend=str(backend))
+    (tmp_path / "bin" / "pulumi").write_text(program)
+    locks = backend / ".pulumi" / "locks" / "organization" / "spark-llm" / "sim"
+    locks.mkdir(parents=True)
+    # Another operator's `up` on this host (another pid), and one from another host: theirs, kept.
+    for name, pid, host in (("other-pid.json", os.getpid(), socket.gethostname()), ("other-host.json", 1, "elsewhere")):
+        (locks / name).write_text(json.dumps({"pid": pid, "hostname": host}))
+    thread = ctrl_c_when(fake_pulumi, 1)
+    with pytest.raises(KeyboardInterrupt), open(tmp_path / "out.txt", "w") as out:
+        real_stderr, sys.stderr = sys.stderr, out
+        try:
+            PulumiCli(cwd=tmp_path).stream("up", "--yes", out=out)
+        finally:
+            sys.stderr = real_stderr
+    thread.join()
+    assert sorted(p.name for p in locks.iterdir()) == ["other-host.json", "other-pid.json"]
+    said = (tmp_path / "out.txt").read_text()
+    assert (
+        f"pulumi ended before it could release the stack's lock: removed the lock it took ({locks / '7d3c.json'})"
+        in said
+    )
+
+
+def test_no_lock_is_touched_on_a_backend_that_is_not_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "postgres://state@db/pulumi")
+    assert locks_left_by(os.getpid(), dict(os.environ)) == []
+    home = tmp_path / "pulumi-home"
+    home.mkdir()
+    (home / "credentials.json").write_text(json.dumps({"current": f"file://{tmp_path}"}))
+    locks = tmp_path / ".pulumi" / "locks" / "organization" / "p" / "s"
+    locks.mkdir(parents=True)
+    (locks / "a.json").write_text(json.dumps({"pid": 4242, "hostname": socket.gethostname()}))
+    # No PULUMI_BACKEND_URL: the backend `pulumi login` chose.
+    environ = {"PULUMI_HOME": str(home)}
+    assert locks_left_by(4242, environ) == [locks / "a.json"] and locks_left_by(4243, environ) == []
