@@ -397,18 +397,26 @@ def descendants(pid: int) -> list[int]:
     return children + [grandchild for child in children for grandchild in descendants(child)]
 
 
-def ctrl_c(pulumi: Pulumi, args: list[str], after_s: float) -> None:
+def ctrl_c(pulumi: Pulumi, args: list[str], after_s: float, at_lock: bool = False) -> None:
     """`spark-llm ARGS` as a terminal runs it (a process group of its own), Ctrl-C `after_s` in (SIGINT to the
-    group); it ends with 130 and leaves no lock, no pending operation and no process behind (issue 31, 3)."""
+    group); it ends with 130 and leaves no lock, no pending operation and no process behind (issue 31, 3).
+    `at_lock`: the Ctrl-C comes as soon as the stack's lock file appears instead (within `after_s`): Pulumi takes
+    the lock before it sets its SIGINT handler, and a Ctrl-C then ends it outright (its lock left, before spark-llm
+    released it)."""
     cmd = [sys.executable, "-m", "spark_llm.ops.cli", *args]
     proc = subprocess.Popen(
         cmd, env=pulumi.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     seen: set[int] = set()
     pressed = time.monotonic() + after_s
+    locks = pulumi.backend_dir / ".pulumi" / "locks"
     while proc.poll() is None and time.monotonic() < pressed:
         seen.update(descendants(proc.pid))
-        time.sleep(0.1)
+        if at_lock and any(locks.glob("**/*.json")):
+            break
+        time.sleep(0.01 if at_lock else 0.1)
+    if at_lock:
+        assert any(locks.glob("**/*.json")), f"no lock within {after_s} s: {proc.communicate()[0][-3000:]}"
     assert proc.poll() is None, proc.communicate()[0][-3000:]
     os.killpg(proc.pid, signal.SIGINT)
     while proc.poll() is None:
