@@ -91,8 +91,9 @@ def test_a_failed_relaunch_prints_the_command_that_brings_back_the_last_good_rev
     # Pulumi gets it once and ends cleanly, the command exits 130, nothing stays locked or running.
     for _ in range(5):
         ctrl_c(deployed, shlex.split(command)[1:], 2.0)
-    # And as the rollback's `pulumi up` has just taken the stack's lock, before it can handle a Ctrl-C: the lock its
-    # ended process left is released (a fresh-clone run found every later `up` of the file refused on it).
+    # And the moment the rollback's `pulumi up` has taken the stack's lock: nothing left locked either way, whether
+    # the Ctrl-C reaches Pulumi before its handler (it dies; spark-llm releases the lock it took: the unit test
+    # tests/unit/ops/test_pulumi_stream.py makes that happen every time) or after it (a clean cancel).
     ctrl_c(deployed, shlex.split(command)[1:], 60.0, at_lock=True)
 
     # The printed command, as the operator runs it: one `pulumi up` converges.
