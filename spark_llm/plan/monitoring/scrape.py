@@ -1,11 +1,11 @@
 """Prometheus's configuration from the stack: what to scrape, where, and the labels that say what it is.
 
 Prometheus runs on the head with the host's network, as the router does: it reaches each engine's API where the
-head itself reaches it (DeploymentPlan.api_address: loopback, or the one address the API listens on), the router on
-loopback, and each worker's exporter over the fabric. Every series carries the stack's own labels (`model`, `node`,
-`engine_kind`, `release`), so a rule or a panel never depends on how an engine labels its metrics. None of them
-is a label an engine sets itself (vLLM's `engine` is its engine index, SGLang's `engine_type` its role), so
-Prometheus never renames one (`exported_*`).
+head itself reaches it (DeploymentPlan.api_address: loopback, or the one address the API listens on), the router's
+metrics port on loopback, and each worker's exporter over the fabric. Every series carries the stack's own labels
+(`model`, `node`, `engine_kind`, `release`), so a rule or a panel never depends on how an engine labels its
+metrics. None of them is a label an engine sets itself (vLLM's `engine` is its engine index, SGLang's
+`engine_type` its role), so Prometheus never renames one (`exported_*`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan
 
 ENGINE_JOB = "spark-llm-engine"
@@ -59,7 +60,8 @@ def targets(stack: StackPlan, settings: MonitoringSettings) -> list[Target]:
     found = [engine_target(plan) for plan in stack.models.values()]
     if stack.router is not None:
         head = stack.nodes[0].name
-        found.append(Target(ROUTER_JOB, _host_port("127.0.0.1", stack.router.port), (("node", head),)))
+        # smg serves its metrics apart from its API, on loopback (spark_llm.plan.router's --prometheus-port).
+        found.append(Target(ROUTER_JOB, _host_port("127.0.0.1", ROUTER_METRICS_PORT), (("node", head),)))
     for node in stack.nodes:
         # The head's own exporter on loopback; a worker's over the fabric, as every head -> worker hop goes.
         host = "127.0.0.1" if node.role == "head" else node.fabric_address

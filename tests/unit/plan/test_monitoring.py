@@ -10,6 +10,7 @@ from spark_llm.config import parse
 from spark_llm.config.router import EXAMPLE_IMAGE
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE
 from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheus_config, targets
+from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan, build_stack
 from tests.unit.ops.several_models import BIG, SMALL, two_models_raw
 
@@ -36,7 +37,8 @@ def test_every_model_the_router_and_each_node_once_are_targets_labelled_by_what_
         "release": big.config.engine.version,
     }
     assert found[("spark-llm-engine", f"{small.api_address}:30001")]["model"] == SMALL
-    assert found[("spark-llm-router", "127.0.0.1:4000")] == {"node": "spark-1"}
+    # The router's metrics: smg serves them on a port of their own, on loopback (not its API's 4000).
+    assert found[("spark-llm-router", f"127.0.0.1:{ROUTER_METRICS_PORT}")] == {"node": "spark-1"}
     # One exporter per node, however many models run there: the head's on loopback, the worker's over the fabric.
     nodes = {address: labels for (job, address), labels in found.items() if job == "spark-llm-node"}
     assert nodes == {
