@@ -22,11 +22,13 @@ import pulumi_command as command
 from components import bootstrap
 from components.cluster import SparkCluster, SparkClusterArgs, StackCore, probe_extra
 from components.connection import docker_provider
+from components.monitoring import Monitoring, MonitoringArgs
 from components.router import Router, RouterArgs
 from components.supervisor import COMPONENT_TYPE as SUPERVISOR_TYPE
 from components.supervisor import supervisor_container
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.monitoring.prometheus import monitoring_plan
 from spark_llm.plan.stack import StackPlan
 
 # Where the groups and the router stood before the stack had a room of its own (spark-llm up to 1530184): at the
@@ -106,6 +108,22 @@ class SparkStack(pulumi.ComponentResource):
             )
             # With a router, the stack's one endpoint is the router's, once it lists every model.
             endpoint = {"endpoint": gateway.endpoint}
+        watched = monitoring_plan(stack, f" --stack {pulumi.get_stack()}")
+        if watched is not None:
+            # Beside the groups: no engine waits for it, and it waits for none (it scrapes what answers).
+            watch = Monitoring(
+                "monitoring",
+                MonitoringArgs(
+                    plan=watched,
+                    hosts={node.name: node.ssh for node in stack.nodes},
+                    keys=keys,
+                    password=args.config.monitoring_password or "",
+                    commands=core.commands,
+                    docker=core.docker,
+                ),
+                pulumi.ResourceOptions(parent=self),
+            )
+            endpoint["monitoring"] = watch.endpoint
         if not stack.several:
             # The stack's one model: its outputs at the top level, as every version before several models wrote them.
             first = clusters[stack.first.model_name]

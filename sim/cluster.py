@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from host import Progress, SimError, docker, run, wait_until
-from images import ensure_engine, ensure_node_image, load_image_into, load_router_into
+from images import ensure_engine, ensure_node_image, load_image_into, load_monitoring_into, load_router_into
 from memory import give_spark_memory
 from names import LABEL_REPO, ClusterNames, check_prefix, default_prefix
 from networks import ensure_networks, network_labels, network_subnet, unblock_fabric_route
@@ -53,6 +53,7 @@ def up(
     load_on: str = "head",
     image_tag: str | None = None,
     load_router: bool = False,
+    load_monitoring: bool = False,
 ) -> ClusterState:
     progress = Progress()
     if load_image is not None and not load_image.is_file():
@@ -126,9 +127,10 @@ def up(
         load_image_into(names, nodes, load_image, load_on, image_tag, progress)
 
     router_image = load_router_into(names, nodes[0], progress) if load_router else None
+    monitoring_image = load_monitoring_into(names, nodes, progress) if load_monitoring else None
 
     progress.step(f"writing {paths.stack_file}")
-    write_stack_file(paths, nodes, router_image)
+    write_stack_file(paths, nodes, router_image, monitoring_image)
     progress.step(f"cluster {prefix!r} is up: head + {workers} worker(s)")
     return state
 

@@ -51,3 +51,18 @@ def load_router_into(names: ClusterNames, head: Node, progress: Progress) -> str
     image_id = docker("exec", names.container(head.name), "docker", "image", "inspect", "-f", "{{.Id}}", tag).strip()
     progress.step(f"{head.name}: {tag} ({image_id})")
     return image_id
+
+
+def load_monitoring_into(names: ClusterNames, nodes: Sequence[Node], progress: Progress) -> str:
+    """Build (or reuse) the monitoring image (Prometheus and the node exporter from Debian's packages), `docker load`
+    it into every node's engine (an exporter runs on each), and return its image ID, the same everywhere."""
+    progress.step("ensuring the monitoring image (sim/monitoring/build-image.sh)")
+    script = SIM_DIR / "monitoring" / "build-image.sh"
+    built = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
+    tag, tarball = built.stdout.strip().splitlines()[-2:]
+    for node in nodes:
+        progress.step(f"loading {tarball} into {node.name}'s engine")
+        run(["docker", "exec", "-i", names.container(node.name), "docker", "load"], stdin_file=Path(tarball))
+    image_id = docker("exec", names.container(nodes[0].name), "docker", "image", "inspect", "-f", "{{.Id}}", tag)
+    progress.step(f"every node: {tag} ({image_id.strip()})")
+    return image_id.strip()

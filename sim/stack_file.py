@@ -19,7 +19,7 @@ STACK_HEADER = (
 # The keys `sim up` owns: what the cluster it made is. Every other key is the user's (issue 31, 12: `WORKERS=3 make
 # demo` used to drop them, and the next `up` deleted the supervisor a user had enabled). spark-llm:router names the
 # image `sim up --load-router` loaded on the head: written by that `up`, dropped by an `up` without the flag.
-SIM_KEYS = ("spark-llm:sshKeyPath", "spark-llm:nodes", "spark-llm:router")
+SIM_KEYS = ("spark-llm:sshKeyPath", "spark-llm:nodes", "spark-llm:router", "spark-llm:monitoring")
 
 
 class _Quoted(str):
@@ -62,7 +62,9 @@ def node_config(node: Node) -> dict:
     return entry
 
 
-def stack_text(paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None) -> str:
+def stack_text(
+    paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None, monitoring_image: str | None = None
+) -> str:
     document: dict = {}
     user: dict = {}
     # Keep what Pulumi itself stores in the stack file (encryptionsalt, secretsprovider, ...) and the user's keys.
@@ -76,6 +78,12 @@ def stack_text(paths: SimPaths, nodes: Sequence[Node], router_image: str | None 
         "spark-llm:sshKeyPath": str(paths.operator_key),
         "spark-llm:nodes": [node_config(node) for node in nodes],
         **({"spark-llm:router": {"image": router_image}} if router_image else {}),
+        # One image for both roles on the sim (sim/monitoring/build-image.sh).
+        **(
+            {"spark-llm:monitoring": {"image": monitoring_image, "nodeExporterImage": monitoring_image}}
+            if monitoring_image
+            else {}
+        ),
         **user,
     }
     for key, value in load_stack_defaults(paths.stack_defaults).items():
@@ -84,7 +92,9 @@ def stack_text(paths: SimPaths, nodes: Sequence[Node], router_image: str | None 
     return STACK_HEADER + yaml.dump(document, Dumper=_StackDumper, sort_keys=False, default_flow_style=False)
 
 
-def write_stack_file(paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None) -> None:
+def write_stack_file(
+    paths: SimPaths, nodes: Sequence[Node], router_image: str | None = None, monitoring_image: str | None = None
+) -> None:
     tmp = paths.stack_file.with_suffix(".yaml.tmp")
-    tmp.write_text(stack_text(paths, nodes, router_image))
+    tmp.write_text(stack_text(paths, nodes, router_image, monitoring_image))
     tmp.replace(paths.stack_file)

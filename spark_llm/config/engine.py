@@ -187,3 +187,12 @@ class Engine(ConfigModel):
         """One line per flag this release takes but marks deprecated (`pulumi preview` shows them as warnings)."""
         found = engine_flags.flag_warnings(self.kind, self.version, self.flags)
         return [f"{NAMESPACE}:engine.flags: {w.message}" for w in found]
+
+
+def ports_on_head(engine: Engine, engine_key: str) -> list[tuple[str, int]]:
+    """The ports an engine takes on the head, each with the key (or the reason) that takes it: its API, its
+    rendezvous, and Ray's head with executor ray. What the router's and Prometheus's ports must differ from."""
+    taken = [(f"{engine_key}.port", engine.port), (f"{engine_key}.distPort", engine.dist_port)]
+    if engine.executor == "ray":
+        taken.append((f"Ray's head port ({engine_key}.executor ray)", RAY_PORT))
+    return taken

@@ -19,6 +19,7 @@ from spark_llm.config.models import Deployment
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node
 from spark_llm.config.router import Router
+from spark_llm.config.monitoring import Monitoring
 from spark_llm.config.stack import Rollout, StackConfig, Timeouts
 from spark_llm.config.supervisor import Supervisor
 
@@ -95,6 +96,10 @@ class GroupConfig:
     @property
     def memory(self) -> Memory:
         return self.stack.memory
+
+    @property
+    def monitoring(self) -> Monitoring | None:
+        return self.stack.monitoring
 
     @property
     def router(self) -> Router | None:

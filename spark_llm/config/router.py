@@ -9,11 +9,13 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from spark_llm.config.base import NAMESPACE, ConfigModel, KeyedError, Port
-from spark_llm.config.engine import RAY_PORT, Engine
+from spark_llm.config.engine import Engine, ports_on_head
 
 _DIGEST = r"sha256:[0-9a-f]{64}"
 _PINNED = re.compile(rf"^[a-z0-9][a-z0-9._/:-]*@{_DIGEST}$")
 _IMAGE_ID = re.compile(rf"^{_DIGEST}$")
+# smg's Prometheus metrics listen on 0.0.0.0:29000 unless told: the plan puts them on the head's loopback only.
+METRICS_PORT = 29000
 EXAMPLE_IMAGE = "ghcr.io/example/spark-llm-router@sha256:" + "0" * 64
 
 
@@ -47,9 +49,7 @@ class Router(ConfigModel):
 
 def check_router_port(router: Router, engine: Engine, engine_key: str = f"{NAMESPACE}:engine") -> KeyedError | None:
     """The router's port against the ports the engine takes on the head (its API, its rendezvous, Ray's head)."""
-    taken = [(f"{engine_key}.port", engine.port), (f"{engine_key}.distPort", engine.dist_port)]
-    if engine.executor == "ray":
-        taken.append((f"Ray's head port ({engine_key}.executor ray)", RAY_PORT))
+    taken = ports_on_head(engine, engine_key)
     used = {port for _, port in taken}
     for key, port in taken:
         if router.port == port:

@@ -30,6 +30,7 @@ from spark_llm.config.engine import Engine
 from spark_llm.config.image import Image
 from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
+from spark_llm.config.monitoring import Monitoring, check_monitoring_ports
 from spark_llm.config.models import (
     Deployment,
     ModelDeployment,
@@ -152,6 +153,14 @@ class StackConfig(ConfigModel):
         ),
         json_schema_extra={"example": "{image: REPO@sha256:..., port: 4000}"},
     )
+    monitoring: Monitoring | None = Field(
+        None,
+        description=(
+            "Prometheus on the head and a node exporter on every node, scraping what the stack deployed"
+            " (docs/monitoring.md); its port asks for monitoringPassword"
+        ),
+        json_schema_extra={"example": "{image: REPO@sha256:..., nodeExporterImage: REPO@sha256:...}"},
+    )
     hf_token: str | None = Field(
         None,
         description="Hugging Face token (a Pulumi secret: `pulumi config set --secret hfToken`)",
@@ -164,6 +173,14 @@ class StackConfig(ConfigModel):
             " the head's engine reads it from a 0600 file"
         ),
         json_schema_extra={"example": "sk-...", "secret": True},
+    )
+    monitoring_password: str | None = Field(
+        None,
+        description=(
+            "The password of Prometheus's basic auth, user spark-llm (a Pulumi secret:"
+            " `pulumi config set --secret monitoringPassword`); the head holds only its bcrypt hash"
+        ),
+        json_schema_extra={"example": "a-long-random-phrase", "secret": True},
     )
 
     recipe: str | None = Field(
@@ -229,6 +246,24 @@ class StackConfig(ConfigModel):
             raise KeyedError(why, ("apiKey",), show_example=False)
         return self
 
+    @model_validator(mode="after")
+    def _monitoring(self) -> StackConfig:
+        if self.monitoring is None:
+            return self
+        head = self.head.name
+        on_head = [d for d in self.deployments() if head in d.nodes]
+        engines = [(d.engine, f"{NAMESPACE}:engine" if not self.models else f"{d.config_key}.engine") for d in on_head]
+        collision = check_monitoring_ports(self.monitoring, engines, self.router)
+        if collision is not None:
+            raise KeyedError(str(collision), ("monitoring", *collision.loc), collision.example)
+        if self.monitoring_password is None:
+            why = (
+                "Prometheus's port asks for a password: set one with"
+                " `pulumi config set --secret monitoringPassword \"$(openssl rand -hex 16)\"`"
+            )
+            raise KeyedError(why, ("monitoringPassword",), show_example=False)
+        return self
+
     def deployments(self) -> list[Deployment]:
         """The stack's models as one list, whichever form the stack file uses (spark_llm.config.models)."""
         # The single form: both keys are required there (`_a_model`), so both are set whenever `model` is.
@@ -290,7 +325,7 @@ def parse(raw: Mapping[str, Any], secret_keys: set[str] | None = None) -> StackC
     When None (pure tests), secrecy is not checked.
     """
     # Optional keys are declared in Pulumi.yaml with default "" (Pulumi requires a default): "" means unset.
-    raw = {k: v for k, v in raw.items() if v != "" and not (k == "router" and v == {})}
+    raw = {k: v for k, v in raw.items() if v != "" and not (k in ("router", "monitoring") and v == {})}
     if secret_keys is not None:
         plain = [k for k in SECRET_KEYS if k in raw and k not in secret_keys]
         if plain:

@@ -223,6 +223,7 @@ def topology(cfg: GroupConfig, unit: str | None = None) -> Topology:
         gpus=cfg.engine.gpus,
         api_config=api_config_path(cfg, unit),
         ray_token_file=CONTAINER_RAY_TOKEN if ray_auth(cfg) else None,
+        metrics=cfg.monitoring is not None,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from spark_llm.config import NAMESPACE, StackConfig
 from spark_llm.config.group import GroupConfig
+from spark_llm.config.router import METRICS_PORT
 from spark_llm.group.records import RouterSpec
 from spark_llm.group.router import LABEL_RESTORED
 from spark_llm.plan.nodes import remote_dir
@@ -48,8 +49,6 @@ LOG_OPTS = {"max-size": "20m", "max-file": "3"}
 # The variables the launcher reads (sim/router/launch.py).
 KEY_FILE_VARIABLE = "SPARK_LLM_ROUTER_API_KEY_FILE"
 WORKERS_FILE_VARIABLE = "SPARK_LLM_ROUTER_WORKERS_FILE"
-# smg's Prometheus metrics listen on 0.0.0.0:29000 unless told: on the head's loopback only.
-METRICS_PORT = 29000
 # How smg notices an engine that went away and came back (its group restarted). Its defaults (a health check every
 # 60 s, a circuit breaker that opens after 10 failed requests and stays open 60 s) kept a restarted engine out for
 # 55 to 59 s after it answered again (bench/router_restart_bench.py: a stand-in stopped and started under requests).

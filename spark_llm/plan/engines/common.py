@@ -34,6 +34,10 @@ class Topology:
     # Where the Ray executor's processes read the group's Ray token (RAY_AUTH_TOKEN_PATH, a read-only mount of a
     # 0600 file): the token is on no command line and in no container's environment. None: no Ray.
     ray_token_file: str | None = None
+    # spark-llm:monitoring is on: the rank serving the API serves /metrics too (vLLM always does; SGLang only with
+    # its flag). Off, no flag is added: a stack without monitoring keeps its launch flags, and its groups their
+    # revision, across an upgrade of spark-llm.
+    metrics: bool = False
 
     @property
     def nnodes(self) -> int:

@@ -32,6 +32,8 @@ def _launch(topo: Topology, member: Member) -> NodeLaunch:
     ]
     if member.rank == 0:
         argv += ["--host", topo.api_host, *api_config_args(topo)]
+        if topo.metrics and "--enable-metrics" not in topo.user_flags:
+            argv.append("--enable-metrics")
     argv += topo.user_flags
     # SGLang picks its own address for the distributed init from this.
     env = {"SGLANG_HOST_IP": member.fabric_address, **fabric_env(topo, member)}

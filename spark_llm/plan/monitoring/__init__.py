@@ -4,10 +4,9 @@
   each node's exporter, each labelled with the model, node and engine the stack knows;
 - rules: the alert rules, each expression built from the metric catalogs (spark_llm.config.metric_catalog), so one
   rule reads vLLM's and SGLang's metrics alike, with a `for:` and a description naming the node, the model and the
-  `spark-llm` command to run.
-
-Not deployed yet: the Prometheus resource on the head that serves these (issue 42, item 1) comes next; until then
-these are checked by unit tests only, and no config key turns them on.
+  `spark-llm` command to run;
+- prometheus: what spark-llm:monitoring runs (components.monitoring): Prometheus's container and files on the head,
+  its reload without a restart, its basic auth, and a node exporter on every node.
 """
 
 from spark_llm.plan.monitoring.rules import alert_rules

@@ -1,0 +1,163 @@
+"""Monitoring: Prometheus on the head and a node exporter on every node (spark-llm:monitoring;
+spark_llm.plan.monitoring.prometheus).
+
+- `{name}-image`, `{name}-exporter-image-<node>` (references pinned by digest): pulled by each node's docker
+  provider; a local image's ID (the sim's: `sim up --load-monitoring`) is used as it is.
+- `{name}-config`: prometheus.yml and the rules file on the head, written by a step that sends the running
+  Prometheus a SIGHUP and waits for its log to say it loaded them: a model added, moved or renamed changes this
+  step only, never the container (its data, its scrapes, every engine untouched).
+- `{name}-web`: the web config with the bcrypt hash of spark-llm:monitoringPassword (a secret step: the password
+  is on its stdin, encrypted in state); Prometheus reads it at each request, so a new password restarts nothing.
+- `{name}-data`: Prometheus's data, a docker volume on the head kept on delete: the history outlives a new
+  container and `pulumi destroy` (docs/monitoring.md says how to remove it).
+- `{name}`: the container, host network, config and web directories read-only, labelled with its revision (image,
+  port, retention): a change there replaces it, and nothing else does.
+- `{name}-ready`: after each new container, a bounded wait for Prometheus to say it serves, or its last lines.
+- `{name}-exporter-<node>`: one exporter per node, the host's network and processes, / read-only.
+Nothing of an engine group reads any of it: the caller declares it beside the groups, not before or after them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+import pulumi_docker as docker
+
+from components.commands import NodeCommand
+from components.connection import command_connection
+from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.monitoring import prometheus as monitoring
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitoringArgs:
+    plan: monitoring.MonitoringPlan
+    """Prometheus, its files and the exporters (spark_llm.plan.monitoring.prometheus.monitoring_plan)."""
+    hosts: dict[str, SshHost]
+    """How this machine reaches each node (its ssh, pinned), the head first."""
+    keys: dict[str, str]
+    """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
+    password: str
+    """spark-llm:monitoringPassword: hashed on the head, a secret in state."""
+    commands: command.Provider
+    """The stack's pulumi-command provider (components.stack)."""
+    docker: dict[str, docker.Provider]
+    """Each node's docker provider, the stack's (components.stack)."""
+
+
+def _image(name: str, ref: str, provider: docker.Provider, parent: pulumi.Resource) -> pulumi.Input[str]:
+    if ref.startswith("sha256:"):
+        return ref
+    pulled = docker.RemoteImage(
+        name, name=ref, keep_locally=True, opts=pulumi.ResourceOptions(parent=parent, provider=provider)
+    )
+    return pulled.image_id
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Prometheus's files, data, container and ready step on the head; an exporter on every node."""
+
+    endpoint: pulumi.Output[str]
+    container_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("spark-llm:components:Monitoring", name, None, opts)
+        watched = args.plan
+        head = next(iter(args.hosts))
+        head_docker = args.docker[head]
+        connection = command_connection(args.hosts[head], args.keys)
+        under = pulumi.ResourceOptions(parent=self, provider=args.commands, delete_before_replace=True)
+        config = NodeCommand(
+            f"{name}-config",
+            connection=connection,
+            script=watched.config_script(),
+            # Files only: the directories stay, since the running container's mounts hold them (a directory made
+            # anew would be another inode, which the container would never see).
+            delete=f"rm -f {watched.config_dir}/{monitoring.CONFIG_NAME} {watched.config_dir}/{monitoring.RULES_FILE}",
+            opts=under,
+        )
+        password = pulumi.Output.secret(args.password)
+        web = NodeCommand(
+            f"{name}-web",
+            connection=connection,
+            script=password.apply(watched.web_script),
+            delete=f"rm -f {watched.web_dir}/{monitoring.WEB_NAME}",
+            secret=True,
+            opts=under,
+        )
+        data = docker.Volume(
+            f"{name}-data",
+            name=monitoring.DATA_VOLUME,
+            # The history is the operator's: kept when the stack goes (docker volume rm removes it by hand).
+            opts=pulumi.ResourceOptions(parent=self, provider=head_docker, retain_on_delete=True),
+        )
+        container = docker.Container(
+            name,
+            name=watched.container,
+            image=_image(f"{name}-image", watched.image, head_docker, self),
+            entrypoints=[monitoring.PROMETHEUS_BIN],
+            command=list(watched.command),
+            user=monitoring.USER,
+            # It scrapes the engines on the head's fabric address and loopback, and the workers over the fabric.
+            network_mode="host",
+            volumes=[
+                *(
+                    docker.ContainerVolumeArgs(host_path=source, container_path=target, read_only=True)
+                    for source, target in watched.mounts
+                ),
+                docker.ContainerVolumeArgs(volume_name=data.name, container_path=monitoring.CONTAINER_DATA),
+            ],
+            # What replaces it: its image, port, retention or mounts; never the scrape config (reloaded).
+            labels=[docker.ContainerLabelArgs(label=monitoring.LABEL_REVISION, value=watched.revision)],
+            log_driver="json-file",
+            log_opts=monitoring.LOG_OPTS,
+            restart="unless-stopped",
+            must_run=True,
+            # Prometheus writes its head block out on SIGTERM: time to do so before docker kills it.
+            destroy_grace_seconds=30,
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=head_docker, depends_on=[config, web], delete_before_replace=True
+            ),
+        )
+        NodeCommand(
+            f"{name}-ready",
+            connection=connection,
+            script=watched.ready_script(),
+            triggers=[container.id],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.commands, depends_on=[container]),
+        )
+        for exporter in watched.exporters:
+            provider = args.docker[exporter.node]
+            docker.Container(
+                f"{name}-exporter-{exporter.node}",
+                name=monitoring.EXPORTER_CONTAINER,
+                image=_image(f"{name}-exporter-image-{exporter.node}", exporter.image, provider, self),
+                entrypoints=[monitoring.EXPORTER_BIN],
+                command=list(exporter.command),
+                user=monitoring.USER,
+                # The node's own network and processes: its memory, its disks, its hwmon, as the node sees them.
+                network_mode="host",
+                pid_mode="host",
+                volumes=[
+                    docker.ContainerVolumeArgs(host_path=source, container_path=target, read_only=True)
+                    for source, target in exporter.mounts
+                ],
+                labels=[docker.ContainerLabelArgs(label=monitoring.LABEL_REVISION, value=exporter.revision)],
+                log_driver="json-file",
+                log_opts=monitoring.LOG_OPTS,
+                restart="unless-stopped",
+                must_run=True,
+                destroy_grace_seconds=10,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    # The head's textfile directory exists before its exporter mounts it (the config step makes it).
+                    depends_on=[config] if exporter.textfile_dir is not None else [],
+                    delete_before_replace=True,
+                ),
+            )
+        self.container_id = container.id
+        self.endpoint = pulumi.Output.from_input(watched.endpoint)
+        self.register_outputs({"endpoint": self.endpoint, "container_id": self.container_id})
