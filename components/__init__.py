@@ -1,8 +1,8 @@
 """Pulumi ComponentResources: thin layers that turn the plan into resources and wire their order.
 
-- stack: the stack's groups, router and monitoring declared from its one plan, and its outputs; cluster: SparkCluster, one model's
-  group and all it needs, wired from one plan; bootstrap: the program's one config read and its one observation of
-  the nodes;
+- stack: the stack's groups, router and monitoring declared from its one plan, and its outputs; cluster:
+  SparkCluster, one model's group and all it needs, wired from one plan; bootstrap: the program's one config read
+  and its one observation of the nodes;
 - launch_scripts, engine_image, model_weights, engine_group, supervisor, firewall, router, monitoring: one
   component each (LaunchScripts, EngineImage, ModelWeights, EngineGroup, Supervisor, Firewall, Router, Monitoring);
 - memory_admission: preview's memory warning, and the admission step per node before the group stops;

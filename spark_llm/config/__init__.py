@@ -2,7 +2,8 @@
 
 - stack: the whole config and `parse`; base: the model base, number types and error messages; paths: path values;
 - the sections: nodes (and the rules between them), model, models (several in one stack), image, engine, network
-  (with transfer), memory, supervisor, router, monitoring; group: one model's group, its deployment beside the stack's sections;
+  (with transfer), memory, supervisor, router, monitoring; group: one model's group, its deployment beside the
+  stack's sections;
 - engine_flags: the engine flags read as each release's parser reads them, against its catalog (engine_catalog, the
   data in engine_catalogs/); flag_values, flag_hints: the refusals' values and wording;
 - metric_catalog: each release's Prometheus metrics (engine_catalogs/*.metrics.json), named by what they mean;

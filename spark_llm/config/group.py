@@ -16,10 +16,10 @@ from spark_llm.config.image import Image
 from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
 from spark_llm.config.models import Deployment
+from spark_llm.config.monitoring import Monitoring
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node
 from spark_llm.config.router import Router
-from spark_llm.config.monitoring import Monitoring
 from spark_llm.config.stack import Rollout, StackConfig, Timeouts
 from spark_llm.config.supervisor import Supervisor
 

@@ -30,7 +30,6 @@ from spark_llm.config.engine import Engine
 from spark_llm.config.image import Image
 from spark_llm.config.memory import Memory
 from spark_llm.config.model import Model
-from spark_llm.config.monitoring import Monitoring, check_monitoring_ports
 from spark_llm.config.models import (
     Deployment,
     ModelDeployment,
@@ -38,6 +37,7 @@ from spark_llm.config.models import (
     deployments,
     single_form_given,
 )
+from spark_llm.config.monitoring import Monitoring, check_monitoring_ports
 from spark_llm.config.network import Network, Transfer
 from spark_llm.config.nodes import Node, check_topology
 from spark_llm.config.recipe import known_names
@@ -259,7 +259,7 @@ class StackConfig(ConfigModel):
         if self.monitoring_password is None:
             why = (
                 "Prometheus's port asks for a password: set one with"
-                " `pulumi config set --secret monitoringPassword \"$(openssl rand -hex 16)\"`"
+                ' `pulumi config set --secret monitoringPassword "$(openssl rand -hex 16)"`'
             )
             raise KeyedError(why, ("monitoringPassword",), show_example=False)
         return self

@@ -177,7 +177,7 @@ class MonitoringPlan:
             f"mkdir -p {shlex.quote(self.web_dir)}\n"
             f"hash=$(printf '%s' {shlex.quote(password)} | python3 -W ignore -c {shlex.quote(hashing)})\n"
             'case "$hash" in \\$2*) ;; *) echo "monitoring: the head could not make a bcrypt hash" >&2; exit 1;; esac\n'
-            f"printf 'basic_auth_users:\\n  {WEB_USER}: \"%s\"\\n' \"$hash\" > {shlex.quote(new)}\n"
+            f'printf \'basic_auth_users:\\n  {WEB_USER}: "%s"\\n\' "$hash" > {shlex.quote(new)}\n'
             f"chmod 0644 {shlex.quote(new)}\n"
             f"mv -f {shlex.quote(new)} {shlex.quote(path)}\n"
             f"echo 'monitoring: basic auth for {WEB_USER} written (its bcrypt hash only)'\n"
@@ -198,12 +198,12 @@ def _log_wait(line: str, what: str) -> str:
     return (
         f"for _ in $(seq {READY_SECONDS * 2}); do\n"
         f'  log=$(docker logs --since "$since" {CONTAINER} 2>&1 || true)\n'
-        f"  if grep -q {shlex.quote(FAILED_LINE)} <<<\"$log\"; then\n"
-        f"    grep {shlex.quote(FAILED_LINE)} <<<\"$log\" | tail -n 3 >&2\n"
+        f'  if grep -q {shlex.quote(FAILED_LINE)} <<<"$log"; then\n'
+        f'    grep {shlex.quote(FAILED_LINE)} <<<"$log" | tail -n 3 >&2\n'
         "    echo 'monitoring: Prometheus refused the new config (above); it keeps the one it had' >&2\n"
         "    exit 1\n"
         "  fi\n"
-        f"  grep -q {shlex.quote(line)} <<<\"$log\" && break\n"
+        f'  grep -q {shlex.quote(line)} <<<"$log" && break\n'
         f'  if [ "$(docker inspect -f {{{{.State.Running}}}} {CONTAINER} 2>/dev/null)" != true ]; then\n'
         f"    docker logs --tail 20 {CONTAINER} >&2 || true\n"
         f"    echo 'monitoring: Prometheus stopped (its last lines above)' >&2\n"
@@ -211,7 +211,7 @@ def _log_wait(line: str, what: str) -> str:
         "  fi\n"
         "  sleep 0.5\n"
         "done\n"
-        f"grep -q {shlex.quote(line)} <<<\"$log\" || {{ docker logs --tail 20 {CONTAINER} >&2;"
+        f'grep -q {shlex.quote(line)} <<<"$log" || {{ docker logs --tail 20 {CONTAINER} >&2;'
         f" echo 'monitoring: gave up after {READY_SECONDS} s waiting for {what}' >&2; exit 1; }}\n"
     )
 

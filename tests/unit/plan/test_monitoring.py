@@ -8,8 +8,9 @@ import re
 
 from spark_llm.config import parse
 from spark_llm.config.router import EXAMPLE_IMAGE
-from spark_llm.plan.deployment import LAUNCH_TEMPLATE
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE, node_launches
 from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheus_config, targets
+from spark_llm.plan.monitoring.prometheus import monitoring_plan
 from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan, build_stack
 from tests.unit.ops.several_models import BIG, SMALL, two_models_raw
@@ -115,3 +116,70 @@ def test_the_rules_select_series_by_the_labels_the_scrape_config_sets(raw_config
     exprs = " ".join(r["expr"] for g in alert_rules(stack)["groups"] for r in g["rules"])
     selected = set(re.findall(r'model="([^"]+)"', exprs))
     assert selected == labelled == {BIG, SMALL}
+
+
+# ---------- what spark-llm:monitoring runs (spark_llm.plan.monitoring.prometheus) ----------
+
+MONITORING = {"image": EXAMPLE_IMAGE, "nodeExporterImage": EXAMPLE_IMAGE}
+
+
+def monitored(raw: dict, **settings: object) -> dict:
+    return {**raw, "monitoring": {**MONITORING, **settings}, "monitoringPassword": "pw"}
+
+
+def test_without_the_section_nothing_runs_and_sglang_keeps_its_flags(raw_config):
+    stack = stack_of(raw_config)
+    assert monitoring_plan(stack) is None
+    assert "--enable-metrics" not in node_launches(stack.first.config)["spark-1"].argv
+
+
+def test_with_it_sglang_serves_its_metrics_on_the_rank_that_serves_the_api(raw_config):
+    launches = node_launches(stack_of(monitored(raw_config)).first.config)
+    assert "--enable-metrics" in launches["spark-1"].argv
+    assert "--enable-metrics" not in launches["spark-2"].argv
+    # Given by the user too: once.
+    raw = monitored(raw_config)
+    raw["engine"] = {**raw.get("engine", {}), "flags": ["--enable-metrics"]}
+    assert node_launches(stack_of(raw).first.config)["spark-1"].argv.count("--enable-metrics") == 1
+
+
+def test_a_new_model_changes_the_config_step_and_never_the_container(raw_config):
+    one = monitoring_plan(stack_of(monitored({**two_models_raw(raw_config), "router": {"image": EXAMPLE_IMAGE},
+                                              "apiKey": "sk"})))  # fmt: skip
+    raw = two_models_raw(raw_config)
+    raw["models"] = raw["models"][:1]
+    other = monitoring_plan(stack_of(monitored({**raw, "router": {"image": EXAMPLE_IMAGE}, "apiKey": "sk"})))
+    assert one is not None and other is not None
+    assert one.config_digest != other.config_digest and one.config_script() != other.config_script()
+    assert one.revision == other.revision
+    # The port or the retention replace the container: flags Prometheus reads once.
+    changed = monitoring_plan(stack_of(monitored(raw_config, retentionSize="500MB")))
+    assert changed is not None and changed.revision != monitoring_plan(stack_of(monitored(raw_config))).revision
+
+
+def test_the_config_step_reloads_a_running_prometheus_and_waits_for_its_word(raw_config):
+    plan = monitoring_plan(stack_of(monitored(raw_config, scrapeSeconds=5)))
+    assert plan is not None
+    script = plan.config_script()
+    written = json.loads(plan.config_text)
+    assert written["global"]["scrape_interval"] == "5s" and written["rule_files"] == ["spark-llm-rules.json"]
+    assert script.index("mv -f") < script.index("docker kill --signal HUP spark-llm-prometheus")
+    assert "Completed loading of configuration file" in script and "Error reloading config" in script
+
+
+def test_the_web_config_holds_a_bcrypt_hash_made_on_the_head(raw_config):
+    plan = monitoring_plan(stack_of(monitored(raw_config)))
+    assert plan is not None
+    script = plan.web_script("s3cret phrase")
+    assert "crypt.METHOD_BLOWFISH" in script and "basic_auth_users" in script
+    # The password is piped to the hash by the shell's builtin printf: on no command line of a process.
+    assert "printf '%s' 's3cret phrase' | python3" in script
+
+
+def test_each_exporter_listens_where_only_prometheus_reaches_it(raw_config):
+    plan = monitoring_plan(stack_of(monitored(raw_config, nodeExporterPort=9200)))
+    assert plan is not None
+    listen = {e.node: e.listen for e in plan.exporters}
+    assert listen["spark-1"] == "127.0.0.1:9200"
+    assert listen["spark-2"] == f"{parse(raw_config).workers[0].fabric_address}:9200"
+    assert [e.textfile_dir is not None for e in plan.exporters] == [True, False]

@@ -1,0 +1,78 @@
+"""spark-llm:monitoring under Pulumi mocks (Pulumi.dual-spark.yaml with the section): Prometheus a container on the
+head's docker provider beside the engine groups (nothing of theirs waits for it, it waits for none of them), its
+scrape config a step apart from the container (a change reloads it), the password only in a secret step, the data
+in a volume kept on delete, and an exporter on every node's own provider."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.components.test_router_graph import every_request  # noqa: F401 (a fixture)
+from tests.unit.graph_mocks import dual_spark_stack_file, inputs, label, pinned, register, without_secrets
+
+DIGEST = "sha256:" + "cd" * 32
+PASSWORD = "monitoring-graph-password"
+
+
+def _monitored(raw: dict) -> dict:
+    raw["monitoringPassword"] = PASSWORD
+    raw["monitoring"] = {
+        "image": f"prom/prometheus@{DIGEST}",
+        "nodeExporterImage": f"prom/node-exporter@{DIGEST}",
+    }
+    return raw
+
+
+@pytest.fixture
+def monitored(monkeypatch, every_request):  # noqa: F811
+    return register(monkeypatch, _monitored(pinned(dual_spark_stack_file())), secrets=("monitoringPassword",))
+
+
+def test_prometheus_is_a_container_on_the_head_beside_the_groups(monitored, every_request):  # noqa: F811
+    container = monitored["monitoring"]
+    assert container.type == "docker:index/container:Container"
+    assert "::spark-docker-spark-1::" in container.provider
+    got = inputs(container)
+    assert (got["name"], got["networkMode"], got["restart"]) == ("spark-llm-prometheus", "host", "unless-stopped")
+    assert got["entrypoints"] == ["/bin/prometheus"] and got["user"] == "65534:65534"
+    assert "--storage.tsdb.retention.size=2GB" in got["command"]
+    assert "--web.listen-address=0.0.0.0:9090" in got["command"]
+    assert {v.get("volumeName") for v in got["volumes"]} >= {"spark-llm-prometheus-data"}
+    assert container.deleteBeforeReplace and label(container, "spark-llm.monitoring.revision")
+    component = next(r for r in every_request if r.type == "spark-llm:components:Monitoring")
+    assert not [dep for dep in component.dependencies if "spark-engine" in dep], component.dependencies
+    engine_side = [r for r in every_request if "SparkCluster" in r.parent or r.type.endswith("SparkCluster")]
+    assert not [r for r in engine_side if any("monitoring" in dep for dep in r.dependencies)]
+
+
+def test_the_config_is_its_own_step_and_the_data_volume_is_kept_on_delete(monitored):
+    config = inputs(monitored["monitoring-config"])
+    # The scrape config rides in the step (its digest a trigger), not in the container: a change reloads it.
+    assert '"job_name": "spark-llm-engine"' in config["stdin"] and "docker kill --signal HUP" in config["stdin"]
+    assert "spark-llm-engine" not in json.dumps(inputs(monitored["monitoring"]))
+    assert monitored["monitoring-data"].retainOnDelete
+    assert inputs(monitored["monitoring-data"])["name"] == "spark-llm-prometheus-data"
+
+
+def test_the_password_reaches_the_head_in_a_secret_step_only(monitored):
+    assert PASSWORD in json.dumps(inputs(monitored["monitoring-web"]))
+    for name, request in monitored.items():
+        assert PASSWORD not in json.dumps(without_secrets(inputs(request))), name
+
+
+def test_an_exporter_runs_on_every_node_on_its_own_provider(monitored):
+    for node, listen in (("spark-1", "127.0.0.1:9100"), ("spark-2", None)):
+        exporter = monitored[f"monitoring-exporter-{node}"]
+        assert f"::spark-docker-{node}::" in exporter.provider
+        got = inputs(exporter)
+        assert (got["name"], got["pidMode"], got["networkMode"]) == ("spark-llm-node-exporter", "host", "host")
+        flags = dict(flag.split("=", 1) for flag in got["command"])
+        # The head's on loopback (Prometheus is there); a worker's on its fabric address, off the operator's side.
+        assert flags["--web.listen-address"] == listen if listen else flags["--web.listen-address"].endswith(":9100")
+        assert node == "spark-1" or not flags["--web.listen-address"].startswith(("0.0.0.0", "127."))
+    # The agent's textfile is the head's.
+    textfile = "--collector.textfile.directory=/run/spark-llm/textfile"
+    assert textfile in inputs(monitored["monitoring-exporter-spark-1"])["command"]
+    assert textfile not in inputs(monitored["monitoring-exporter-spark-2"])["command"]
