@@ -21,6 +21,8 @@ A group whose containers all run but whose rank 0 answers no completion for `wed
 several probes; during a start only while its /health says 200) is wedged: restarted the same way, within the same
 budget, its record's cause `wedged`.
 What it did is in STATE (`state_path`, written atomically): `spark-llm status` and `pulumi preview` show it.
+With spark-llm:monitoring it also writes, every poll, each group's verdict, restarts, budget left and last start
+(NCCL transport per rank, phases) as metrics for the head's node exporter (spark_llm.group.agent_metrics).
 With spark-llm:router it also keeps the router's container up on the head: one removed or stopped (and not back
 within its grace) is made again from the spec, or started, and recorded in STATE's `router_restarts`; no engine is
 touched for it (spark_llm.group.router).
@@ -40,6 +42,7 @@ from supervisor_node import HeadApi, Node, RouterContainer, held, weights_held
 
 # The group's room (spark_llm/group, standard library only) is shipped beside this file: the verdict, the order, the
 # budget and the times are the ones `pulumi preview` and `spark-llm status` use.
+from spark_llm.group import agent_metrics
 from spark_llm.group.budget import next_step, recent
 from spark_llm.group.canary import CanaryRecord, after_restart
 from spark_llm.group.fabric import fabric_records
@@ -60,7 +63,7 @@ from spark_llm.group.records import (
 from spark_llm.group.router import RouterWatch
 from spark_llm.group.serving import serves
 from spark_llm.group.times import iso
-from spark_llm.group.verdict import SUPERVISE, WAIT, WHOLE, Verdict, judge
+from spark_llm.group.verdict import BROKEN, SUPERVISE, WAIT, WHOLE, Verdict, judge
 from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
 from spark_llm.group.weights import verified_digest
 
@@ -86,6 +89,8 @@ class Supervisor:
         # this program was started), once a restart of its own ended (its wait for serving is over), or once a
         # start's bound passed since this program began (it found the group already running).
         self.began, self.past_start = time.monotonic(), False
+        # What its metrics say of the group (spark_llm.group.agent_metrics): the last verdict, its own restarts.
+        self.judged, self.restarts_made = WHOLE, 0
         # spark-llm:router: kept up beside the group, never by touching an engine (spark_llm.group.router).
         router = spec.get("router")
         self.router = RouterContainer(spec) if router else None
@@ -178,6 +183,7 @@ class Supervisor:
         if cause:
             record["cause"] = cause
         self.watch.reset()
+        self.restarts_made += 1
         # Recorded before anything is stopped: a restart cut short (the head rebooted again) still counts.
         record["result"], record["logs"] = IN_PROGRESS, logs
         self.state["restarts"].append(record)
@@ -302,6 +308,22 @@ class Supervisor:
         why = f"{reason} (after {count} restarts in {budget['window_seconds']} s)" if count else reason
         self.say(f"gave up: {why}; every member stopped, `pulumi up` starts the group again")
         self.save(gave_up={"at": iso(time.time()), "reason": why, "restarts": count})
+        self.judged = "gave_up"
+
+    def reading(self) -> agent_metrics.GroupReading:
+        """What its metrics say of the group now: its verdict, restarts, the budget left, the last start's record."""
+        budget = self.spec["budget"]
+        with self.lock:
+            within = len(recent(self.state["restarts"], time.time(), budget))
+        history = read_file(self.spec["history_path"])
+        return agent_metrics.group_reading(
+            self.spec["model"],
+            "gave_up" if self.state.get("gave_up") else self.judged,
+            self.restarts_made,
+            max(budget["max_restarts"] - within, 0),
+            [m["name"] for m in self.spec["members"]],
+            dict(history[-1]) if history else None,
+        )
 
     def run(self) -> None:
         """Watch the group until it gives up (the router is kept by `keep_routers`, in the main thread)."""
@@ -313,6 +335,7 @@ class Supervisor:
             why, cause = verdict.why, ""
             if verdict.state == WHOLE and (wedged := self.wedged()):
                 why, cause = wedged, WEDGED
+            self.judged = BROKEN if cause else verdict.state
             if verdict.state == WHOLE and not cause:
                 if self.state.get("waiting") and self.watch.since is None:
                     self.save()
@@ -374,10 +397,22 @@ def main(argv: list[str]) -> int:
     # The router (in the first group's spec): kept here, so no group's restart holds it up.
     keepers = [group for group in groups if group.router is not None]
     poll = min(group.spec["poll_seconds"] for group in groups)
+    textfile = groups[0].spec.get("textfile")
     while True:
         for group in keepers:
             group.keep_router()
+        if textfile:
+            write_metrics(textfile, groups)
         time.sleep(poll)
+
+
+def write_metrics(directory: str, groups: list[Supervisor]) -> None:
+    """Every group's reading as the head's exporter reads it (spark-llm:monitoring): replaced whole each poll."""
+    text = agent_metrics.render([group.reading() for group in groups], [], time.time())
+    try:
+        agent_metrics.write(directory, agent_metrics.TEXTFILE_NAME, text)
+    except OSError as err:
+        print(f"{iso(time.time())} supervisor: could not write its metrics in {directory} ({err})", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ GB10's unified memory), the last start's phases, and when the agent last wrote (
 
 The names are the ones spark_llm.plan.monitoring.rules reads: they live here, once. Rendering is pure; `write`
 replaces the file in one rename, so the collector never reads half of it. Standard library only (the group's room).
-Not written by the agent yet: the supervisor's wiring and the node exporter come with item 2's deployment.
+The supervisor writes it every poll while spark-llm:monitoring is on (its spec's `textfile`): `group_reading` is
+what one group's watch knows, read from its state and the head's history of starts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
+
+# Where the agent writes (its container's mount of the head's textfile directory, which the head's exporter reads).
+CONTAINER_TEXTFILE_DIR = "/run/spark-llm/textfile"
+TEXTFILE_NAME = "spark-llm.prom"
 
 GROUP_STATE = "spark_llm_group_state"
 RESTARTS = "spark_llm_group_restarts_total"
@@ -128,3 +133,24 @@ def write(directory: str, name: str, text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def group_reading(
+    model: str, state: str, restarts: int, budget_left: int, members: list[str], last_start: dict | None
+) -> GroupReading:
+    """One group's reading: `members` in rank order (head first), `last_start` the newest line of the head's history
+    of starts (spark_llm.group.history: its `fabric` and its `nodes` timeline), None before any."""
+    start = last_start or {}
+    fabric = start.get("fabric") or {}
+    transports = tuple(
+        (rank, name, str(fabric[name].get("transport", "unknown")))
+        for rank, name in enumerate(members)
+        if name in fabric
+    )
+    phases = tuple(
+        (name, str(phase.get("phase")), float(phase.get("seconds") or 0))
+        for name, timeline in sorted((start.get("nodes") or {}).items())
+        for phase in timeline
+        if isinstance(phase, dict)
+    )
+    return GroupReading(model, state, restarts, budget_left, transports, phases)

@@ -100,6 +100,9 @@ class SupervisorSpec(TypedDict):
     """With roceDevices and more than one node: each restart's fabric proof, as the gate's."""
     fabric_ready: NotRequired[SupervisorFabricReady]
     """With more than one node: the fabric a restart needs (spark_llm.group.fabric_ready), read before each."""
+    textfile: NotRequired[str]
+    """With spark-llm:monitoring: the directory (in the container) where it writes its metrics every poll, for the
+    head's node exporter (spark_llm.group.agent_metrics)."""
 
 
 class SupervisorFabric(TypedDict):

@@ -45,3 +45,12 @@ def remote_dir(user: str, unit: str | None = None) -> str:
     (spark_llm.config.models.Deployment.key), whose files, records and history are its own, apart from the others'."""
     home = "/root/spark-llm" if user == "root" else f"/home/{user}/spark-llm"
     return home if unit is None else f"{home}/models/{unit}"
+
+
+# The directory under monitoring_dir where the head's agent writes its metrics for the head's exporter.
+TEXTFILE_SUBDIR = "textfile"
+
+
+def monitoring_dir(user: str) -> str:
+    """spark-llm:monitoring's files on the head (spark_llm.plan.monitoring.prometheus): the stack's, not a model's."""
+    return f"{remote_dir(user)}/monitoring"

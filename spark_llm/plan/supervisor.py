@@ -15,13 +15,14 @@ import shlex
 from pathlib import Path
 
 import spark_llm.group
+from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
 from spark_llm.group.records import SpecMember, SupervisorSpec, dumps
 from spark_llm.plan import supervisor_key
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.fabric import FABRIC_SSH_OPTIONS
 from spark_llm.plan.node_files import file_script, sha256_text
-from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.nodes import TEXTFILE_SUBDIR, NodePlan, monitoring_dir
 from spark_llm.plan.observation import TOKENS_DIR
 from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.scripts import SCRIPTS_DIR, bash_lib
@@ -166,6 +167,8 @@ def spec(
         }
     if router is not None:
         out["router"] = router.supervisor_spec()
+    if plan.config.monitoring is not None:
+        out["textfile"] = CONTAINER_TEXTFILE_DIR
     return out
 
 
@@ -279,6 +282,10 @@ def mounts(plan: DeploymentPlan) -> tuple[Mount, ...]:
         out.append(Mount(supervisor_key.key_dir(head), in_container(plan, supervisor_key.CONTAINER_KEY_DIR)))
     if plan.api_config_path:
         out.append(Mount(plan.api_config_path, api_config_in_container(plan)))
+    if plan.config.monitoring is not None:
+        # Where it writes its metrics (the head's exporter reads them): the stack's directory, every group's.
+        textfile = f"{monitoring_dir(head.ssh.user)}/{TEXTFILE_SUBDIR}"
+        out.append(Mount(textfile, CONTAINER_TEXTFILE_DIR, read_only=False))
     return tuple(out)
 
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from spark_llm.config.monitoring import WEB_USER, Monitoring
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
-from spark_llm.plan.nodes import NodePlan, remote_dir
+from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
+from spark_llm.plan.nodes import TEXTFILE_SUBDIR, NodePlan, monitoring_dir
 from spark_llm.plan.stack import StackPlan
 
 CONTAINER = "spark-llm-prometheus"
@@ -44,7 +45,6 @@ WEB_NAME = "web.yml"
 CONTAINER_CONFIG_DIR = "/etc/spark-llm/prometheus"
 CONTAINER_WEB_DIR = "/etc/spark-llm/prometheus-web"
 CONTAINER_DATA = "/prometheus"
-CONTAINER_TEXTFILE_DIR = "/run/spark-llm/textfile"
 CONTAINER_ROOTFS = "/host"
 # Prometheus runs as nobody, as in its upstream image: the data volume is its, the config files only read.
 USER = "65534:65534"
@@ -116,7 +116,7 @@ class MonitoringPlan:
 
     @property
     def textfile_dir(self) -> str:
-        return f"{self.directory}/textfile"
+        return f"{self.directory}/{TEXTFILE_SUBDIR}"
 
     @property
     def config_digest(self) -> str:
@@ -243,7 +243,7 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
     if monitoring is None:
         return None
     head = stack.config.head
-    directory = f"{remote_dir(head.user)}/monitoring"
+    directory = monitoring_dir(head.user)
     settings = settings_of(monitoring)
     host = f"[{head.host}]" if ":" in head.host else head.host
     return MonitoringPlan(
@@ -253,6 +253,6 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
         directory=directory,
         config_text=json.dumps(prometheus_config(stack, settings), indent=1, sort_keys=True),
         rules_text=json.dumps(alert_rules(stack, ask), indent=1, sort_keys=True),
-        exporters=tuple(_exporter(node, monitoring, f"{directory}/textfile") for node in stack.nodes),
+        exporters=tuple(_exporter(node, monitoring, f"{directory}/{TEXTFILE_SUBDIR}") for node in stack.nodes),
         endpoint=f"http://{host}:{monitoring.port}",
     )

@@ -129,3 +129,20 @@ def test_each_agent_rule_fires_on_the_series_that_should_fire_it(tmp_path: Path)
     checked = subprocess.run(["promtool", "test", "rules", "tests.json"], cwd=tmp_path, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS" in checked.stdout
+
+
+def test_a_groups_reading_is_its_verdict_its_budget_and_its_last_starts_record():
+    last_start = {
+        "fabric": {"spark-1": {"transport": "IB"}, "spark-2": {"transport": "Socket", "problem": "sockets"}},
+        "nodes": {"spark-2": [{"phase": "weights", "seconds": 12.5}], "spark-1": [{"phase": "server", "seconds": 3}]},
+    }
+    reading = agent.group_reading("qwen", "broken", 2, 1, ["spark-1", "spark-2"], last_start)
+    assert reading.transports == ((0, "spark-1", "IB"), (1, "spark-2", "Socket"))
+    assert reading.phases == (("spark-1", "server", 3.0), ("spark-2", "weights", 12.5))
+    text = agent.render([reading], [], 1000.0)
+    assert 'spark_llm_nccl_transport{model="qwen",rank="1",node="spark-2",transport="Socket"} 1.0' in text
+    assert 'spark_llm_group_state{model="qwen",state="broken"} 1.0' in text
+    assert 'spark_llm_group_restart_budget_left{model="qwen"} 1.0' in text
+    # Before any start: no transport, no phase, the group's state all the same.
+    empty = agent.group_reading("qwen", "whole", 0, 3, ["spark-1"], None)
+    assert (empty.transports, empty.phases) == ((), ())

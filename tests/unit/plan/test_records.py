@@ -40,9 +40,11 @@ def test_the_gates_spec_has_every_typed_key_and_reads_back_as_written(raw_config
 
 def test_the_supervisors_spec_has_every_typed_key(raw_config):
     # With spark-llm:router: the router's part is there only then (spark_llm.plan.router); the fabric's only with
-    # roceDevices (each restart's fabric proof, as the gate's).
+    # roceDevices (each restart's fabric proof, as the gate's); its metrics' directory only with monitoring.
     raw_config["apiKey"] = "sk-test"
     raw_config["router"] = {"image": "sha256:" + "c" * 64}
+    raw_config["monitoring"] = {"image": "sha256:" + "d" * 64, "nodeExporterImage": "sha256:" + "d" * 64}
+    raw_config["monitoringPassword"] = "pw"
     raw_config.setdefault("network", {})["roceDevices"] = ["rocep1s0f1", "roceP2p1s0f1"]
     plan = plan_of(raw_config)
     routed = router.router_plan(plan.config, [router.engine_worker(plan)])
@@ -51,4 +53,5 @@ def test_the_supervisors_spec_has_every_typed_key(raw_config):
     assert "router" in spec and set(spec["router"]) == set(get_type_hints(RouterSpec))
     assert set(spec["fabric"]) == set(get_type_hints(SupervisorFabric))
     assert spec["history_path"] == "/spark-llm-supervisor-history/starts.jsonl"
+    assert spec["textfile"] == "/run/spark-llm/textfile"
     assert all(set(m) == set(get_type_hints(SpecMember)) for m in spec["members"])
