@@ -140,8 +140,15 @@ class Monitoring(pulumi.ComponentResource):
                 # The node's own network and processes: its memory, its disks, its hwmon, as the node sees them.
                 network_mode="host",
                 pid_mode="host",
-                volumes=[
-                    docker.ContainerVolumeArgs(host_path=source, container_path=target, read_only=True)
+                # rslave: a file system the node mounts later (the weights' disk) shows in the exporter too.
+                mounts=[
+                    docker.ContainerMountArgs(
+                        type="bind",
+                        source=source,
+                        target=target,
+                        read_only=True,
+                        bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"),
+                    )
                     for source, target in exporter.mounts
                 ],
                 labels=[docker.ContainerLabelArgs(label=monitoring.LABEL_REVISION, value=exporter.revision)],

@@ -72,13 +72,21 @@ class ExporterPlan:
 
     @property
     def command(self) -> tuple[str, ...]:
-        flags = [f"--path.rootfs={CONTAINER_ROOTFS}", f"--web.listen-address={self.listen}"]
+        # The node's /proc and /sys as the node sees them (its own mounts over them included), not the container's.
+        flags = [
+            f"--path.rootfs={CONTAINER_ROOTFS}",
+            f"--path.procfs={CONTAINER_ROOTFS}/proc",
+            f"--path.sysfs={CONTAINER_ROOTFS}/sys",
+            f"--web.listen-address={self.listen}",
+        ]
         if self.textfile_dir is not None:
             flags.append(f"--collector.textfile.directory={CONTAINER_TEXTFILE_DIR}")
         return tuple(flags)
 
     @property
     def mounts(self) -> tuple[tuple[str, str], ...]:
+        """(on the node, in the container), read-only: the root (rslave: a disk mounted later shows too), the
+        head's textfile directory."""
         found = [("/", CONTAINER_ROOTFS)]
         if self.textfile_dir is not None:
             found.append((self.textfile_dir, CONTAINER_TEXTFILE_DIR))
