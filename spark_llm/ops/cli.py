@@ -2,6 +2,7 @@
 
     spark-llm preflight     every node ready for `pulumi up`?
     spark-llm status        what runs where, against what the config gives now
+    spark-llm top           the cluster as numbers, live (spark-llm:monitoring's Prometheus)
     spark-llm logs          every node's engine log, interleaved by time
     spark-llm smoke         one chat completion and a short load through the endpoint
     spark-llm restart       the group restarted in order, through `pulumi up --replace`
@@ -15,7 +16,7 @@ and builds the same plan as the Pulumi program; `--json` prints one JSON documen
 
 A stack of several models (spark-llm:models) is one engine group per model: the commands that act on one group
 (logs, smoke, restart, rollback) take `--model NAME` and refuse to guess without it; status shows every model (or
-the one named); preflight and exec are about the nodes, and run once for the stack's nodes.
+the one named), and so does top; preflight and exec are about the nodes, and run once for the stack's nodes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from spark_llm.config import ConfigError
-from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke
+from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke, top
 from spark_llm.ops.init import command as init
 from spark_llm.ops.preflight import command as preflight
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
@@ -40,6 +41,7 @@ from spark_llm.remote import key_files
 COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "preflight": (preflight, "check every node before `pulumi up` (exit 1 on any failure)"),
     "status": (status, "containers, uptime, group revision against the config, the head's health; drift"),
+    "top": (top, "the cluster as numbers, live, from the stack's Prometheus: per model, per node, firing alerts"),
     "logs": (logs, "every node's engine log, prefixed by node and interleaved by timestamp"),
     "smoke": (smoke, "one chat completion and a short concurrent load: time to first token, tokens/s, errors"),
     "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
@@ -52,7 +54,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
 
 # What a command acts on: one model's engine group (the default), every model (status), or the stack's nodes.
 GROUP, MODELS, NODES = "group", "models", "nodes"
-SCOPES = {"status": MODELS, "preflight": NODES, "exec": NODES}
+SCOPES = {"status": MODELS, "top": MODELS, "preflight": NODES, "exec": NODES}
 
 
 def plan_for(command: str, stack: StackPlan, model: str | None) -> DeploymentPlan | StackPlan:
@@ -68,6 +70,7 @@ def plan_for(command: str, stack: StackPlan, model: str | None) -> DeploymentPla
 ONE_GROUP = "the model whose group it acts on (its name in spark-llm:models); required when the stack lists several"
 TAKE_MODEL = {
     "status": "only this model (its name in spark-llm:models; default: every model)",
+    "top": "only this model (its name in spark-llm:models; default: every model)",
     "logs": ONE_GROUP,
     "smoke": ONE_GROUP,
     "restart": ONE_GROUP,

@@ -8,6 +8,7 @@ after the head; spark_llm.plan.drift makes the program restart the group for the
 "drift" it also says what `pulumi up` does. When the group is in sync, the canary (spark_llm.ops.status.canary): a fixed
 completion at temperature 0 against the one the readiness gate recorded for the revision; a different answer is
 "answers changed", with both answers shown.
+With spark-llm:monitoring, the alerts its Prometheus has firing (spark_llm.ops.status.alerts): said, never judged.
 Every container up and the head's /health 200 but no answer to a one-token completion is "wedged" (spark_llm.group.
 wedge), as is a restart the supervisor makes of a wedged group (its record's cause).
 Exit 1 on drift, an unhealthy or wedged head or a changed answer.
@@ -31,6 +32,7 @@ from spark_llm.group.wedge import LIVENESS_PATH, WEDGED
 from spark_llm.ops import render
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
 from spark_llm.ops.status import several
+from spark_llm.ops.status.alerts import AlertsStatus, read_alerts
 from spark_llm.ops.status.canary import CanaryCheck, canary_ask, check_canary
 from spark_llm.ops.status.canary import judge as canary_verdict
 from spark_llm.ops.status.firewall import firewall_drift
@@ -172,14 +174,15 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
     head, one more session asks the canary of each model in sync.
     """
     stack = StackPlan.one(plans) if isinstance(plans, DeploymentPlan) else plans
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         # The stack's outputs and the state's pending operations (a killed `up` left them: ops.status.pending), each
         # a pulumi command of its own, read while the nodes are.
         outputs_read = pool.submit(stack_outputs, pulumi)
         exported = pool.submit(state_pending, pulumi)
+        alerts_read = pool.submit(read_alerts, stack)
         with render.progress(f"status: asking {len(stack.nodes)} nodes", enabled=not args.json):
             readings, gateway = collect_stack(stack, args.timeout)
-        outputs, pending = outputs_read.result(), exported.result()
+        outputs, pending, alerts = outputs_read.result(), exported.result(), alerts_read.result()
     found = outputs.get("models")
     recorded: dict = found if isinstance(found, dict) else {}
     own = {name: outputs if not stack.several else recorded.get(name) or {} for name in stack.models}
@@ -188,6 +191,8 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
         reports = with_canaries(stack, reports, own, readings)
     note = pending_sentence(pending, pulumi.stack_args()) if pending else ""
     more = {"pending_operations": [p.to_json() for p in pending], "pending_note": note} if pending else {}
+    if alerts is not None:
+        more["monitoring"] = alerts.to_json()
     if not stack.several:
         [report] = reports
         if args.json:
@@ -196,13 +201,24 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
             report.print(render.console(), getattr(args, "hosts", False))
             if gateway is not None:
                 render.console().print(Text(gateway.sentence()))
+            print_alerts(alerts)
         if note and not args.json:
             render.console().print(Text(f"warning: {note}", style="yellow"))
         return 0 if report.in_sync and (gateway is None or gateway.ok) else 1
     several.emit(reports, args, gateway, more)
+    if not args.json:
+        print_alerts(alerts)
     if note and not args.json:
         render.console().print(Text(f"warning: {note}", style="yellow"))
     return 0 if all(r.in_sync for r in reports) and (gateway is None or gateway.ok) else 1
+
+
+def print_alerts(alerts: AlertsStatus | None) -> None:
+    if alerts is None:
+        return
+    style = "bold red" if alerts.firing else "yellow" if alerts.error else ""
+    for line in alerts.lines():
+        render.console().print(Text(line, style=style))
 
 
 def state_pending(pulumi: PulumiCli) -> list[Pending]:

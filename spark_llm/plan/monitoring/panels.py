@@ -27,6 +27,8 @@ class Panel:
     key: str
     """Its name in `top --json` and the dashboard's panel id."""
     title: str
+    column: str
+    """Its short heading in `top`'s tables."""
     expr: str
     unit: str
     """Grafana's unit id (short, s, percentunit, bytes, watt, celsius, hertz, reqps)."""
@@ -55,29 +57,31 @@ def per_model(stack: StackPlan, role: Role, shape: str, **more: str) -> str:
 
 
 def model_panels(stack: StackPlan) -> list[Panel]:
-    def panel(key: str, title: str, role: Role, shape: str, unit: str, **more: str) -> Panel:
-        return Panel(key, title, per_model(stack, role, shape, **more), unit, "model")
+    def panel(key: str, title: str, column: str, role: Role, shape: str, unit: str, **more: str) -> Panel:
+        return Panel(key, title, column, per_model(stack, role, shape, **more), unit, "model")
 
     return [
-        panel("tokens_per_second", "Generated tokens/s", Role.GENERATION_TOKENS, RATE, "short"),
-        panel("prompt_tokens_per_second", "Prompt tokens/s", Role.PROMPT_TOKENS, RATE, "short"),
-        panel("running", "Running requests", Role.RUNNING, GAUGE, "short"),
-        panel("waiting", "Waiting requests", Role.WAITING, GAUGE, "short"),
-        panel("ttft_p50", "Time to first token, p50", Role.TTFT, QUANTILE, "s", q="0.5"),
-        panel("ttft_p95", "Time to first token, p95", Role.TTFT, QUANTILE, "s", q="0.95"),
-        panel("kv_cache", "KV-cache use", Role.KV_CACHE, GAUGE, "percentunit"),
+        panel("tokens_per_second", "Generated tokens/s", "tok/s", Role.GENERATION_TOKENS, RATE, "short"),
+        panel("prompt_tokens_per_second", "Prompt tokens/s", "prompt/s", Role.PROMPT_TOKENS, RATE, "short"),
+        panel("running", "Running requests", "running", Role.RUNNING, GAUGE, "short"),
+        panel("waiting", "Waiting requests", "waiting", Role.WAITING, GAUGE, "short"),
+        panel("ttft_p50", "Time to first token, p50", "TTFT p50", Role.TTFT, QUANTILE, "s", q="0.5"),
+        panel("ttft_p95", "Time to first token, p95", "TTFT p95", Role.TTFT, QUANTILE, "s", q="0.95"),
+        panel("kv_cache", "KV-cache use", "KV cache", Role.KV_CACHE, GAUGE, "percentunit"),
     ]
 
 
 def node_panels() -> list[Panel]:
     node = f'job="{NODE_JOB}"'
     return [
-        Panel("memory_available", "Memory available", f"node_memory_MemAvailable_bytes{{{node}}}", "bytes", "node"),
-        Panel("page_cache", "Page cache", f"node_memory_Cached_bytes{{{node}}}", "bytes", "node"),
-        Panel("gpu_power", "GPU power", f"{agent.GPU_POWER}{{{node}}}", "watt", "node", gpu=True),
-        Panel("gpu_temperature", "GPU temperature", f"{agent.GPU_TEMPERATURE}{{{node}}}", "celsius", "node", gpu=True),
-        Panel("gpu_sm_clock", "GPU SM clock", f"{agent.GPU_SM_CLOCK}{{{node}}}", "hertz", "node", gpu=True),
-    ]
+        Panel("memory_available", "Memory available", "available", f"node_memory_MemAvailable_bytes{{{node}}}", "bytes",
+              "node"),
+        Panel("page_cache", "Page cache", "page cache", f"node_memory_Cached_bytes{{{node}}}", "bytes", "node"),
+        Panel("gpu_power", "GPU power", "GPU power", f"{agent.GPU_POWER}{{{node}}}", "watt", "node", gpu=True),
+        Panel("gpu_temperature", "GPU temperature", "GPU temp", f"{agent.GPU_TEMPERATURE}{{{node}}}", "celsius", "node",
+              gpu=True),
+        Panel("gpu_sm_clock", "GPU SM clock", "SM clock", f"{agent.GPU_SM_CLOCK}{{{node}}}", "hertz", "node", gpu=True),
+    ]  # fmt: skip
 
 
 def panels(stack: StackPlan) -> list[Panel]:

@@ -27,10 +27,11 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from spark_llm.config import StackConfig
 from spark_llm.config.monitoring import WEB_USER, Monitoring
+from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
-from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
 from spark_llm.plan.nodes import TEXTFILE_SUBDIR, NodePlan, monitoring_dir
 from spark_llm.plan.stack import StackPlan
 
@@ -253,14 +254,21 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
     head = stack.config.head
     directory = monitoring_dir(head.user)
     settings = settings_of(monitoring)
-    host = f"[{head.host}]" if ":" in head.host else head.host
     return MonitoringPlan(
         image=monitoring.image,
         port=monitoring.port,
         retention_size=monitoring.retention_size,
         directory=directory,
         config_text=json.dumps(prometheus_config(stack, settings), indent=1, sort_keys=True),
-        rules_text=json.dumps(alert_rules(stack, ask), indent=1, sort_keys=True),
+        rules_text=json.dumps(alert_rules(stack, ask, monitoring.scrape_seconds), indent=1, sort_keys=True),
         exporters=tuple(_exporter(node, monitoring, f"{directory}/{TEXTFILE_SUBDIR}") for node in stack.nodes),
-        endpoint=f"http://{host}:{monitoring.port}",
+        endpoint=prometheus_endpoint(stack.config) or "",
     )
+
+
+def prometheus_endpoint(cfg: StackConfig) -> str | None:
+    """Prometheus at the head's address as this machine reaches it; None without spark-llm:monitoring."""
+    if cfg.monitoring is None:
+        return None
+    host = f"[{cfg.head.host}]" if ":" in cfg.head.host else cfg.head.host
+    return f"http://{host}:{cfg.monitoring.port}"

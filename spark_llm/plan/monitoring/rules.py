@@ -15,11 +15,14 @@ from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.monitoring.scrape import ENGINE_JOB, NODE_JOB
 from spark_llm.plan.stack import StackPlan
 
-ENGINE_DOWN_SECONDS = 60
-NODE_DOWN_SECONDS = 120
-HEADROOM_SECONDS = 120
+# How long a condition must hold before its alert fires, in scrapes (spark-llm:monitoring.scrapeSeconds, 15 s by
+# default): a minute or two at the default, and as many readings whatever the interval.
+ENGINE_DOWN_SCRAPES = 4
+NODE_DOWN_SCRAPES = 8
+HEADROOM_SCRAPES = 8
+SOCKETS_SCRAPES = 4
+DEFAULT_SCRAPE_SECONDS = 15
 DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a stack without the supervisor
-SOCKETS_SECONDS = 60
 GPU_HOT_CELSIUS = 90  # GB10s shut themselves down near 105 °C under long loads (../shared/notes/real-sparks.md)
 GPU_HOT_SECONDS = 300
 AGENT_SILENT_SECONDS = 120
@@ -48,8 +51,9 @@ def wedge_seconds(plan: DeploymentPlan) -> int:
     return plan.supervisor.wedge_seconds if plan.supervisor is not None else DEFAULT_WEDGE_SECONDS
 
 
-def model_rules(plan: DeploymentPlan, ask: str) -> list[dict]:
-    """One model's engine rules (`ask`: ` --stack NAME`, as the printed commands carry it)."""
+def model_rules(plan: DeploymentPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
+    """One model's engine rules (`ask`: ` --stack NAME`, as the printed commands carry it; `scrape`: seconds)."""
+    down = ENGINE_DOWN_SCRAPES * scrape
     catalog = load_metrics(plan.config.engine.kind, plan.config.engine.version)
     model = plan.model_name
     select = f'job="{ENGINE_JOB}",model="{model}"'
@@ -64,11 +68,11 @@ def model_rules(plan: DeploymentPlan, ask: str) -> list[dict]:
         _rule(
             "SparkLlmEngineDown",
             f"up{{{select}}} == 0",
-            ENGINE_DOWN_SECONDS,
+            down,
             "critical",
             f"{model}: the engine on {{{{ $labels.node }}}} answers no /metrics",
             f"{model}'s engine on {{{{ $labels.node }}}} ({{{{ $labels.instance }}}}) has not answered Prometheus for"
-            f" {ENGINE_DOWN_SECONDS} s: `{status}` says which member stopped and why, `{logs}` shows its last lines",
+            f" {down} s: `{status}` says which member stopped and why, `{logs}` shows its last lines",
             model,
         ),
         _rule(
@@ -86,23 +90,24 @@ def model_rules(plan: DeploymentPlan, ask: str) -> list[dict]:
     ]
 
 
-def node_rules(ask: str) -> list[dict]:
+def node_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
     select = f'job="{NODE_JOB}"'
+    down, headroom = NODE_DOWN_SCRAPES * scrape, HEADROOM_SCRAPES * scrape
     margin_gib = WARN_MARGIN // 2**30
     return [
         _rule(
             "SparkLlmNodeExporterDown",
             f"up{{{select}}} == 0",
-            NODE_DOWN_SECONDS,
+            down,
             "warning",
             "{{ $labels.node }}: its node exporter answers no scrape",
             "{{ $labels.node }}'s node exporter ({{ $labels.instance }}) has not answered for"
-            f" {NODE_DOWN_SECONDS} s: the node is down or unreachable over the fabric; `spark-llm status{ask}`",
+            f" {down} s: the node is down or unreachable over the fabric; `spark-llm status{ask}`",
         ),
         _rule(
             "SparkLlmMemoryHeadroomLow",
             f"node_memory_MemAvailable_bytes{{{select}}} < {WARN_MARGIN}",
-            HEADROOM_SECONDS,
+            headroom,
             "warning",
             f"{{{{ $labels.node }}}}: under {margin_gib} GiB of memory available",
             f"{{{{ $labels.node }}}} has under {margin_gib} GiB available (the memory admission's margin): unified"
@@ -113,13 +118,13 @@ def node_rules(ask: str) -> list[dict]:
     ]
 
 
-def agent_rules(ask: str) -> list[dict]:
+def agent_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
     """What the head's agent reports (spark_llm.group.agent_metrics), through the head's exporter."""
     return [
         _rule(
             "SparkLlmNcclOnSockets",
             f'{agent.NCCL_TRANSPORT}{{transport="Socket"}} == 1',
-            SOCKETS_SECONDS,
+            SOCKETS_SCRAPES * scrape,
             "warning",
             "{{ $labels.model }}: rank {{ $labels.rank }} on {{ $labels.node }} runs NCCL over sockets",
             "{{ $labels.model }}: rank {{ $labels.rank }} on {{ $labels.node }} chose NCCL's socket transport at"
@@ -157,10 +162,12 @@ def agent_rules(ask: str) -> list[dict]:
     ]
 
 
-def alert_rules(stack: StackPlan, ask: str = "") -> dict:
+def alert_rules(stack: StackPlan, ask: str = "", scrape: int = DEFAULT_SCRAPE_SECONDS) -> dict:
     """The rules file's content: a group per model, then the nodes' and the agent's (`ask`: the stack flags
-    commands carry)."""
-    groups = [{"name": f"spark-llm-{name}", "rules": model_rules(plan, ask)} for name, plan in stack.models.items()]
-    groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask)})
-    groups.append({"name": "spark-llm-agent", "rules": agent_rules(ask)})
+    commands carry; `scrape`: spark-llm:monitoring.scrapeSeconds)."""
+    groups = [
+        {"name": f"spark-llm-{name}", "rules": model_rules(plan, ask, scrape)} for name, plan in stack.models.items()
+    ]
+    groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask, scrape)})
+    groups.append({"name": "spark-llm-agent", "rules": agent_rules(ask, scrape)})
     return {"groups": groups}

@@ -1,12 +1,13 @@
 """The generated monitoring (spark_llm.plan.monitoring) against a real Prometheus (Debian's, `tools/system-deps.sh`)
 scraping a stand-in vLLM engine, all on loopback: the config loads, every metric a rule reads returns series, and a
 wedged engine (the wedge knob: a request runs and no token comes) fires the wedge rule within twice its `for:`,
-which clears once the engine answers again. On the sim's head, with the stack's Prometheus resource, comes next
-(issue 42, item 1)."""
+which clears once the engine answers again; `spark-llm top`'s view of it is Prometheus's own answers.
+On the sim's head, with the stack's Prometheus resource: tests/integration/test_router.py."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import threading
@@ -19,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from spark_llm.config import parse
+from spark_llm.ops.prometheus import Prometheus
+from spark_llm.ops.render import render_text
+from spark_llm.ops.top import read_view, view_renderable
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE
 from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheus_config
 from spark_llm.plan.monitoring.scrape import ENGINE_JOB
@@ -129,6 +133,20 @@ def test_the_generated_rules_read_live_series_and_a_wedge_fires_within_twice_its
     assert f"spark-llm status --model {SERVED_MODEL_NAME}" in firing["annotations"]["description"]
     assert fired <= 2 * hold + 2
     assert "SparkLlmEngineDown" not in alerts(url)
+
+    # `spark-llm top` at this instant: the held request runs, and every number is Prometheus's own answer to the
+    # panel's query at the view's instant; the firing alert is listed, with what to do.
+    served = Prometheus(url, "unused")  # (no web config on this Prometheus: the credential is not asked for)
+    view = read_view(served, plan, time.time())
+    assert view.models[SERVED_MODEL_NAME]["running"] == 1.0
+    for panel in (p for p in view.panels if p.by == "model"):
+        [answer] = served.query(panel.expr, view.at)
+        assert answer.labels == {"model": SERVED_MODEL_NAME}
+        shown = view.models[SERVED_MODEL_NAME][panel.key]
+        assert shown == answer.value or (math.isnan(shown) and math.isnan(answer.value)), panel.key
+    assert [(a.name, a.state) for a in view.alerts] == [("SparkLlmEngineWedged", "firing")]
+    text = render_text(view_renderable(view, url))
+    assert "SparkLlmEngineWedged" in text and f"spark-llm status --model {SERVED_MODEL_NAME}" in text
 
     wedge.unlink()
     held.join(timeout=30)
