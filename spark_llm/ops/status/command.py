@@ -190,7 +190,9 @@ def run(pulumi: PulumiCli, plans: DeploymentPlan | StackPlan, args: argparse.Nam
     with render.progress("status: asking the canary", enabled=not args.json):
         reports = with_canaries(stack, reports, own, readings)
     note = pending_sentence(pending, pulumi.stack_args()) if pending else ""
-    more = {"pending_operations": [p.to_json() for p in pending], "pending_note": note} if pending else {}
+    more: dict[str, object] = (
+        {"pending_operations": [p.to_json() for p in pending], "pending_note": note} if pending else {}
+    )
     if alerts is not None:
         more["monitoring"] = alerts.to_json()
     if not stack.several:
