@@ -269,6 +269,10 @@ def group_revision(cfg: GroupConfig, template: str, env_file: str) -> str:
             # Whether there is a key, never the key: the revision is a label on every container and a stack output.
             # (A new key restarts the group through its file's secret digest; see components/engine_group.py.)
             "api_key": cfg.api_key is not None,
+            # SGLang's rank 0 serves /metrics only with the flag spark-llm:monitoring adds: the group restarts for it
+            # (in order, as for any flag). Absent otherwise, so that vLLM's groups and stacks without monitoring
+            # keep their revision.
+            **({"metrics": True} if cfg.monitoring is not None and cfg.engine.kind == "sglang" else {}),
         },
         sort_keys=True,
     )

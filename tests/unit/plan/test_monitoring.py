@@ -183,3 +183,12 @@ def test_each_exporter_listens_where_only_prometheus_reaches_it(raw_config):
     assert listen["spark-1"] == "127.0.0.1:9200"
     assert listen["spark-2"] == f"{parse(raw_config).workers[0].fabric_address}:9200"
     assert [e.textfile_dir is not None for e in plan.exporters] == [True, False]
+
+
+def test_monitoring_restarts_an_sglang_group_in_order_and_leaves_a_vllm_group_as_it_was(raw_config):
+    """Regression (found on the sim): the flag changed rank 0's command and not the group's revision, so the head
+    was replaced alone after the worker had joined the old head, and the start failed."""
+    sglang_off, sglang_on = stack_of(raw_config).first, stack_of(monitored(raw_config)).first
+    assert sglang_off.group_revision != sglang_on.group_revision
+    vllm = {**raw_config, "engine": {**raw_config.get("engine", {}), "kind": "vllm"}}
+    assert stack_of(vllm).first.group_revision == stack_of(monitored(vllm)).first.group_revision
