@@ -23,12 +23,19 @@ groups, `spark-llm restart --model` restarts one, and after a failed start of th
 --model` brings back that one alone. Then models come and go, each in its own `pulumi up` (a third added, renamed,
 removed), with a client on each model that stays asking every 100 ms: none of them sees a failure, and the router
 keeps its container (its ID and start time) throughout.
+
+User story (monitoring, folded into the several-models story): after the upgrade the operator turns on
+spark-llm:monitoring. Each model added, renamed or removed rewrites Prometheus's scrape config, which it reloads
+with no restart (its container's start unchanged); with two models every target is up, the counters count the
+clients' requests, `spark-llm top` shows Prometheus's numbers, and a node's page cache fires the headroom alert
+that `spark-llm status` then says.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import secrets
 import sys
 import time
@@ -42,6 +49,14 @@ import yaml
 
 from bench.router_rig import RouterRig, docker, healthy, listed_models, request, router_rig
 from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_model, two_models
+from spark_llm.config import parse
+from spark_llm.config.metric_catalog import Role, load_metrics
+from spark_llm.config.stack import raw_from_pulumi
+from spark_llm.ops.prometheus import Prometheus, PrometheusError
+from spark_llm.ops.pulumi_cli import config_from_json
+from spark_llm.plan.deployment import LAUNCH_TEMPLATE
+from spark_llm.plan.monitoring.panels import panels
+from spark_llm.plan.stack import StackPlan, build_stack
 from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
 from tests.integration.test_upgrade import MODELS_BEFORE, checkout
@@ -144,6 +159,9 @@ SUPERVISOR = "spark-llm-supervisor"
 
 # What the upgrade in `routed` saw: each engine's start before and after this version's first `up`.
 UPGRADE: dict[str, dict[str, str]] = {}
+# spark-llm:monitoring's password (set in `routed`), and what a test that reads the monitoring compares with.
+MONITORING: dict[str, object] = {}
+PROMETHEUS = "spark-llm-prometheus"
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +171,12 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
     default then), then upgraded by this one with the default settings, which run the stack's supervisor (UPGRADE
     records each engine's start around it): yields the key. Afterwards `sim up` writes the stack file without the
     router again, for the next module on this sim."""
-    run([str(SIM), "up", "--load-router"], timeout=1200)
+    run([str(SIM), "up", "--load-router", "--load-monitoring"], timeout=1200)
     try:
         pulumi.reset_config()
+        # spark-llm:monitoring comes after the upgrade: the code of before does not know the key.
+        held: dict = {}
+        edit_config(pulumi, lambda config: held.update(config.pop("spark-llm:monitoring")))
         key = f"sk-router-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", key)
         pulumi.set("supervisor.enabled", "false")
@@ -176,6 +197,13 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         UPGRADE["supervisor after"] = supervisor_status(sim_cluster)
         UPGRADE["after"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
         assert key not in out.stdout + out.stderr
+        # Then the monitoring (SGLang's group restarts once: its rank 0 serves /metrics with --enable-metrics),
+        # scraping every 2 s so that its alerts fire within a test's patience.
+        MONITORING["password"] = f"pw-{secrets.token_hex(12)}"
+        pulumi("config", "set", "--secret", "monitoringPassword", MONITORING["password"])
+        edit_config(pulumi, lambda config: config.update({"spark-llm:monitoring": {**held, "scrapeSeconds": 2}}))
+        out = pulumi.up()
+        assert MONITORING["password"] not in out.stdout + out.stderr
         yield key
     finally:
         run([str(SIM), "up"], timeout=1200)
@@ -365,15 +393,21 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
     before = pulumi.outputs()
     engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
     router_before = router_container(sim_cluster)
+    prometheus_before = container_start(sim_cluster, PROMETHEUS)
     edit_config(pulumi, two_models)
     changed = changed_steps(pulumi)
-    # The new model's resources, and the router's list of engines (its file, and the wait for the new one): nothing
-    # of the first model's group, nor the router's container.
+    # The new model's resources, the router's list of engines (its file, and the wait for the new one) and
+    # Prometheus's scrape config (rewritten, then reloaded): nothing of the first model's group, nor the router's
+    # container, nor Prometheus's.
     assert {name for name, op in changed.items() if op == "create"} >= {SMALL_GROUP, f"{SMALL_GROUP}-engine-head"}
-    assert outside(changed, SMALL_GROUP, "router-workers", "router-ready") == {}
+    assert changed.get("monitoring-config") == "replace", changed.why
+    assert outside(changed, SMALL_GROUP, "router-workers", "router-ready", "monitoring-config") == {}
     with SteadyClient(before["endpoint"], BIG, routed) as client:
         pulumi.up()
     assert client.summary()["requests"] >= 20 and client.failures == [], client.summary()
+    MONITORING["big requests"] = client.summary()["requests"]
+    # Prometheus took the new model's target on live: the same container, started once.
+    assert container_start(sim_cluster, PROMETHEUS) == prometheus_before
     outputs = pulumi.outputs()
     assert outputs["models"][BIG]["container_ids"] == before["container_ids"]
     assert {node: sim_cluster.started_at(node) for node in engine_started} == engine_started
@@ -393,6 +427,97 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
     head = urlsplit(outputs["endpoint"]).hostname
     assert tcp_connect(head, urlsplit(outputs["endpoint"]).port) == "open"
     assert tcp_connect(head, 30000) != "open" and tcp_connect(head, 30001) != "open"
+
+
+def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node_and_top_shows_its_numbers(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    """User story: with spark-llm:monitoring on and two models behind the router, the operator opens Prometheus on
+    the head (its password from the stack; refused without it): every target is up, each model's request counters
+    count what the clients asked, each node's memory and the head's agent's metrics are there, and every panel the
+    dashboard and `spark-llm top` draw returns series. `spark-llm top --once --json` shows Prometheus's own numbers.
+    A node's page cache grows (the sim's memory knob) and the headroom alert fires naming that node; `spark-llm
+    status` says it; the cache goes back and the alert clears."""
+    stack = SparkLlm(pulumi)
+    served = Prometheus(pulumi.outputs()["monitoring"], str(MONITORING["password"]), timeout=20)
+    with pytest.raises(PrometheusError, match="refused spark-llm:monitoringPassword"):
+        dataclasses.replace(served, password="not-the-password").targets()
+    status, _, _ = request(served.endpoint, "GET", "/api/v1/targets")  # no credential at all
+    assert status == 401
+
+    def targets() -> dict[tuple[str, str], str]:
+        return {(t["labels"]["job"], t["labels"].get("model") or t["labels"]["node"]): t["health"]
+                for t in served.targets()}  # fmt: skip
+
+    expected = {
+        ("spark-llm-engine", BIG), ("spark-llm-engine", SMALL), ("spark-llm-router", "head"),
+        ("spark-llm-node", "head"), ("spark-llm-node", "worker-1"),
+    }  # fmt: skip
+    wait_for("every target up", lambda: targets() == dict.fromkeys(expected, "up"), 60)
+
+    plan = stack_plan(pulumi)
+    finished = {
+        name: load_metrics(p.config.engine.kind, p.config.engine.version).metric(Role.REQUESTS).samples[0]
+        for name, p in plan.models.items()
+    }
+
+    def counted(model: str) -> float:
+        found = served.query(f'sum({finished[model]}{{model="{model}"}})')
+        return found[0].value if found else 0.0
+
+    # BIG's counter holds at least the steady client's requests (its engine restarted before them, for the flag).
+    assert counted(BIG) >= int(MONITORING["big requests"])
+    small = counted(SMALL)
+    client = routed_client(pulumi.outputs()["endpoint"], routed)
+    for _ in range(3):
+        client.chat.completions.create(model=SMALL, messages=MESSAGES, max_tokens=4)
+    wait_for("SMALL's counter to count 3 more", lambda: counted(SMALL) >= small + 3, 30)
+    for node in ("head", "worker-1"):
+        [available] = served.query(f'node_memory_MemAvailable_bytes{{node="{node}"}}')
+        assert available.value > 100 * 2**30  # the sim's GB10 (sim/memory.py), as the node itself reads it
+    for name in (BIG, SMALL):
+        wait_for(f"the agent's state of {name}",
+                 lambda n=name: [s.value for s in served.query(f'spark_llm_group_state{{model="{n}",state="whole"}}')]
+                 == [1.0], 30)  # fmt: skip
+    for panel in panels(plan):
+        if not panel.gpu:  # (GPU readings need nvidia-smi: no sim node has a GPU)
+            assert served.query(panel.expr), f"{panel.key}: {panel.expr}"
+
+    view = stack.json("top", "--once")
+    for panel in (p for p in panels(plan) if p.by == "model"):
+        answered = {s.labels["model"]: s.value for s in served.query(panel.expr, view["at"])}
+        shown = {name: values[panel.key] for name, values in view["models"].items()}
+        assert shown == {n: None if math.isnan(v) else v for n, v in answered.items()}, panel.key
+    assert view["nodes"]["worker-1"]["memory_available"] > 100 * 2**30
+
+    # The page cache grows on the worker: under the admission's margin available, the headroom alert fires.
+    run([str(SIM), "memory", "worker-1", "--total-gib", "121.7", "--free-gib", "1", "--cached-gib", "2"])
+    try:
+        wait_for(
+            "the headroom alert to fire for worker-1",
+            lambda: (
+                [(a.state, a.labels.get("node")) for a in served.alerts() if a.name == "SparkLlmMemoryHeadroomLow"]
+                == [("firing", "worker-1")]
+            ),
+            60,
+        )
+        said = stack("status")
+        assert "alerts: 1 firing" in said.stdout
+        assert "SparkLlmMemoryHeadroomLow: worker-1 has under 4 GiB" in said.stdout
+        assert said.returncode == 0, said.stdout  # said, not judged: the groups are in sync
+    finally:
+        run([str(SIM), "memory", "worker-1", "off"])
+    wait_for("the headroom alert to clear", lambda: not [a for a in served.alerts() if a.name.endswith("Low")], 60)
+
+
+def container_start(sim_cluster: SimCluster, container: str) -> str:
+    return sim_cluster.node_exec("head", "docker", "inspect", "-f", "{{.Id}} {{.State.StartedAt}}", container).stdout
+
+
+def stack_plan(pulumi: Pulumi) -> StackPlan:
+    """The stack's plan as the operator's CLI builds it, from the test's config copy."""
+    values, secret_keys = config_from_json(json.loads(pulumi("config", "--json", "--show-secrets").stdout))
+    return build_stack(parse(raw_from_pulumi(values), secret_keys), LAUNCH_TEMPLATE.read_text())
 
 
 def test_a_flag_change_to_one_model_restarts_its_group_alone_while_the_other_answers_every_request(
@@ -506,6 +631,7 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     requests over about 4 s. Now the router takes each new list of models on live."""
     endpoint = pulumi.outputs()["endpoint"]
     router_before = router_container(sim_cluster)
+    prometheus_before = container_start(sim_cluster, PROMETHEUS)
     client = routed_client(endpoint, routed)
 
     def up_with_clients_on(*models: str) -> None:
@@ -515,6 +641,8 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
         for steady in clients:
             assert steady.summary()["requests"] >= 20 and steady.failures == [], (steady.model, steady.summary())
         assert router_container(sim_cluster) == router_before  # the same container, never restarted
+        # Prometheus too: each new scrape config reloaded, never a restart.
+        assert container_start(sim_cluster, PROMETHEUS) == prometheus_before
 
     # (The rollback above left the small model's crash in the stack file: the last good config again.)
     edit_config(pulumi, lambda config: next(m for m in config["spark-llm:models"] if m["name"] == SMALL)["engine"].pop(
@@ -526,7 +654,7 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     # and gate go back to their usual form now, the weights verified again (no byte moved, nothing restarted), and
     # the admission's spec takes the weights' size from that step again (an update: it judges nothing, issue 41, 3).
     pinned = (f"{SMALL_GROUP}-weights-head", f"{SMALL_GROUP}-engine-ready", f"{SMALL_GROUP}-engine-admit-head")
-    assert outside(changed, THIRD_GROUP, "router-workers", "router-ready", *pinned) == {}
+    assert outside(changed, THIRD_GROUP, "router-workers", "router-ready", "monitoring-config", *pinned) == {}
     up_with_clients_on(BIG, SMALL)
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, THIRD])
     assert client.chat.completions.create(model=THIRD, messages=MESSAGES, max_tokens=4).model == THIRD
@@ -537,7 +665,7 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     changed = changed_steps(pulumi)
     assert changed.get(f"{RENAMED_GROUP}-engine-take-ports-head") == "create", changed.why
     assert changed.get(f"{THIRD_GROUP}-engine-head") == "delete" and "router" not in changed, changed.why
-    assert outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready") == {}
+    assert outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready", "monitoring-config") == {}
     up_with_clients_on(BIG, SMALL)
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, RENAMED])
     assert client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4).model == RENAMED
