@@ -3,6 +3,7 @@
     spark-llm preflight     every node ready for `pulumi up`?
     spark-llm status        what runs where, against what the config gives now
     spark-llm top           the cluster as numbers, live (spark-llm:monitoring's Prometheus)
+    spark-llm dashboard     the same numbers as a Grafana dashboard, with its provisioning files
     spark-llm logs          every node's engine log, interleaved by time
     spark-llm smoke         one chat completion and a short load through the endpoint
     spark-llm restart       the group restarted in order, through `pulumi up --replace`
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from spark_llm.config import ConfigError
-from spark_llm.ops import logs, node_exec, recipes, restart, rollback, smoke, top
+from spark_llm.ops import dashboard, logs, node_exec, recipes, restart, rollback, smoke, top
 from spark_llm.ops.init import command as init
 from spark_llm.ops.preflight import command as preflight
 from spark_llm.ops.pulumi_cli import PulumiCli, PulumiError
@@ -42,6 +43,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
     "preflight": (preflight, "check every node before `pulumi up` (exit 1 on any failure)"),
     "status": (status, "containers, uptime, group revision against the config, the head's health; drift"),
     "top": (top, "the cluster as numbers, live, from the stack's Prometheus: per model, per node, firing alerts"),
+    "dashboard": (dashboard, "the stack's Grafana dashboard and provisioning files, from the same panels as top"),
     "logs": (logs, "every node's engine log, prefixed by node and interleaved by timestamp"),
     "smoke": (smoke, "one chat completion and a short concurrent load: time to first token, tokens/s, errors"),
     "restart": (restart, "restart the group in order with `pulumi up --replace` of every worker container"),
@@ -54,7 +56,7 @@ COMMANDS: dict[str, tuple[ModuleType, str]] = {
 
 # What a command acts on: one model's engine group (the default), every model (status), or the stack's nodes.
 GROUP, MODELS, NODES = "group", "models", "nodes"
-SCOPES = {"status": MODELS, "top": MODELS, "preflight": NODES, "exec": NODES}
+SCOPES = {"status": MODELS, "top": MODELS, "preflight": NODES, "exec": NODES, "dashboard": NODES}
 
 
 def plan_for(command: str, stack: StackPlan, model: str | None) -> DeploymentPlan | StackPlan:

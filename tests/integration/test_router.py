@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import openai
@@ -430,14 +431,15 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
 
 
 def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node_and_top_shows_its_numbers(
-    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster, tmp_path: Path
 ) -> None:
     """User story: with spark-llm:monitoring on and two models behind the router, the operator opens Prometheus on
     the head (its password from the stack; refused without it): every target is up, each model's request counters
     count what the clients asked, each node's memory and the head's agent's metrics are there, and every panel the
-    dashboard and `spark-llm top` draw returns series. `spark-llm top --once --json` shows Prometheus's own numbers.
-    A node's page cache grows (the sim's memory knob) and the headroom alert fires naming that node; `spark-llm
-    status` says it; the cache goes back and the alert clears."""
+    dashboard and `spark-llm top` draw returns series. `spark-llm top --once --json` shows Prometheus's own numbers,
+    and `spark-llm dashboard` writes the same expressions for Grafana, with no password in its files. A node's page
+    cache grows (the sim's memory knob) and the headroom alert fires naming that node; `spark-llm status` says it;
+    the cache goes back and the alert clears."""
     stack = SparkLlm(pulumi)
     served = Prometheus(pulumi.outputs()["monitoring"], str(MONITORING["password"]), timeout=20)
     with pytest.raises(PrometheusError, match="refused spark-llm:monitoringPassword"):
@@ -489,6 +491,13 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
         shown = {name: values[panel.key] for name, values in view["models"].items()}
         assert shown == {n: None if math.isnan(v) else v for n, v in answered.items()}, panel.key
     assert view["nodes"]["worker-1"]["memory_available"] > 100 * 2**30
+    # The dashboard draws the same expressions (each returned series above), on this Prometheus.
+    written = stack("dashboard", "--out", str(tmp_path))
+    assert written.returncode == 0, written.stderr
+    board = json.loads((tmp_path / "spark-llm.json").read_text())
+    assert [p["targets"][0]["expr"] for p in board["panels"] if "targets" in p] == [p.expr for p in panels(plan)]
+    assert served.endpoint in (tmp_path / "datasource.yaml").read_text()
+    assert str(MONITORING["password"]) not in "".join(f.read_text() for f in tmp_path.iterdir())
 
     # The page cache grows on the worker: under the admission's margin available, the headroom alert fires.
     run([str(SIM), "memory", "worker-1", "--total-gib", "121.7", "--free-gib", "1", "--cached-gib", "2"])

@@ -2,7 +2,8 @@
 
 - command: the verdict, the table and the command;
 - read: what it reads from each node in one ssh session for every model (the node script, its pure parsers);
-- router: the router's line (its container on the head, the models it lists);
+- router: the router's line (its container on the head, the models it lists); alerts: the alerts firing in the
+  stack's Prometheus (spark-llm:monitoring);
 - weights: the weights' drift, as preview judges it from the program's probe; firewall: the firewall's, the same way;
 - memory: the memory admission's verdict where `pulumi up` would restart the group;
 - canary: the canary asked now, against the one recorded at readiness;

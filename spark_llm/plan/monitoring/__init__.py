@@ -5,6 +5,8 @@
 - rules: the alert rules, each expression built from the metric catalogs (spark_llm.config.metric_catalog), so one
   rule reads vLLM's and SGLang's metrics alike, with a `for:` and a description naming the node, the model and the
   `spark-llm` command to run;
+- panels: the numbers `spark-llm top` shows and the dashboard draws, one PromQL expression each; dashboard: the
+  Grafana dashboard and its provisioning files, from those panels;
 - prometheus: what spark-llm:monitoring runs (components.monitoring): Prometheus's container and files on the head,
   its reload without a restart, its basic auth, and a node exporter on every node.
 """
