@@ -21,6 +21,7 @@ ENGINE_DOWN_SCRAPES = 4
 NODE_DOWN_SCRAPES = 8
 HEADROOM_SCRAPES = 8
 SOCKETS_SCRAPES = 4
+WEDGE_WINDOW_SCRAPES = 3
 DEFAULT_SCRAPE_SECONDS = 15
 DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a stack without the supervisor
 GPU_HOT_CELSIUS = 90  # GB10s shut themselves down near 105 °C under long loads (../shared/notes/real-sparks.md)
@@ -60,8 +61,11 @@ def model_rules(plan: DeploymentPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SEC
     running = catalog.metric(Role.RUNNING).samples[0]
     generated = catalog.metric(Role.GENERATION_TOKENS).samples[0]
     bound = wedge_seconds(plan)
-    # Half the bound to see no token come, half in `for:`: it fires about when the supervisor's restart does.
-    window, hold = bound // 2, bound - bound // 2
+    # Half the bound to see no token come, half in `for:`: it fires about when the supervisor's restart does. The
+    # window holds at least WEDGE_WINDOW_SCRAPES scrapes (increase() reads nothing from fewer than two samples), so
+    # with a bound short beside the scrape interval the alert comes later than the restart, never not at all.
+    window = max(bound // 2, WEDGE_WINDOW_SCRAPES * scrape)
+    hold = max(bound - bound // 2, scrape)
     status = f"spark-llm status{ask} --model {model}"
     logs = f"spark-llm logs{ask} --model {model}"
     return [

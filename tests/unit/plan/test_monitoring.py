@@ -192,3 +192,14 @@ def test_monitoring_restarts_an_sglang_group_in_order_and_leaves_a_vllm_group_as
     assert sglang_off.group_revision != sglang_on.group_revision
     vllm = {**raw_config, "engine": {**raw_config.get("engine", {}), "kind": "vllm"}}
     assert stack_of(vllm).first.group_revision == stack_of(monitored(vllm)).first.group_revision
+
+
+def test_the_wedge_window_holds_enough_scrapes_to_read_a_rate(raw_config):
+    """A bound short beside the scrape interval (10 s at 15 s scrapes) read no sample in its window: the alert
+    could never fire. The window holds three scrapes at least; the bound's halves otherwise."""
+    raw = {**raw_config, "supervisor": {"wedgeSeconds": 10}}
+    slow = _rules(alert_rules(stack_of(raw), scrape=15), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
+    assert "[45s]" in slow["expr"] and slow["for"] == "15s"
+    raw["supervisor"] = {"wedgeSeconds": 180}
+    fast = _rules(alert_rules(stack_of(raw), scrape=15), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
+    assert "[90s]" in fast["expr"] and fast["for"] == "90s"

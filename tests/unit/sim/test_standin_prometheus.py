@@ -102,7 +102,7 @@ def test_the_generated_rules_read_live_series_and_a_wedge_fires_within_twice_its
     [engine] = [job for job in config["scrape_configs"] if job["job_name"] == ENGINE_JOB]
     engine["static_configs"][0]["targets"] = [f"127.0.0.1:{head.port}"]
     config["scrape_configs"] = [engine]
-    rules = alert_rules(plan)
+    rules = alert_rules(plan, scrape=1)
     url = prometheus(config, rules)
     wait_until(lambda: bool(query(url, f'up{{job="{ENGINE_JOB}"}} == 1')), "the engine's target to be up")
     assert http_post(f"{head.url}/v1/completions", {"prompt": "hi", "max_tokens": 3})[0] == 200
