@@ -58,14 +58,14 @@ class Prometheus:
     password: str
     timeout: float = TIMEOUT_SECONDS
 
-    def _get(self, path: str, params: dict[str, str] | None = None) -> dict:
+    def _read(self, path: str, params: dict[str, str] | None = None) -> bytes:
         url = self.endpoint + path + ("?" + urllib.parse.urlencode(params) if params else "")
         request = urllib.request.Request(url)
         token = base64.b64encode(f"{WEB_USER}:{self.password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read())
+                return response.read()
         except urllib.error.HTTPError as err:
             if err.code == 401:
                 raise PrometheusError(
@@ -73,12 +73,18 @@ class Prometheus:
                     " another password's hash; `pulumi up` writes this one's"
                 ) from None
             raise PrometheusError(f"Prometheus at {self.endpoint} answered HTTP {err.code} to {path}") from None
-        except (urllib.error.URLError, OSError, ValueError) as err:
+        except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise PrometheusError(
                 f"Prometheus at {self.endpoint} did not answer ({reason}): `pulumi up` starts it;"
                 " `spark-llm status` says whether the head is up"
             ) from None
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> dict:
+        try:
+            answer = json.loads(self._read(path, params))
+        except ValueError:
+            raise PrometheusError(f"Prometheus at {self.endpoint} answered {path} with no JSON") from None
         if answer.get("status") != "success":
             raise PrometheusError(f"Prometheus could not answer {path}: {answer.get('error', answer)}")
         return answer["data"]
@@ -106,6 +112,17 @@ class Prometheus:
 
     def targets(self) -> list[dict]:
         return list(self._get("/api/v1/targets").get("activeTargets", []))
+
+    def rules(self) -> list[dict]:
+        """The rule groups it loaded, each rule with its state and `duration` (its `for:` in seconds)."""
+        return list(self._get("/api/v1/rules").get("groups", []))
+
+    def own_metric(self, name: str) -> float | None:
+        """One of Prometheus's own metrics, from its /metrics (the stack's config does not scrape Prometheus)."""
+        for line in self._read("/metrics").decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+        return None
 
 
 def for_stack(stack: StackPlan) -> Prometheus | None:

@@ -61,11 +61,12 @@ def model_rules(plan: DeploymentPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SEC
     running = catalog.metric(Role.RUNNING).samples[0]
     generated = catalog.metric(Role.GENERATION_TOKENS).samples[0]
     bound = wedge_seconds(plan)
-    # Half the bound to see no token come, half in `for:`: it fires about when the supervisor's restart does. The
-    # window holds at least WEDGE_WINDOW_SCRAPES scrapes (increase() reads nothing from fewer than two samples), so
-    # with a bound short beside the scrape interval the alert comes later than the restart, never not at all.
-    window = max(bound // 2, WEDGE_WINDOW_SCRAPES * scrape)
-    hold = max(bound - bound // 2, scrape)
+    # A third of the bound to see no token come, the rest in `for:`: it fires about when the supervisor's restart
+    # does, within twice its `for:` of the wedge. The window holds at least WEDGE_WINDOW_SCRAPES scrapes (increase()
+    # reads nothing from fewer than two samples), so with a bound short beside the scrape interval the alert comes
+    # later than the restart, never not at all.
+    window = max(bound // 3, WEDGE_WINDOW_SCRAPES * scrape)
+    hold = max(bound - window, scrape)
     status = f"spark-llm status{ask} --model {model}"
     logs = f"spark-llm logs{ask} --model {model}"
     return [

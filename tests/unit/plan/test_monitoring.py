@@ -78,9 +78,11 @@ def test_the_wedge_rule_reads_each_releases_own_metric_names(raw_config):
     assert wedged["expr"] == (
         f'sum by (model, node) (vllm:num_requests_running{{job="spark-llm-engine",model="{BIG}"}}) > 0'
         " and on (model, node) sum by (model, node) "
-        f'(increase(vllm:generation_tokens_total{{job="spark-llm-engine",model="{BIG}"}}[60s])) == 0'
+        f'(increase(vllm:generation_tokens_total{{job="spark-llm-engine",model="{BIG}"}}[45s])) == 0'
     )
-    assert wedged["for"] == "60s"  # with the 60 s window: it fires as the supervisor's 120 s bound ends
+    # The window three 15 s scrapes (a third of the bound is less), the rest in `for:`: it fires as the supervisor's
+    # 120 s bound ends.
+    assert wedged["for"] == "75s"
     assert f"`spark-llm status --stack dual-spark --model {BIG}`" in wedged["annotations"]["description"]
 
     raw_config["engine"] = {"version": "0.5.5"}  # SGLang's oldest known release
@@ -196,10 +198,10 @@ def test_monitoring_restarts_an_sglang_group_in_order_and_leaves_a_vllm_group_as
 
 def test_the_wedge_window_holds_enough_scrapes_to_read_a_rate(raw_config):
     """A bound short beside the scrape interval (10 s at 15 s scrapes) read no sample in its window: the alert
-    could never fire. The window holds three scrapes at least; the bound's halves otherwise."""
+    could never fire. The window holds three scrapes at least; a third of the bound otherwise, the rest in `for:`."""
     raw = {**raw_config, "supervisor": {"wedgeSeconds": 10}}
     slow = _rules(alert_rules(stack_of(raw), scrape=15), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
     assert "[45s]" in slow["expr"] and slow["for"] == "15s"
     raw["supervisor"] = {"wedgeSeconds": 180}
     fast = _rules(alert_rules(stack_of(raw), scrape=15), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
-    assert "[90s]" in fast["expr"] and fast["for"] == "90s"
+    assert "[60s]" in fast["expr"] and fast["for"] == "120s"
