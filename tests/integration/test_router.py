@@ -60,6 +60,7 @@ from spark_llm.plan.monitoring.panels import panels
 from spark_llm.plan.stack import StackPlan, build_stack
 from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
+from tests.integration.test_supervisor import supervisor_restarts
 from tests.integration.test_upgrade import MODELS_BEFORE, checkout
 from tests.waits import wait_for
 
@@ -183,7 +184,9 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         pulumi.set("supervisor.enabled", "false")
         # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
         # would restart this model's group (tests below add a second model).
-        edit_config(pulumi, lambda config: config["spark-llm:engine"].update(flags=list(BIG_FLAGS)))
+        # And the stand-in's wedge knob (its requests held while a file exists on the head: a test below wedges it).
+        edit_config(pulumi, lambda config: config["spark-llm:engine"].update(
+            flags=list(BIG_FLAGS), env={"STANDIN_WEDGE_WHILE_FILE": WEDGE_FILE_IN_CONTAINER}))  # fmt: skip
         before = checkout(MODELS_BEFORE, tmp_path_factory.mktemp("checkout-before"))
         # The same interpreter path as this checkout's, as an upgrade in place has: the readiness gate's step names
         # it, and a new path updates that step without running it (its timeline output then empty until a start).
@@ -386,6 +389,15 @@ def router_container(sim_cluster: SimCluster) -> str:
 
 BIG = "spark-llm/standin-model"
 SMALL_GROUP = "spark-spark-llm-standin-small"
+# The stand-in's wedge knob for the first model (its engine sees the head's ~/spark-llm/cache as ~/.cache).
+WEDGE_FILE_IN_CONTAINER = "/root/.cache/standin-wedge"
+WEDGE_FILE_ON_HEAD = "/root/spark-llm/cache/standin-wedge"
+
+
+def two_models_wedge_on_big(config: dict) -> None:
+    """bench.steady_client.two_models, the wedge knob on the first model only."""
+    two_models(config)
+    config["spark-llm:models"][1]["engine"].pop("env", None)
 
 
 def test_a_second_model_is_served_beside_the_first_through_the_router_restarting_nothing(
@@ -395,7 +407,7 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
     engine_started = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
     router_before = router_container(sim_cluster)
     prometheus_before = container_start(sim_cluster, PROMETHEUS)
-    edit_config(pulumi, two_models)
+    edit_config(pulumi, two_models_wedge_on_big)
     changed = changed_steps(pulumi)
     # The new model's resources, the router's list of engines (its file, and the wait for the new one) and
     # Prometheus's scrape config (rewritten, then reloaded): nothing of the first model's group, nor the router's
@@ -527,6 +539,53 @@ def stack_plan(pulumi: Pulumi) -> StackPlan:
     """The stack's plan as the operator's CLI builds it, from the test's config copy."""
     values, secret_keys = config_from_json(json.loads(pulumi("config", "--json", "--show-secrets").stdout))
     return build_stack(parse(raw_from_pulumi(values), secret_keys), LAUNCH_TEMPLATE.read_text())
+
+
+def test_a_wedged_engine_fires_the_wedge_alert_within_twice_its_for_and_the_supervisor_restarts_its_group(
+    routed: str, pulumi: Pulumi, sim_cluster: SimCluster
+) -> None:
+    """User story: the big model's engine wedges (it takes requests and generates no token; its container and
+    /health look fine). With supervisor.wedgeSeconds 20, the wedge alert fires for that model within twice its
+    `for:` of the wedge, and the supervisor restarts the group (its record's cause `wedged`); once the group serves
+    again the alert clears. The small model is not touched. Over 60 s (the supervisor's 20 s bound, then its restart)
+    because the bound is what is tested; at the default (180 s) it would take four minutes."""
+    served = Prometheus(pulumi.outputs()["monitoring"], str(MONITORING["password"]), timeout=20)
+    small_before = pulumi.outputs()["models"][SMALL]["container_ids"]
+    pulumi.set("supervisor.wedgeSeconds", "20")
+    try:
+        pulumi.up()  # the supervisor's spec and the rules: no engine
+        [rule] = [r for g in served.rules() for r in g["rules"]
+                  if r["name"] == "SparkLlmEngineWedged" and r["labels"]["model"] == BIG]  # fmt: skip
+        hold = float(rule["duration"])
+        recorded = len(supervisor_restarts(sim_cluster))
+        sim_cluster.node_exec("head", "touch", WEDGE_FILE_ON_HEAD)
+        wedged_at = time.monotonic()
+        try:
+            with SteadyClient(pulumi.outputs()["endpoint"], BIG, routed, timeout_s=90):  # requests held: running
+                wait_for(
+                    "the wedge alert to fire for the big model",
+                    lambda: (
+                        [(a.state, a.labels.get("model")) for a in served.alerts() if a.name == "SparkLlmEngineWedged"]
+                        == [("firing", BIG)]
+                    ),  # fmt: skip
+                    2 * hold + 10,
+                )
+                fired = time.monotonic() - wedged_at
+                wait_for(
+                    "the supervisor to restart the wedged group",
+                    lambda: [r.get("cause") for r in supervisor_restarts(sim_cluster)[recorded:]][:1] == ["wedged"],
+                    60,
+                )
+        finally:
+            sim_cluster.node_exec("head", "rm", "-f", WEDGE_FILE_ON_HEAD)
+        assert fired <= 2 * hold, (fired, hold)
+        wait_for("the group to serve again", lambda: "ended" in supervisor_restarts(sim_cluster)[-1], 120)
+        assert supervisor_restarts(sim_cluster)[-1]["result"] == "served"
+        wait_for("the wedge alert to clear", lambda: not [a for a in served.alerts() if "Wedged" in a.name], 60)
+    finally:
+        pulumi("config", "rm", "--path", "supervisor.wedgeSeconds")
+        pulumi.up()
+    assert pulumi.outputs()["models"][SMALL]["container_ids"] == small_before
 
 
 def test_a_flag_change_to_one_model_restarts_its_group_alone_while_the_other_answers_every_request(
