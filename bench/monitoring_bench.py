@@ -6,7 +6,7 @@ after an hour: <= 300 MB, unified memory being the model's), and the seconds fro
 alert firing, beside the rule's `for:`.
 
 Usage:   . tools/env.sh && python bench/monitoring_bench.py [--minutes 60] [--windows 4] [--window-s 30]
-                                                              [--scrape-seconds 15] [--wedge-seconds 30]
+                                                              [--scrape-seconds 15] [--wedge-seconds 120]
 Outputs: bench/results/monitoring-<UTC timestamp>.json and a short table on stdout.
 
 The stack: bench/steady_client.two_models (the stand-in across head and worker, a small one on the head) with the
@@ -119,7 +119,7 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=4, help="latency windows each way (4)")
     parser.add_argument("--window-s", type=float, default=30, help="seconds a latency window lasts (30)")
     parser.add_argument("--scrape-seconds", type=int, default=15)
-    parser.add_argument("--wedge-seconds", type=int, default=30)
+    parser.add_argument("--wedge-seconds", type=int, default=120, help="supervisor.wedgeSeconds (120)")
     args = parser.parse_args()
     sim_up(args.workers)
     sh([str(REPO / "sim/sim"), "up", "--load-router", "--load-monitoring"], dict(os.environ))

@@ -545,13 +545,13 @@ def test_a_wedged_engine_fires_the_wedge_alert_within_twice_its_for_and_the_supe
     routed: str, pulumi: Pulumi, sim_cluster: SimCluster
 ) -> None:
     """User story: the big model's engine wedges (it takes requests and generates no token; its container and
-    /health look fine). With supervisor.wedgeSeconds 20, the wedge alert fires for that model within twice its
+    /health look fine). With supervisor.wedgeSeconds 30, the wedge alert fires for that model within twice its
     `for:` of the wedge, and the supervisor restarts the group (its record's cause `wedged`); once the group serves
-    again the alert clears. The small model is not touched. Over 60 s (the supervisor's 20 s bound, then its restart)
+    again the alert clears. The small model is not touched. Over 60 s (the supervisor's 30 s bound, then its restart)
     because the bound is what is tested; at the default (180 s) it would take four minutes."""
     served = Prometheus(pulumi.outputs()["monitoring"], str(MONITORING["password"]), timeout=20)
     small_before = pulumi.outputs()["models"][SMALL]["container_ids"]
-    pulumi.set("supervisor.wedgeSeconds", "20")
+    pulumi.set("supervisor.wedgeSeconds", "30")
     try:
         pulumi.up()  # the supervisor's spec and the rules: no engine
         [rule] = [r for g in served.rules() for r in g["rules"]

@@ -61,12 +61,13 @@ def model_rules(plan: DeploymentPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SEC
     running = catalog.metric(Role.RUNNING).samples[0]
     generated = catalog.metric(Role.GENERATION_TOKENS).samples[0]
     bound = wedge_seconds(plan)
-    # A third of the bound to see no token come, the rest in `for:`: it fires about when the supervisor's restart
-    # does, within twice its `for:` of the wedge. The window holds at least WEDGE_WINDOW_SCRAPES scrapes (increase()
-    # reads nothing from fewer than two samples), so with a bound short beside the scrape interval the alert comes
-    # later than the restart, never not at all.
-    window = max(bound // 3, WEDGE_WINDOW_SCRAPES * scrape)
-    hold = max(bound - window, scrape)
+    # A quarter of the bound to see no token come, half of it in `for:`: it fires within twice its `for:` of the
+    # wedge and before the supervisor's restart at the bound (a restart resets the engine's series, and with them a
+    # pending alert: firing after it, the alert would never be seen). The window holds at least
+    # WEDGE_WINDOW_SCRAPES scrapes (increase() reads nothing from fewer than two samples), so with a bound short
+    # beside the scrape interval the alert comes later, never not at all.
+    window = max(bound // 4, WEDGE_WINDOW_SCRAPES * scrape)
+    hold = max(bound // 2, scrape)
     status = f"spark-llm status{ask} --model {model}"
     logs = f"spark-llm logs{ask} --model {model}"
     return [
