@@ -5,7 +5,8 @@ deployment with spark-llm:network.roceDevices, the nodes' /dev/infiniband and /s
 User stories (issue 32, items 2 and 4; issue 41, item 2): with RoCE, every rank's NCCL transport is a stack output; a
 kernel changed on a node since the start that served is named by `pulumi preview` (node, field, old -> new); a rank
 whose NCCL falls back to sockets fails the start naming the node and the likely cause, and with `fabricProof: warn`
-the group serves and `spark-llm status` shows `NET/Socket` for that rank; a roceDevices entry no node has and fabric
+the group serves and `spark-llm status` shows `NET/Socket` for that rank, and with spark-llm:monitoring the
+sockets alert fires naming it (issue 42); a roceDevices entry no node has and fabric
 MTUs set apart are refused by `pulumi preview`, `preflight` and `up`, naming node and key, with nothing stopped; a
 node without RDMA devices is refused before anything stops.
 
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from spark_llm.ops.prometheus import Prometheus
 from tests.integration.conftest import SIM, Pulumi, SimCluster, complete, run
 from tests.integration.test_supervisor import supervisor_waiting
 from tests.waits import wait_for
@@ -27,6 +29,7 @@ from tests.waits import wait_for
 pytestmark = pytest.mark.integration
 
 DEVICES = ("rocep1s0f0", "roceP2p1s0f0")
+MONITORING_PASSWORD = "pw-fabric-module"
 # The stand-in's socket-fallback knob: a file in the node's cache dir, the containers' ~/.cache.
 FALLBACK_KNOB = "/root/spark-llm/cache/standin-nccl-socket"
 # The sim's nodes cannot raise memlock (no CAP_SYS_RESOURCE): their hard limit, 8 MiB.
@@ -63,6 +66,12 @@ def shown(text: str, first: str) -> None:
 
 @pytest.fixture(scope="module")
 def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
+    # With spark-llm:monitoring (its image on every node, from `sim up`), scraping every 2 s: a rank on sockets is
+    # an alert too (issue 42).
+    run([str(SIM), "up", "--load-monitoring"], timeout=1200)
+    pulumi.reset_config()
+    pulumi("config", "set", "--secret", "monitoringPassword", MONITORING_PASSWORD)
+    pulumi.set("monitoring.scrapeSeconds", "2")
     sim("roce", "on")
     pulumi.set("network.roceDevices[0]", DEVICES[0])
     pulumi.set("network.roceDevices[1]", DEVICES[1])
@@ -72,8 +81,10 @@ def deployed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[Pulumi]:
     yield pulumi
     sim_cluster.node_exec("worker-1", "rm", "-f", FALLBACK_KNOB, check=False)
     sim("host-field", "worker-1", "kernel", "off")
-    # The next module's nodes as `sim up` made them (removing a device does not touch a running container).
+    # The next module's nodes as `sim up` made them (removing a device does not touch a running container), and
+    # its stack file without the monitoring.
     sim("roce", "off")
+    run([str(SIM), "up"], timeout=1200)
 
 
 def test_with_roce_every_ranks_transport_is_net_ib_in_a_stack_output(deployed: Pulumi, sim_cluster: SimCluster):
@@ -193,6 +204,22 @@ def test_a_supervisor_restart_onto_sockets_serves_and_status_and_preview_name_th
         said = preview.stdout + preview.stderr
         assert "engine group: worker-1: NCCL fell back to sockets (NET/IB : No device found., then NET/Socket" in said
         assert complete(deployed.outputs())["usage"]["completion_tokens"] == 4  # it serves
+        # Issue 42: the head's agent reports the rank's transport, and the alert on it fires naming worker-1.
+        served = Prometheus(deployed.outputs()["monitoring"], MONITORING_PASSWORD, timeout=20)
+        wait_for(
+            "the sockets alert to fire for worker-1",
+            lambda: (
+                [
+                    (a.state, a.labels.get("node"), a.labels.get("rank"))
+                    for a in served.alerts()
+                    if a.name == "SparkLlmNcclOnSockets"
+                ]
+                == [("firing", "worker-1", "1")]
+            ),  # fmt: skip
+            60,
+        )
+        [alert] = [a for a in served.alerts() if a.name == "SparkLlmNcclOnSockets"]
+        assert "rank 1 on worker-1 chose NCCL's socket transport" in alert.description
     finally:
         deployed.set("supervisor.enabled", "false")
         deployed.up()
