@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import secrets
 import sys
 import time
@@ -53,6 +54,7 @@ from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_mod
 from spark_llm.config import parse
 from spark_llm.config.metric_catalog import Role, load_metrics
 from spark_llm.config.stack import raw_from_pulumi
+from spark_llm.group.agent_metrics import GPU_TEMPERATURE, NCCL_TRANSPORT
 from spark_llm.ops.prometheus import Prometheus, PrometheusError
 from spark_llm.ops.pulumi_cli import config_from_json
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE
@@ -496,6 +498,12 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
     for panel in panels(plan):
         if not panel.gpu:  # (GPU readings need nvidia-smi: no sim node has a GPU)
             assert served.query(panel.expr), f"{panel.key}: {panel.expr}"
+    # Every series a loaded rule reads is there (the GPU's excepted, as above; a rank's NCCL transport needs
+    # roceDevices: test_fabric.py sees its alert fire).
+    read = {selector for group in served.rules() for rule in group["rules"] for selector in selectors(rule["query"])}
+    assert len(read) >= 8, read
+    for selector in read - {f"{GPU_TEMPERATURE}", f'{NCCL_TRANSPORT}{{transport="Socket"}}'}:
+        assert served.query(selector), selector
 
     view = stack.json("top", "--once")
     for panel in (p for p in panels(plan) if p.by == "model"):
@@ -529,6 +537,13 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
     finally:
         run([str(SIM), "memory", "worker-1", "off"])
     wait_for("the headroom alert to clear", lambda: not [a for a in served.alerts() if a.name.endswith("Low")], 60)
+
+
+def selectors(query: str) -> set[str]:
+    """The series a PromQL expression reads: each `name{...}` and each bare metric of spark-llm's or the node's."""
+    found = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\}", query))
+    bare = re.sub(r"[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\}", "", query)
+    return found | set(re.findall(r"\b(?:spark_llm|node)_[a-zA-Z0-9_]+\b(?!\s*\()", bare))
 
 
 def container_start(sim_cluster: SimCluster, container: str) -> str:
