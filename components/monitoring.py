@@ -13,7 +13,8 @@ spark_llm.plan.monitoring.prometheus).
 - `{name}`: the container, host network, config and web directories read-only, labelled with its revision (image,
   port, retention): a change there replaces it, and nothing else does.
 - `{name}-ready`: after each new container, a bounded wait for Prometheus to say it serves, or its last lines.
-- `{name}-exporter-<node>`: one exporter per node, the host's network and processes, / read-only.
+- `{name}-exporter-<node>`: one exporter per node, the host's network and processes, / read-only; `{name}-gpu-<node>`:
+  one GPU writer per node (spark_llm.plan.monitoring.node_agents), its readings in the exporter's textfile dir.
 Nothing of an engine group reads any of it: the caller declares it beside the groups, not before or after them.
 """
 
@@ -28,6 +29,7 @@ import pulumi_docker as docker
 from components.commands import NodeCommand
 from components.connection import command_connection
 from spark_llm.plan.hosts import SshHost
+from spark_llm.plan.monitoring import node_agents
 from spark_llm.plan.monitoring import prometheus as monitoring
 
 
@@ -110,7 +112,7 @@ class Monitoring(pulumi.ComponentResource):
                 docker.ContainerVolumeArgs(volume_name=data.name, container_path=monitoring.CONTAINER_DATA),
             ],
             # What replaces it: its image, port, retention or mounts; never the scrape config (reloaded).
-            labels=[docker.ContainerLabelArgs(label=monitoring.LABEL_REVISION, value=watched.revision)],
+            labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=watched.revision)],
             log_driver="json-file",
             log_opts=monitoring.LOG_OPTS,
             restart="unless-stopped",
@@ -132,9 +134,9 @@ class Monitoring(pulumi.ComponentResource):
             provider = args.docker[exporter.node]
             docker.Container(
                 f"{name}-exporter-{exporter.node}",
-                name=monitoring.EXPORTER_CONTAINER,
+                name=node_agents.EXPORTER_CONTAINER,
                 image=_image(f"{name}-exporter-image-{exporter.node}", exporter.image, provider, self),
-                entrypoints=[monitoring.EXPORTER_BIN],
+                entrypoints=[node_agents.EXPORTER_BIN],
                 command=list(exporter.command),
                 user=monitoring.USER,
                 # The node's own network and processes: its memory, its disks, its hwmon, as the node sees them.
@@ -151,7 +153,7 @@ class Monitoring(pulumi.ComponentResource):
                     )
                     for source, target in exporter.mounts
                 ],
-                labels=[docker.ContainerLabelArgs(label=monitoring.LABEL_REVISION, value=exporter.revision)],
+                labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=exporter.revision)],
                 log_driver="json-file",
                 log_opts=monitoring.LOG_OPTS,
                 restart="unless-stopped",
@@ -161,7 +163,35 @@ class Monitoring(pulumi.ComponentResource):
                     parent=self,
                     provider=provider,
                     # The head's textfile directory exists before its exporter mounts it (the config step makes it).
-                    depends_on=[config] if exporter.textfile_dir is not None else [],
+                    depends_on=[config] if exporter.node == head else [],
+                    delete_before_replace=True,
+                ),
+            )
+        for writer in watched.gpu_writers:
+            provider = args.docker[writer.node]
+            docker.Container(
+                f"{name}-gpu-{writer.node}",
+                name=node_agents.GPU_CONTAINER,
+                image=_image(f"{name}-gpu-image-{writer.node}", writer.image, provider, self),
+                entrypoints=list(writer.entrypoint),
+                # root: nvidia-smi runs chrooted into the node's root (its driver and libraries).
+                user="0:0",
+                network_mode="none",
+                gpus="all" if writer.gpus else None,
+                mounts=[
+                    docker.ContainerMountArgs(type="bind", source=source, target=target, read_only=read_only)
+                    for source, target, read_only in writer.mounts
+                ],
+                labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=writer.revision)],
+                log_driver="json-file",
+                log_opts=monitoring.LOG_OPTS,
+                restart="unless-stopped",
+                must_run=True,
+                destroy_grace_seconds=2,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=[config] if writer.node == head else [],
                     delete_before_replace=True,
                 ),
             )

@@ -6,8 +6,10 @@
   the cache into MemFree, as a real drop does. `off` undoes both.
 - `gpu-process NODE --mib M` starts a process on the node (outside any container) that the node's fake
   `nvidia-smi` lists as holding M MiB of GPU memory (`--query-compute-apps=pid,used_memory`). The fake, on every
-  node from `up`, names the GPU a GB10 (`--query-gpu=name`, what `spark-llm init` reads); anything else it is asked
-  answers as a node without a GPU does (`-L`: exit 3, the simulated-node marker's code). `off` stops the processes.
+  node from `up`, names the GPU a GB10 (`--query-gpu=name`, what `spark-llm init` reads) and reads an idle GB10's
+  power, temperature and SM clock (`--query-gpu=power.draw,temperature.gpu,clocks.sm`: what spark-llm:monitoring's
+  GPU writer reads); anything else it is asked answers as a node without a GPU does (`-L`: exit 3, the
+  simulated-node marker's code). `off` stops the processes.
 The node's engine containers keep their own /proc: only what runs on the node itself (sshd's sessions: the
 program's probe, the admission, the drop step) sees the knobs.
 
@@ -106,11 +108,14 @@ FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
 # gpu-process` started (the memory admission's --query-compute-apps). `nvidia-smi -L` still says there is no GPU,
 # so `spark-llm preflight` reports the node as simulated rather than passing a GPU check it never ran.
 _FAKE_SMI = r"""#!/usr/bin/env bash
-# The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started; no GPU otherwise
-# (said on stderr, as the real one says its errors: a query's output stays empty, as on a node without the driver).
+# The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started, an idle GB10's power,
+# temperature and SM clock (or what /run/spark-llm-sim/gpu-readings says); no GPU otherwise (said on stderr, as the
+# real one says its errors: a query's output stays empty, as on a node without the driver).
 case "$*" in
   *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
   *--query-gpu=name*) echo "NVIDIA GB10 (simulated)"; exit 0 ;;
+  *--query-gpu=power.draw,temperature.gpu,clocks.sm*)
+    cat /run/spark-llm-sim/gpu-readings 2>/dev/null || echo "18.50, 42, 2405"; exit 0 ;;
 esac
 echo "simulated node: no GPU" >&2
 exit 3

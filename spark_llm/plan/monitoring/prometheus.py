@@ -8,16 +8,14 @@ On the head, beside the launch scripts, under `monitoring/`:
 - `web/` (mounted read-only): Prometheus's web config, basic auth for one user (config.monitoring.WEB_USER) with
   the bcrypt hash of spark-llm:monitoringPassword, hashed on the head (the password reaches it on stdin; no
   program here has bcrypt). Prometheus reads this file at every request: a new password needs no restart.
-- `textfile/`: what the head's agent writes for the exporter's textfile collector (spark_llm.group.agent_metrics).
+- `textfile/`: what the head's agent writes for the exporter's textfile collector (spark_llm.group.agent_metrics),
+  beside the GPU writer's file (every node has this directory: node_agents.py).
 Its data is a docker volume of its own (DATA_VOLUME): it outlives the container (a new image or port) and `pulumi
 destroy`, and the size cap (retentionSize) keeps it from filling the head's disk.
 
-The exporter runs on every node with the host's network and process namespace, the root file system read-only at
-/host (memory, the weights' disk, hwmon temperatures as the node sees them): on the head's loopback (Prometheus is
-there), on a worker's fabric address (Prometheus reaches it over the fabric, the operator's side does not).
-
-Both images are named by the stack (pinned); the binaries are called by their path in the upstream images
-(prom/prometheus, prom/node-exporter), which the sim's image (sim/monitoring) keeps too.
+On every node, once: the exporter and the GPU writer (node_agents.py). Both images are named by the stack (pinned);
+the binaries are called by their path in the upstream images (prom/prometheus, prom/node-exporter), which the sim's
+image (sim/monitoring) keeps too.
 """
 
 from __future__ import annotations
@@ -29,24 +27,21 @@ from dataclasses import dataclass
 
 from spark_llm.config import StackConfig
 from spark_llm.config.monitoring import WEB_USER, Monitoring
-from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
+from spark_llm.plan.monitoring.node_agents import ExporterPlan, GpuWriterPlan, exporter, gpu_writer
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
-from spark_llm.plan.nodes import TEXTFILE_SUBDIR, NodePlan, monitoring_dir
+from spark_llm.plan.nodes import TEXTFILE_SUBDIR, monitoring_dir
 from spark_llm.plan.stack import StackPlan
 
 CONTAINER = "spark-llm-prometheus"
-EXPORTER_CONTAINER = "spark-llm-node-exporter"
 DATA_VOLUME = "spark-llm-prometheus-data"
 PROMETHEUS_BIN = "/bin/prometheus"
-EXPORTER_BIN = "/bin/node_exporter"
 CONFIG_NAME = "prometheus.yml"
 WEB_NAME = "web.yml"
 # In the containers.
 CONTAINER_CONFIG_DIR = "/etc/spark-llm/prometheus"
 CONTAINER_WEB_DIR = "/etc/spark-llm/prometheus-web"
 CONTAINER_DATA = "/prometheus"
-CONTAINER_ROOTFS = "/host"
 # Prometheus runs as nobody, as in its upstream image: the data volume is its, the config files only read.
 USER = "65534:65534"
 # How long `up` waits for Prometheus to answer, or to load a new config, before it says so and fails.
@@ -55,52 +50,12 @@ READY_SECONDS = 60
 READY_LINE = "Server is ready to receive web requests."
 LOADED_LINE = "Completed loading of configuration file"
 FAILED_LINE = "Error reloading config"
-# Labels: what replaces each container when it changes.
-LABEL_REVISION = "spark-llm.monitoring.revision"
 LOG_OPTS = {"max-size": "20m", "max-file": "3"}
 
 
 @dataclass(frozen=True)
-class ExporterPlan:
-    """One node's exporter."""
-
-    node: str
-    image: str
-    listen: str
-    """ADDRESS:PORT: the head's loopback, a worker's fabric address."""
-    textfile_dir: str | None
-    """The head's textfile directory (the agent writes it); None on a worker."""
-
-    @property
-    def command(self) -> tuple[str, ...]:
-        # The node's /proc and /sys as the node sees them (its own mounts over them included), not the container's.
-        flags = [
-            f"--path.rootfs={CONTAINER_ROOTFS}",
-            f"--path.procfs={CONTAINER_ROOTFS}/proc",
-            f"--path.sysfs={CONTAINER_ROOTFS}/sys",
-            f"--web.listen-address={self.listen}",
-        ]
-        if self.textfile_dir is not None:
-            flags.append(f"--collector.textfile.directory={CONTAINER_TEXTFILE_DIR}")
-        return tuple(flags)
-
-    @property
-    def mounts(self) -> tuple[tuple[str, str], ...]:
-        """(on the node, in the container), read-only: the root (rslave: a disk mounted later shows too), the
-        head's textfile directory."""
-        found = [("/", CONTAINER_ROOTFS)]
-        if self.textfile_dir is not None:
-            found.append((self.textfile_dir, CONTAINER_TEXTFILE_DIR))
-        return tuple(found)
-
-    @property
-    def revision(self) -> str:
-        return _digest({"image": self.image, "command": self.command, "mounts": self.mounts})
-
-
-@dataclass(frozen=True)
 class MonitoringPlan:
-    """What spark-llm:monitoring runs: Prometheus and its files on the head, an exporter per node."""
+    """What spark-llm:monitoring runs: Prometheus and its files on the head, an exporter and a GPU writer per node."""
 
     image: str
     port: int
@@ -110,6 +65,7 @@ class MonitoringPlan:
     config_text: str
     rules_text: str
     exporters: tuple[ExporterPlan, ...]
+    gpu_writers: tuple[GpuWriterPlan, ...]
     endpoint: str
     """Prometheus as this machine reaches it (basic auth)."""
     container: str = CONTAINER
@@ -237,15 +193,6 @@ def settings_of(monitoring: Monitoring) -> MonitoringSettings:
     )
 
 
-def _exporter(node: NodePlan, monitoring: Monitoring, textfile_dir: str) -> ExporterPlan:
-    head = node.role == "head"
-    host = "127.0.0.1" if head else node.fabric_address
-    listen = f"[{host}]:{monitoring.node_exporter_port}" if ":" in host else f"{host}:{monitoring.node_exporter_port}"
-    return ExporterPlan(
-        node=node.name, image=monitoring.node_exporter_image, listen=listen, textfile_dir=textfile_dir if head else None
-    )
-
-
 def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
     """spark-llm:monitoring's containers and files for this stack; None when the section is absent."""
     monitoring = stack.config.monitoring
@@ -254,6 +201,7 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
     head = stack.config.head
     directory = monitoring_dir(head.user)
     settings = settings_of(monitoring)
+    textfile = f"{directory}/{TEXTFILE_SUBDIR}"
     return MonitoringPlan(
         image=monitoring.image,
         port=monitoring.port,
@@ -261,9 +209,15 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
         directory=directory,
         config_text=json.dumps(prometheus_config(stack, settings), indent=1, sort_keys=True),
         rules_text=json.dumps(alert_rules(stack, ask, monitoring.scrape_seconds), indent=1, sort_keys=True),
-        exporters=tuple(_exporter(node, monitoring, f"{directory}/{TEXTFILE_SUBDIR}") for node in stack.nodes),
+        exporters=tuple(exporter(node, monitoring, textfile) for node in stack.nodes),
+        gpu_writers=tuple(gpu_writer(node, monitoring, textfile, gpus(stack, node.name)) for node in stack.nodes),
         endpoint=prometheus_endpoint(stack.config) or "",
     )
+
+
+def gpus(stack: StackPlan, node: str) -> bool:
+    """Whether the node's engines are given GPUs (spark-llm:engine.gpus of a model on it): its GPU writer is too."""
+    return any(plan.config.engine.gpus for plan in stack.models.values() if node in plan.config.deployment.nodes)
 
 
 def prometheus_endpoint(cfg: StackConfig) -> str | None:

@@ -72,7 +72,16 @@ def test_an_exporter_runs_on_every_node_on_its_own_provider(monitored):
         # The head's on loopback (Prometheus is there); a worker's on its fabric address, off the operator's side.
         assert flags["--web.listen-address"] == listen if listen else flags["--web.listen-address"].endswith(":9100")
         assert node == "spark-1" or not flags["--web.listen-address"].startswith(("0.0.0.0", "127."))
-    # The agent's textfile is the head's.
+    # Each node's textfile directory (the GPU writer's file; on the head the agent's too).
     textfile = "--collector.textfile.directory=/run/spark-llm/textfile"
-    assert textfile in inputs(monitored["monitoring-exporter-spark-1"])["command"]
-    assert textfile not in inputs(monitored["monitoring-exporter-spark-2"])["command"]
+    assert all(textfile in inputs(monitored[f"monitoring-exporter-{n}"])["command"] for n in ("spark-1", "spark-2"))
+
+
+def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored):
+    for node in ("spark-1", "spark-2"):
+        writer = monitored[f"monitoring-gpu-{node}"]
+        assert f"::spark-docker-{node}::" in writer.provider
+        got = inputs(writer)
+        assert (got["name"], got["gpus"], got["networkMode"]) == ("spark-llm-gpu-readings", "all", "none")
+        assert got["entrypoints"][:2] == ["/bin/sh", "-c"] and "nvidia-smi" in got["entrypoints"][2]
+        assert got["entrypoints"][4:6] == ["/host", "/run/spark-llm/textfile"]

@@ -187,6 +187,7 @@ EXPECTED: dict[str, list[str]] = {
         "spark-engine-take-ports-spark-2",
     ],
     "scripts/lib/engine_state.sh": [],
+    "scripts/lib/gpu_readings.sh": [],  # (spark-llm:monitoring's GPU writers: this stack has no monitoring)
     "scripts/lib/firewall.sh": [
         "spark-firewall-spark-1",
         "spark-firewall-spark-2",

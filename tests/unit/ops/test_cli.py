@@ -34,6 +34,8 @@ def test_cli_has_one_subcommand_per_ops_module():
         "rollback",
         "recipes",
         "init",
+        "top",
+        "dashboard",
     }
     args = cli.parser().parse_args(["logs", "--stack", "sim", "--config-file", "f.yaml", "--tail", "5", "-f"])
     assert (args.stack, args.config_file, args.tail, args.follow, args.json) == ("sim", "f.yaml", 5, True, False)

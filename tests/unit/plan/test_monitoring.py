@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 from spark_llm.config import parse
 from spark_llm.config.router import EXAMPLE_IMAGE
@@ -13,6 +14,7 @@ from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheu
 from spark_llm.plan.monitoring.prometheus import monitoring_plan
 from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan, build_stack
+from tests.conftest import dual_spark_raw
 from tests.unit.ops.several_models import BIG, SMALL, two_models_raw
 
 SETTINGS = MonitoringSettings()
@@ -184,7 +186,40 @@ def test_each_exporter_listens_where_only_prometheus_reaches_it(raw_config):
     listen = {e.node: e.listen for e in plan.exporters}
     assert listen["spark-1"] == "127.0.0.1:9200"
     assert listen["spark-2"] == f"{parse(raw_config).workers[0].fabric_address}:9200"
-    assert [e.textfile_dir is not None for e in plan.exporters] == [True, False]
+    # Every node's textfile directory is read: the GPU writer's file on each, the agent's too on the head.
+    assert all("--collector.textfile.directory=/run/spark-llm/textfile" in e.command for e in plan.exporters)
+
+
+def test_each_node_has_a_gpu_writer_given_the_gpus_its_engines_get(raw_config):
+    plan = monitoring_plan(stack_of(monitored(raw_config, scrapeSeconds=5)))
+    assert plan is not None
+    assert [(w.node, w.gpus, w.seconds) for w in plan.gpu_writers] == [("spark-1", True, 5), ("spark-2", True, 5)]
+    entrypoint = plan.gpu_writers[0].entrypoint
+    assert entrypoint[:2] == ("/bin/sh", "-c") and 'chroot "$rootfs" nvidia-smi' in entrypoint[2]
+    assert entrypoint[3:] == ("gpu-readings", "/host", "/run/spark-llm/textfile", "5", "spark_llm_gpu_power_watts",
+                              "spark_llm_gpu_temperature_celsius", "spark_llm_gpu_sm_clock_hertz")  # fmt: skip
+    sim = {**raw_config, "engine": {**raw_config.get("engine", {}), "gpus": False}}
+    without = monitoring_plan(stack_of(monitored(sim)))
+    assert without is not None and [w.gpus for w in without.gpu_writers] == [False, False]
+
+
+def test_the_gpu_writer_writes_each_reading_nvidia_smi_gives_and_leaves_out_the_others(tmp_path):
+    """The writer's functions run by sh once, with a root of its own: a chroot whose nvidia-smi answers as told
+    (chroot shadowed by a function; `sleep` ends the loop)."""
+    plan = monitoring_plan(stack_of(monitored(dual_spark_raw())))
+    assert plan is not None
+    _, _, script, name, _rootfs, _dir, _seconds, *families = plan.gpu_writers[0].entrypoint
+    for answer, expected in (
+        ("18.50, 42, 2405", {"spark_llm_gpu_power_watts": 18.5, "spark_llm_gpu_temperature_celsius": 42.0,
+                             "spark_llm_gpu_sm_clock_hertz": 2405e6}),
+        ("[N/A], 61, 2100", {"spark_llm_gpu_temperature_celsius": 61.0, "spark_llm_gpu_sm_clock_hertz": 2100e6}),
+    ):  # fmt: skip
+        shim = f"chroot() {{ echo '{answer}'; }}\nsleep() {{ exit 0; }}\n"
+        subprocess.run(["sh", "-c", shim + script, name, "/", str(tmp_path), "1", *families], check=True, timeout=10)
+        text = (tmp_path / "gpu.prom").read_text()
+        samples = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if not line.startswith("#")}
+        assert samples == expected
+        subprocess.run(["promtool", "check", "metrics"], input=text, text=True, check=True, capture_output=True)
 
 
 def test_monitoring_restarts_an_sglang_group_in_order_and_leaves_a_vllm_group_as_it_was(raw_config):
