@@ -54,7 +54,7 @@ from bench.steady_client import BIG_FLAGS, SMALL, THIRD, SteadyClient, third_mod
 from spark_llm.config import parse
 from spark_llm.config.metric_catalog import Role, load_metrics
 from spark_llm.config.stack import raw_from_pulumi
-from spark_llm.group.agent_metrics import GPU_TEMPERATURE, NCCL_TRANSPORT
+from spark_llm.group.agent_metrics import NCCL_TRANSPORT
 from spark_llm.ops.prometheus import Prometheus, PrometheusError
 from spark_llm.ops.pulumi_cli import config_from_json
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE
@@ -495,14 +495,14 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
         wait_for(f"the agent's state of {name}",
                  lambda n=name: [s.value for s in served.query(f'spark_llm_group_state{{model="{n}",state="whole"}}')]
                  == [1.0], 30)  # fmt: skip
+    # Every panel, the GPU's too (each node's GPU writer reads the sim's nvidia-smi: an idle GB10's numbers).
     for panel in panels(plan):
-        if not panel.gpu:  # (GPU readings need nvidia-smi: no sim node has a GPU)
-            assert served.query(panel.expr), f"{panel.key}: {panel.expr}"
-    # Every series a loaded rule reads is there (the GPU's excepted, as above; a rank's NCCL transport needs
-    # roceDevices: test_fabric.py sees its alert fire).
+        wait_for(f"{panel.key} to return series", lambda p=panel: bool(served.query(p.expr)), 30)
+    # Every series a loaded rule reads is there (a rank's NCCL transport needs roceDevices: test_fabric.py sees its
+    # alert fire).
     read = {selector for group in served.rules() for rule in group["rules"] for selector in selectors(rule["query"])}
     assert len(read) >= 8, read
-    for selector in read - {f"{GPU_TEMPERATURE}", f'{NCCL_TRANSPORT}{{transport="Socket"}}'}:
+    for selector in read - {f'{NCCL_TRANSPORT}{{transport="Socket"}}'}:
         assert served.query(selector), selector
 
     view = stack.json("top", "--once")
@@ -511,6 +511,7 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
         shown = {name: values[panel.key] for name, values in view["models"].items()}
         assert shown == {n: None if math.isnan(v) else v for n, v in answered.items()}, panel.key
     assert view["nodes"]["worker-1"]["memory_available"] > 100 * 2**30
+    assert view["nodes"]["worker-1"]["gpu_sm_clock"] == 2405e6  # the sim's idle GB10 (sim/memory.py)
     # The dashboard draws the same expressions (each returned series above), on this Prometheus.
     written = stack("dashboard", "--out", str(tmp_path))
     assert written.returncode == 0, written.stderr
