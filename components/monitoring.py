@@ -13,6 +13,7 @@ spark_llm.plan.monitoring.prometheus).
 - `{name}`: the container, host network, config and web directories read-only, labelled with its revision (image,
   port, retention): a change there replaces it, and nothing else does.
 - `{name}-ready`: after each new container, a bounded wait for Prometheus to say it serves, or its last lines.
+- `{name}-dir-<node>`: each worker's textfile directory (the head's is the config step's);
 - `{name}-exporter-<node>`: one exporter per node, the host's network and processes, / read-only; `{name}-gpu-<node>`:
   one GPU writer per node (spark_llm.plan.monitoring.node_agents), its readings in the exporter's textfile dir.
 Nothing of an engine group reads any of it: the caller declares it beside the groups, not before or after them.
@@ -20,6 +21,7 @@ Nothing of an engine group reads any of it: the caller declares it beside the gr
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 import pulumi
@@ -130,6 +132,17 @@ class Monitoring(pulumi.ComponentResource):
             triggers=[container.id],
             opts=pulumi.ResourceOptions(parent=self, provider=args.commands, depends_on=[container]),
         )
+        # Each worker's textfile directory (the head's config step makes the head's): docker's --mount makes none.
+        made = {head: config}
+        for writer in watched.gpu_writers:
+            if writer.node != head:
+                made[writer.node] = NodeCommand(
+                    f"{name}-dir-{writer.node}",
+                    connection=command_connection(args.hosts[writer.node], args.keys),
+                    script=f"mkdir -p {shlex.quote(writer.textfile_dir)}\n",
+                    delete=f"rm -rf {shlex.quote(writer.textfile_dir)}",
+                    opts=pulumi.ResourceOptions(parent=self, provider=args.commands),
+                )
         for exporter in watched.exporters:
             provider = args.docker[exporter.node]
             docker.Container(
@@ -162,8 +175,8 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    # The head's textfile directory exists before its exporter mounts it (the config step makes it).
-                    depends_on=[config] if exporter.node == head else [],
+                    # The node's textfile directory exists before its exporter mounts it.
+                    depends_on=[made[exporter.node]],
                     delete_before_replace=True,
                 ),
             )
@@ -191,7 +204,7 @@ class Monitoring(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=[config] if writer.node == head else [],
+                    depends_on=[made[writer.node]],
                     delete_before_replace=True,
                 ),
             )

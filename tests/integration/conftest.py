@@ -112,7 +112,12 @@ def run(cmd: list[str], *, timeout: float = 600, check: bool = True, env: dict |
         }
         _log_line(line)
     if check and result.returncode != 0:
-        raise AssertionError(f"{cmd} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        # A failed `pulumi up` prints its errors before a long diff of outputs: they lead, the tail follows.
+        errors = [line for line in result.stdout.splitlines() if "error" in line.lower()][:40]
+        said = "\n".join(errors) + "\n---- the end of its output ----\n" if errors else ""
+        raise AssertionError(
+            f"{cmd} exited {result.returncode}:\n{said}{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
     return result
 
 

@@ -77,7 +77,7 @@ def test_an_exporter_runs_on_every_node_on_its_own_provider(monitored):
     assert all(textfile in inputs(monitored[f"monitoring-exporter-{n}"])["command"] for n in ("spark-1", "spark-2"))
 
 
-def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored):
+def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored, every_request):  # noqa: F811
     for node in ("spark-1", "spark-2"):
         writer = monitored[f"monitoring-gpu-{node}"]
         assert f"::spark-docker-{node}::" in writer.provider
@@ -85,3 +85,9 @@ def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored):
         assert (got["name"], got["gpus"], got["networkMode"]) == ("spark-llm-gpu-readings", "all", "none")
         assert got["entrypoints"][:2] == ["/bin/sh", "-c"] and "nvidia-smi" in got["entrypoints"][2]
         assert got["entrypoints"][4:6] == ["/host", "/run/spark-llm/textfile"]
+    # A worker's textfile directory is made before its writer and exporter mount it (docker's --mount makes none).
+    made = inputs(monitored["monitoring-dir-spark-2"])["stdin"]
+    assert "mkdir -p /home/aurora/spark-llm/monitoring/textfile" in made
+    for name in ("monitoring-gpu-spark-2", "monitoring-exporter-spark-2"):
+        request = next(r for r in every_request if r.name == name)
+        assert any(d.endswith("::monitoring-dir-spark-2") for d in request.dependencies), name
