@@ -32,7 +32,7 @@ from simbench import REPO, bench_parser, bench_stack, sh, sim_up, write_result
 from steady_client import SMALL, SteadyClient, two_models
 
 sys.path.insert(0, str(REPO))
-from spark_llm.ops.prometheus import Prometheus  # noqa: E402
+from spark_llm.ops.prometheus import Prometheus, PrometheusError  # noqa: E402
 
 BIG = "spark-llm/standin-model"
 PROMETHEUS = "spark-llm-prometheus"
@@ -71,6 +71,19 @@ def latency_windows(url: str, key: str, windows: int, window_s: float) -> dict:
             seen[name].append(client.summary())
     on_head("docker", "start", PROMETHEUS)
     return seen
+
+
+def wait_serving(prometheus: Prometheus, deadline_s: float = 120) -> None:
+    """Until Prometheus answers again after its container started (its TSDB replays its WAL first)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            prometheus.targets()
+            return
+        except PrometheusError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)  # the poll interval inside the deadline
 
 
 def memory_over(prometheus: Prometheus, url: str, key: str, minutes: float) -> list[dict]:
@@ -134,6 +147,7 @@ def main() -> int:
         url, prometheus = outputs["endpoint"], Prometheus(outputs["monitoring"], password, timeout=20)
         try:
             latency = latency_windows(url, key, args.windows, args.window_s)
+            wait_serving(prometheus)
             wedge = wedge_to_alert(prometheus, url, key)
             memory = memory_over(prometheus, url, key, args.minutes)
         finally:
