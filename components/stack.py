@@ -28,7 +28,7 @@ from components.supervisor import COMPONENT_TYPE as SUPERVISOR_TYPE
 from components.supervisor import supervisor_container
 from spark_llm.config import StackConfig
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.monitoring.prometheus import monitoring_plan
+from spark_llm.plan.monitoring.prometheus import disk_probe, monitoring_plan, retention_refusal
 from spark_llm.plan.stack import StackPlan
 
 # Where the groups and the router stood before the stack had a room of its own (spark-llm up to 1530184): at the
@@ -57,7 +57,16 @@ class SparkStack(pulumi.ComponentResource):
         stack = args.plan
         keys = bootstrap.load_keys(stack)
         # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
-        observations = bootstrap.observe_nodes(stack, [probe_extra(plan) for plan in stack.groups])
+        extras = [probe_extra(plan) for plan in stack.groups]
+        if stack.config.monitoring is not None:
+            # And the head's disk under Docker's data root: a retention larger than it is refused before anything runs.
+            first, head = extras[0], stack.first.head.name
+            extras[0] = lambda node: first(node) + (disk_probe() if node.name == head else "")
+        observations = bootstrap.observe_nodes(stack, extras)
+        if stack.config.monitoring is not None and observations[0] is not None:
+            facts = observations[0][stack.first.head.name].facts
+            if refusal := retention_refusal(stack.config.monitoring, facts):
+                bootstrap.refuse(refusal)
         if stack.several:
             # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
             bootstrap.place_models(args.config, list(zip(stack.groups, observations, strict=True)))

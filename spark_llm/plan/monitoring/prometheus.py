@@ -26,7 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 from spark_llm.config import StackConfig
-from spark_llm.config.monitoring import WEB_USER, Monitoring
+from spark_llm.config.monitoring import WEB_USER, Monitoring, size_bytes
 from spark_llm.plan.monitoring.node_agents import ExporterPlan, GpuWriterPlan, exporter, gpu_writer
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
@@ -226,3 +226,34 @@ def prometheus_endpoint(cfg: StackConfig) -> str | None:
         return None
     host = f"[{cfg.head.host}]" if ":" in cfg.head.host else cfg.head.host
     return f"http://{host}:{cfg.monitoring.port}"
+
+
+# The head's probe section (preview and up read it before anything runs): the size of the file system that holds
+# Docker's data root, where Prometheus's volume lives.
+DISK_SECTION = "monitoring_disk"
+
+
+def disk_probe() -> str:
+    """Read-only bash on the head: `monitoring_disk<TAB>BYTES ROOT` (nothing when Docker or df cannot say)."""
+    return (
+        "if root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null) &&"
+        ' size=$(df -B1 --output=size "$root" 2>/dev/null | tail -n 1 | tr -d " ") && [ -n "$size" ]; then\n'
+        f'  printf "{DISK_SECTION}\\t%s %s\\n" "$size" "$root"\n'
+        "fi\n"
+    )
+
+
+def retention_refusal(monitoring: Monitoring, facts: dict[str, str]) -> str | None:
+    """Why retentionSize cannot be (more than the disk under Docker's data root on the head), or None."""
+    found = facts.get(DISK_SECTION, "").split(" ", 1)
+    if len(found) != 2 or not found[0].isdigit():
+        return None
+    size, root = int(found[0]), found[1]
+    if size_bytes(monitoring.retention_size) <= size:
+        return None
+    tenth = max(size // 10 >> 30, 1)
+    return (
+        f"spark-llm:monitoring.retentionSize: {monitoring.retention_size} is more than the head's whole disk under"
+        f" Docker's data root ({root}: {size >> 30} GB), where Prometheus keeps its data: it would fill the disk"
+        f" the weights and images need (e.g. {tenth}GB). Nothing was run on any node."
+    )

@@ -11,7 +11,7 @@ from spark_llm.config import parse
 from spark_llm.config.router import EXAMPLE_IMAGE
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE, node_launches
 from spark_llm.plan.monitoring import MonitoringSettings, alert_rules, prometheus_config, targets
-from spark_llm.plan.monitoring.prometheus import monitoring_plan
+from spark_llm.plan.monitoring.prometheus import DISK_SECTION, disk_probe, monitoring_plan, retention_refusal
 from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan, build_stack
 from tests.conftest import dual_spark_raw
@@ -240,3 +240,28 @@ def test_the_wedge_window_holds_enough_scrapes_to_read_a_rate(raw_config):
     raw["supervisor"] = {"wedgeSeconds": 180}
     fast = _rules(alert_rules(stack_of(raw), scrape=15), f"spark-llm-{BIG}")["SparkLlmEngineWedged"]
     assert "[45s]" in fast["expr"] and fast["for"] == "90s"
+
+
+def test_a_retention_larger_than_the_heads_disk_is_refused_naming_the_key_and_a_size_that_fits():
+    monitoring = parse(monitored(dual_spark_raw(), retentionSize="2TB")).monitoring
+    assert monitoring is not None
+    disk = {DISK_SECTION: f"{915 * 2**30} /var/lib/docker"}
+    refusal = retention_refusal(monitoring, disk)
+    assert refusal is not None and refusal.startswith("spark-llm:monitoring.retentionSize: 2TB is more than")
+    assert "(/var/lib/docker: 915 GB)" in refusal and "(e.g. 91GB)" in refusal
+    fits = parse(monitored(dual_spark_raw(), retentionSize="500GB")).monitoring
+    assert fits is not None and retention_refusal(fits, disk) is None
+    assert retention_refusal(monitoring, {}) is None  # Docker or df could not say: nothing to judge
+
+
+def test_the_disk_probe_prints_its_section_on_this_machines_docker(tmp_path):
+    """The probe as the head runs it, with a `docker` that names a data root here and the real df."""
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/sh\necho {tmp_path}\n")
+    fake.chmod(0o755)
+    printed = subprocess.run(
+        ["bash", "-c", disk_probe()], capture_output=True, text=True, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    ).stdout
+    name, value = printed.rstrip("\n").split("\t")
+    size, root = value.split(" ", 1)
+    assert name == DISK_SECTION and root == str(tmp_path) and int(size) > 0
