@@ -60,8 +60,8 @@ class SparkStack(pulumi.ComponentResource):
         extras = [probe_extra(plan) for plan in stack.groups]
         if stack.config.monitoring is not None:
             # And the head's disk under Docker's data root: a retention larger than it is refused before anything runs.
-            first, head = extras[0], stack.first.head.name
-            extras[0] = lambda node: first(node) + (disk_probe() if node.name == head else "")
+            group_probe, head = extras[0], stack.first.head.name
+            extras[0] = lambda node: group_probe(node) + (disk_probe() if node.name == head else "")
         observations = bootstrap.observe_nodes(stack, extras)
         if stack.config.monitoring is not None and observations[0] is not None:
             facts = observations[0][stack.first.head.name].facts
