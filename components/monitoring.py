@@ -144,70 +144,83 @@ class Monitoring(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, provider=args.commands),
                 )
         for exporter in watched.exporters:
-            provider = args.docker[exporter.node]
-            docker.Container(
+            _node_agent(
                 f"{name}-exporter-{exporter.node}",
-                name=node_agents.EXPORTER_CONTAINER,
-                image=_image(f"{name}-exporter-image-{exporter.node}", exporter.image, provider, self),
-                entrypoints=[node_agents.EXPORTER_BIN],
-                command=list(exporter.command),
-                user=monitoring.USER,
+                node_agents.EXPORTER_CONTAINER,
+                _image(f"{name}-exporter-image-{exporter.node}", exporter.image, args.docker[exporter.node], self),
+                [node_agents.EXPORTER_BIN, *exporter.command],
                 # The node's own network and processes: its memory, its disks, its hwmon, as the node sees them.
+                # rslave: a file system the node mounts later (the weights' disk) shows in the exporter too.
+                [(source, target, True, "rslave") for source, target in exporter.mounts],
+                exporter.revision,
+                pulumi.ResourceOptions(
+                    parent=self, provider=args.docker[exporter.node], depends_on=[made[exporter.node]]
+                ),
+                user=monitoring.USER,
                 network_mode="host",
                 pid_mode="host",
-                # rslave: a file system the node mounts later (the weights' disk) shows in the exporter too.
-                mounts=[
-                    docker.ContainerMountArgs(
-                        type="bind",
-                        source=source,
-                        target=target,
-                        read_only=True,
-                        bind_options=docker.ContainerMountBindOptionsArgs(propagation="rslave"),
-                    )
-                    for source, target in exporter.mounts
-                ],
-                labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=exporter.revision)],
-                log_driver="json-file",
-                log_opts=monitoring.LOG_OPTS,
-                restart="unless-stopped",
-                must_run=True,
-                destroy_grace_seconds=10,
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    # The node's textfile directory exists before its exporter mounts it.
-                    depends_on=[made[exporter.node]],
-                    delete_before_replace=True,
-                ),
             )
         for writer in watched.gpu_writers:
-            provider = args.docker[writer.node]
-            docker.Container(
+            _node_agent(
                 f"{name}-gpu-{writer.node}",
-                name=node_agents.GPU_CONTAINER,
-                image=_image(f"{name}-gpu-image-{writer.node}", writer.image, provider, self),
-                entrypoints=list(writer.entrypoint),
+                node_agents.GPU_CONTAINER,
+                _image(f"{name}-gpu-image-{writer.node}", writer.image, args.docker[writer.node], self),
+                list(writer.entrypoint),
+                [(source, target, read_only, None) for source, target, read_only in writer.mounts],
+                writer.revision,
+                pulumi.ResourceOptions(parent=self, provider=args.docker[writer.node], depends_on=[made[writer.node]]),
                 # root: nvidia-smi runs chrooted into the node's root (its driver and libraries).
                 user="0:0",
                 network_mode="none",
                 gpus="all" if writer.gpus else None,
-                mounts=[
-                    docker.ContainerMountArgs(type="bind", source=source, target=target, read_only=read_only)
-                    for source, target, read_only in writer.mounts
-                ],
-                labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=writer.revision)],
-                log_driver="json-file",
-                log_opts=monitoring.LOG_OPTS,
-                restart="unless-stopped",
-                must_run=True,
-                destroy_grace_seconds=2,
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    depends_on=[made[writer.node]],
-                    delete_before_replace=True,
-                ),
             )
         self.container_id = container.id
         self.endpoint = pulumi.Output.from_input(watched.endpoint)
         self.register_outputs({"endpoint": self.endpoint, "container_id": self.container_id})
+
+
+def _node_agent(
+    resource: str,
+    container: str,
+    image: pulumi.Input[str],
+    argv: list[str],
+    mounts: list[tuple[str, str, bool, str | None]],
+    revision: str,
+    opts: pulumi.ResourceOptions,
+    *,
+    user: str,
+    network_mode: str,
+    pid_mode: str | None = None,
+    gpus: str | None = None,
+) -> docker.Container:
+    """One of a node's monitoring containers: `argv` its whole command (the entrypoint's words), `mounts` binds
+    (source, target, read-only, propagation), labelled with its revision (a new one replaces it, and only it); each
+    node's textfile directory is made before it (`opts`' depends_on)."""
+    return docker.Container(
+        resource,
+        name=container,
+        image=image,
+        entrypoints=argv,
+        mounts=[
+            docker.ContainerMountArgs(
+                type="bind",
+                source=source,
+                target=target,
+                read_only=read_only,
+                bind_options=docker.ContainerMountBindOptionsArgs(propagation=propagation) if propagation else None,
+            )
+            for source, target, read_only, propagation in mounts
+        ],
+        labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=revision)],
+        log_driver="json-file",
+        log_opts=monitoring.LOG_OPTS,
+        restart="unless-stopped",
+        must_run=True,
+        destroy_grace_seconds=5,
+        # The new container has the old one's name.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+        user=user,
+        network_mode=network_mode,
+        pid_mode=pid_mode,
+        gpus=gpus,
+    )

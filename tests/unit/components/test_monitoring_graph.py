@@ -68,13 +68,16 @@ def test_an_exporter_runs_on_every_node_on_its_own_provider(monitored):
         assert f"::spark-docker-{node}::" in exporter.provider
         got = inputs(exporter)
         assert (got["name"], got["pidMode"], got["networkMode"]) == ("spark-llm-node-exporter", "host", "host")
-        flags = dict(flag.split("=", 1) for flag in got["command"])
+        assert got["entrypoints"][0] == "/bin/node_exporter" and got["mounts"][0]["bindOptions"] == {
+            "propagation": "rslave"
+        }
+        flags = dict(flag.split("=", 1) for flag in got["entrypoints"][1:])
         # The head's on loopback (Prometheus is there); a worker's on its fabric address, off the operator's side.
         assert flags["--web.listen-address"] == listen if listen else flags["--web.listen-address"].endswith(":9100")
         assert node == "spark-1" or not flags["--web.listen-address"].startswith(("0.0.0.0", "127."))
     # Each node's textfile directory (the GPU writer's file; on the head the agent's too).
     textfile = "--collector.textfile.directory=/run/spark-llm/textfile"
-    assert all(textfile in inputs(monitored[f"monitoring-exporter-{n}"])["command"] for n in ("spark-1", "spark-2"))
+    assert all(textfile in inputs(monitored[f"monitoring-exporter-{n}"])["entrypoints"] for n in ("spark-1", "spark-2"))
 
 
 def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored, every_request):  # noqa: F811
