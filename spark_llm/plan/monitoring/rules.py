@@ -12,7 +12,8 @@ from spark_llm.config.metric_catalog import Role, load_metrics
 from spark_llm.group import agent_metrics as agent
 from spark_llm.group.memory import WARN_MARGIN
 from spark_llm.plan.deployment import DeploymentPlan
-from spark_llm.plan.monitoring.scrape import ENGINE_JOB, NODE_JOB
+from spark_llm.plan.monitoring.scrape import ENGINE_JOB, NODE_JOB, ROUTER_JOB
+from spark_llm.plan.router import RouterPlan
 from spark_llm.plan.stack import StackPlan
 
 # How long a condition must hold before its alert fires, in scrapes (spark-llm:monitoring.scrapeSeconds, 15 s by
@@ -21,6 +22,7 @@ ENGINE_DOWN_SCRAPES = 4
 NODE_DOWN_SCRAPES = 8
 HEADROOM_SCRAPES = 8
 SOCKETS_SCRAPES = 4
+ROUTER_MISSING_SCRAPES = 4
 WEDGE_WINDOW_SCRAPES = 3
 DEFAULT_SCRAPE_SECONDS = 15
 DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a stack without the supervisor
@@ -93,6 +95,30 @@ def model_rules(plan: DeploymentPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SEC
             f" order once it answered nothing for supervisor.wedgeSeconds; `{status}`, `{logs}`",
             model,
         ),
+    ]
+
+
+def router_rules(router: RouterPlan, ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
+    """Per model the router serves: it lists no engine for it, or the one it lists fails smg's health check (smg's
+    own metrics: `smg_worker_pool_size{model}`, `smg_worker_health{worker}`, the engine's URL as the workers file
+    names it)."""
+    select = f'job="{ROUTER_JOB}"'
+    held = ROUTER_MISSING_SCRAPES * scrape
+    return [
+        _rule(
+            "SparkLlmRouterMissingModel",
+            f'absent(smg_worker_pool_size{{{select},model="{model}"}})'
+            f' or smg_worker_pool_size{{{select},model="{model}"}} == 0'
+            f' or smg_worker_health{{{select},worker="{url}"}} == 0',
+            held,
+            "critical",
+            f"{model}: the router has no healthy engine for it",
+            f"The router on the head has listed no healthy engine for {model} for {held} s: its requests get 503 or"
+            f" 404. The launcher registers the engine again within seconds once it answers: `spark-llm status{ask}`"
+            f" shows the router's line and the model's group, `spark-llm logs{ask} --model {model}` its engine",
+            model,
+        )
+        for model, url in router.workers
     ]
 
 
@@ -174,6 +200,8 @@ def alert_rules(stack: StackPlan, ask: str = "", scrape: int = DEFAULT_SCRAPE_SE
     groups = [
         {"name": f"spark-llm-{name}", "rules": model_rules(plan, ask, scrape)} for name, plan in stack.models.items()
     ]
+    if stack.router is not None:
+        groups.append({"name": "spark-llm-router", "rules": router_rules(stack.router, ask, scrape)})
     groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask, scrape)})
     groups.append({"name": "spark-llm-agent", "rules": agent_rules(ask, scrape)})
     return {"groups": groups}

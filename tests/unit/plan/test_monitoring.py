@@ -97,6 +97,7 @@ def test_every_rule_has_a_for_a_severity_and_a_description_naming_a_command(raw_
     assert [g["name"] for g in rules["groups"]] == [
         f"spark-llm-{BIG}",
         f"spark-llm-{SMALL}",
+        "spark-llm-router",
         "spark-llm-nodes",
         "spark-llm-agent",
     ]
@@ -120,6 +121,28 @@ def test_the_rules_select_series_by_the_labels_the_scrape_config_sets(raw_config
     exprs = " ".join(r["expr"] for g in alert_rules(stack)["groups"] for r in g["rules"])
     selected = set(re.findall(r'model="([^"]+)"', exprs))
     assert selected == labelled == {BIG, SMALL}
+
+
+def test_the_router_rule_reads_smgs_own_series_for_each_model_it_serves(raw_config):
+    stack = two_models_with_router(raw_config)
+    missing = _rules(alert_rules(stack, scrape=5), "spark-llm-router")
+    assert list(missing) == ["SparkLlmRouterMissingModel"]  # (one name; a rule per model: `model` tells them apart)
+    rules = [r for g in alert_rules(stack)["groups"] if g["name"] == "spark-llm-router" for r in g["rules"]]
+    assert [r["labels"]["model"] for r in rules] == [BIG, SMALL]
+    url = dict(stack.router.workers)[SMALL] if stack.router else ""
+    assert rules[1]["expr"] == (
+        f'absent(smg_worker_pool_size{{job="spark-llm-router",model="{SMALL}"}})'
+        f' or smg_worker_pool_size{{job="spark-llm-router",model="{SMALL}"}} == 0'
+        f' or smg_worker_health{{job="spark-llm-router",worker="{url}"}} == 0'
+    )
+    assert "spark-llm-router" not in [g["name"] for g in alert_rules(stack_of(raw_config))["groups"]]  # no router
+
+
+def test_every_generated_rule_passes_prometheus_own_check(raw_config, tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps(alert_rules(two_models_with_router(raw_config), " --stack dual-spark", scrape=2)))
+    checked = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0 and "SUCCESS: 12 rules found" in checked.stdout, checked.stdout + checked.stderr
 
 
 # ---------- what spark-llm:monitoring runs (spark_llm.plan.monitoring.prometheus) ----------
