@@ -30,6 +30,7 @@ from spark_llm.config.monitoring import WEB_USER, Monitoring, size_bytes
 from spark_llm.plan.monitoring.node_agents import ExporterPlan, GpuWriterPlan, exporter, gpu_writer
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
+from spark_llm.plan.node_files import file_script
 from spark_llm.plan.nodes import TEXTFILE_SUBDIR, monitoring_dir
 from spark_llm.plan.stack import StackPlan
 
@@ -112,13 +113,8 @@ class MonitoringPlan:
         """The head's config step: both files written (each by a rename), then, if Prometheus runs, a SIGHUP and a
         bounded wait for its log to say it loaded them (or why not)."""
         files = {CONFIG_NAME: self.config_text, RULES_FILE: self.rules_text}
-        writes = "".join(
-            f"cat > {shlex.quote(f'{self.config_dir}/.{name}.new')} <<'SPARK_LLM_MONITORING_EOF'\n{text}\n"
-            "SPARK_LLM_MONITORING_EOF\n"
-            f"chmod 0644 {shlex.quote(f'{self.config_dir}/.{name}.new')}\n"
-            f"mv -f {shlex.quote(f'{self.config_dir}/.{name}.new')} {shlex.quote(f'{self.config_dir}/{name}')}\n"
-            for name, text in files.items()
-        )
+        # Each by a rename, and checked where it landed (spark_llm.plan.node_files.file_script).
+        writes = "".join(file_script(f"{self.config_dir}/{name}", text + "\n", "0644") for name, text in files.items())
         return (
             f"mkdir -p {shlex.quote(self.config_dir)} {shlex.quote(self.textfile_dir)}\n"
             f"since=$(date +%s)\n{writes}"

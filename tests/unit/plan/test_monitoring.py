@@ -288,3 +288,18 @@ def test_the_disk_probe_prints_its_section_on_this_machines_docker(tmp_path):
     name, value = printed.rstrip("\n").split("\t")
     size, root = value.split(" ", 1)
     assert name == DISK_SECTION and root == str(tmp_path) and int(size) > 0
+
+
+def test_the_config_step_writes_a_config_and_rules_prometheus_accepts(tmp_path, raw_config):
+    """The head's config step run by bash here (its home under tmp_path), with no Prometheus running: both files
+    land, and Prometheus's own check passes the config and the rules it names."""
+    plan = monitoring_plan(stack_of(monitored(two_models_raw(raw_config) | {"router": {"image": EXAMPLE_IMAGE},
+                                                                            "apiKey": "sk"})))  # fmt: skip
+    assert plan is not None
+    script = plan.config_script().replace("/home/aurora", str(tmp_path))
+    ran = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "Prometheus starts with it" in ran.stdout
+    config = tmp_path / "spark-llm" / "monitoring" / "config" / "prometheus.yml"
+    checked = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 0 and "SUCCESS: 12 rules found" in checked.stdout, checked.stdout + checked.stderr
