@@ -13,6 +13,8 @@ spark_llm.plan.monitoring.prometheus).
 - `{name}`: the container, host network, config and web directories read-only, labelled with its revision (image,
   port, retention): a change there replaces it, and nothing else does.
 - `{name}-ready`: after each new container, a bounded wait for Prometheus to say it serves, or its last lines.
+- `{name}-alertmanager-config`, `{name}-alertmanager`: with spark-llm:monitoringWebhook, Alertmanager on the head's
+  loopback posting the alerts there (its config a secret step: the URL carries its token);
 - `{name}-dir-<node>`: each worker's textfile directory (the head's is the config step's);
 - `{name}-exporter-<node>`: one exporter per node, the host's network and processes, / read-only; `{name}-gpu-<node>`:
   one GPU writer per node (spark_llm.plan.monitoring.node_agents), its readings in the exporter's textfile dir.
@@ -31,7 +33,7 @@ import pulumi_docker as docker
 from components.commands import NodeCommand
 from components.connection import command_connection
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.monitoring import node_agents
+from spark_llm.plan.monitoring import alertmanager, node_agents
 from spark_llm.plan.monitoring import prometheus as monitoring
 
 
@@ -45,6 +47,8 @@ class MonitoringArgs:
     """The ssh private keys' contents by path (spark_llm.remote.key_files.read_keys)."""
     password: str
     """spark-llm:monitoringPassword: hashed on the head, a secret in state."""
+    webhook: str = ""
+    """spark-llm:monitoringWebhook: Alertmanager's receiver, a secret in state ("" without Alertmanager)."""
     commands: command.Provider
     """The stack's pulumi-command provider (components.stack)."""
     docker: dict[str, docker.Provider]
@@ -132,6 +136,8 @@ class Monitoring(pulumi.ComponentResource):
             triggers=[container.id],
             opts=pulumi.ResourceOptions(parent=self, provider=args.commands, depends_on=[container]),
         )
+        if watched.alertmanager is not None:
+            self._alertmanager(name, watched.alertmanager, args, connection, head_docker)
         # Each worker's textfile directory (the head's config step makes the head's): docker's --mount makes none.
         made = {head: config}
         for writer in watched.gpu_writers:
@@ -177,6 +183,47 @@ class Monitoring(pulumi.ComponentResource):
         self.container_id = container.id
         self.endpoint = pulumi.Output.from_input(watched.endpoint)
         self.register_outputs({"endpoint": self.endpoint, "container_id": self.container_id})
+
+    def _alertmanager(
+        self,
+        name: str,
+        manager: alertmanager.AlertmanagerPlan,
+        args: MonitoringArgs,
+        connection: command.remote.ConnectionArgs,
+        provider: docker.Provider,
+    ) -> None:
+        """Alertmanager on the head: its config (the webhook, a secret step) and its container, on loopback."""
+        webhook = pulumi.Output.secret(args.webhook)
+        config = NodeCommand(
+            f"{name}-alertmanager-config",
+            connection=connection,
+            script=webhook.apply(manager.config_script),
+            delete=f"rm -f {shlex.quote(manager.directory)}/{alertmanager.CONFIG_NAME}",
+            secret=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.commands, delete_before_replace=True),
+        )
+        docker.Container(
+            f"{name}-alertmanager",
+            name=alertmanager.CONTAINER,
+            image=_image(f"{name}-alertmanager-image", manager.image, provider, self),
+            entrypoints=list(manager.command),
+            # root in its container: its config (the webhook's URL) is 0600 on the head.
+            user="0:0",
+            network_mode="host",
+            volumes=[
+                docker.ContainerVolumeArgs(
+                    host_path=manager.directory, container_path=alertmanager.CONTAINER_CONFIG_DIR, read_only=True
+                )
+            ],
+            log_driver="json-file",
+            log_opts=monitoring.LOG_OPTS,
+            restart="unless-stopped",
+            must_run=True,
+            destroy_grace_seconds=5,
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=provider, depends_on=[config], delete_before_replace=True
+            ),
+        )
 
 
 def _node_agent(

@@ -127,6 +127,7 @@ class SparkStack(pulumi.ComponentResource):
                     hosts={node.name: node.ssh for node in stack.nodes},
                     keys=keys,
                     password=args.config.monitoring_password or "",
+                    webhook=args.config.monitoring_webhook or "",
                     commands=core.commands,
                     docker=core.docker,
                 ),

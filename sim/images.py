@@ -54,8 +54,9 @@ def load_router_into(names: ClusterNames, head: Node, progress: Progress) -> str
 
 
 def load_monitoring_into(names: ClusterNames, nodes: Sequence[Node], progress: Progress) -> str:
-    """Build (or reuse) the monitoring image (Prometheus and the node exporter from Debian's packages), `docker load`
-    it into every node's engine (an exporter runs on each), and return its image ID, the same everywhere."""
+    """Build (or reuse) the monitoring image (Prometheus, the node exporter and Alertmanager from Debian's packages),
+    `docker load` it into every node's engine (an exporter runs on each), and return its image ID, the same
+    everywhere."""
     progress.step("ensuring the monitoring image (sim/monitoring/build-image.sh)")
     script = SIM_DIR / "monitoring" / "build-image.sh"
     built = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)

@@ -78,7 +78,8 @@ def stack_text(
         "spark-llm:sshKeyPath": str(paths.operator_key),
         "spark-llm:nodes": [node_config(node) for node in nodes],
         **({"spark-llm:router": {"image": router_image}} if router_image else {}),
-        # One image for both roles on the sim (sim/monitoring/build-image.sh).
+        # One image for every role on the sim (sim/monitoring/build-image.sh); Alertmanager's too, which a stack
+        # turns on with a webhook (monitoring.alertmanagerImage: the same ID).
         **(
             {"spark-llm:monitoring": {"image": monitoring_image, "nodeExporterImage": monitoring_image}}
             if monitoring_image

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build the sim's monitoring image: Prometheus and the node exporter from Debian bookworm's packages (pinned in
+# Build the sim's monitoring image: Prometheus, the node exporter and Alertmanager from Debian bookworm's packages (pinned in
 # packages.txt) on the sim's minimal Debian root file system, cached by recipe hash. One image for both roles:
 # spark-llm:monitoring names its binaries by their paths in the upstream images (prom/prometheus: /bin/prometheus;
-# prom/node-exporter: /bin/node_exporter), which this image keeps (bookworm's /bin is /usr/bin).
+# prom/node-exporter: /bin/node_exporter; prom/alertmanager: /bin/alertmanager), which this image keeps (bookworm's
+# /bin is /usr/bin).
 #
 # Usage: sim/monitoring/build-image.sh
 #
@@ -106,6 +107,7 @@ build_image() {
   done
   # The upstream images' paths (bookworm's /bin is a link to /usr/bin), and Prometheus's data directory, nobody's.
   ln -sf prometheus-node-exporter "$rootfs/usr/bin/node_exporter"
+  ln -sf prometheus-alertmanager "$rootfs/usr/bin/alertmanager"
   install -d -o 65534 -g 65534 -m 0755 "$rootfs/prometheus"
   # Nothing here runs Python or ssh (the shared root file system has them for the other images): a smaller load
   # into every node.
@@ -118,7 +120,7 @@ build_image() {
     --change "LABEL org.spark-llm.monitoring.packages=${PINS[*]}" \
     --message "spark-llm monitoring (${PINS[*]}), recipe $RECIPE_HASH" \
     - "$TAG" >/dev/null
-  local smoke="/bin/prometheus --version && /bin/node_exporter --version"
+  local smoke="/bin/prometheus --version && /bin/node_exporter --version && /bin/alertmanager --version"
   if ! docker run --rm --network none --entrypoint sh "$TAG" -ec "$smoke" >"$WORK_DIR/smoke.log" 2>&1; then
     cat "$WORK_DIR/smoke.log" >&2
     docker image rm "$TAG" >/dev/null 2>&1 || true

@@ -48,6 +48,12 @@ class Monitoring(ConfigModel):
         description="The node exporter's image, pinned (prom/node-exporter), run once on every node",
         json_schema_extra={"example": EXAMPLE_IMAGE.replace("spark-llm-router", "node-exporter")},
     )
+    alertmanager_image: PinnedImage | None = Field(
+        None,
+        alias="alertmanagerImage",
+        description="Alertmanager's image, pinned (prom/alertmanager): it runs on the head with monitoringWebhook",
+        json_schema_extra={"example": EXAMPLE_IMAGE.replace("spark-llm-router", "alertmanager")},
+    )
     port: Port = Field(
         9090,
         description="Prometheus's port on every address of the head, behind basic auth (monitoringPassword)",

@@ -182,6 +182,14 @@ class StackConfig(ConfigModel):
         ),
         json_schema_extra={"example": "a-long-random-phrase", "secret": True},
     )
+    monitoring_webhook: str | None = Field(
+        None,
+        description=(
+            "Where Alertmanager posts the firing alerts (a webhook URL, a Pulumi secret: `pulumi config set --secret"
+            " monitoringWebhook https://...`); with spark-llm:monitoring.alertmanagerImage"
+        ),
+        json_schema_extra={"example": "https://hooks.example.com/spark-llm", "secret": True},
+    )
 
     recipe: str | None = Field(
         None,
@@ -249,7 +257,21 @@ class StackConfig(ConfigModel):
     @model_validator(mode="after")
     def _monitoring(self) -> StackConfig:
         if self.monitoring is None:
+            if self.monitoring_webhook is not None:
+                why = "alerts come from spark-llm:monitoring's Prometheus: set that section too, or remove this key"
+                raise KeyedError(why, ("monitoringWebhook",), show_example=False)
             return self
+        webhook, image = self.monitoring_webhook, self.monitoring.alertmanager_image
+        if webhook is not None and not webhook.startswith(("http://", "https://")):
+            raise KeyedError(
+                "a webhook URL starts with http:// or https://", ("monitoringWebhook",), show_example=False
+            )
+        if webhook is not None and image is None:
+            why = "Alertmanager posts to monitoringWebhook: name its image (prom/alertmanager, pinned)"
+            raise KeyedError(why, ("monitoring", "alertmanagerImage"), "prom/alertmanager@sha256:...")
+        if image is not None and webhook is None:
+            why = "Alertmanager runs to post alerts to it: `pulumi config set --secret monitoringWebhook https://...`"
+            raise KeyedError(why, ("monitoringWebhook",), show_example=False)
         head = self.head.name
         on_head = [d for d in self.deployments() if head in d.nodes]
         engines = [(d.engine, f"{NAMESPACE}:engine" if not self.models else f"{d.config_key}.engine") for d in on_head]

@@ -28,7 +28,7 @@ User story (monitoring, folded into the several-models story): after the upgrade
 spark-llm:monitoring. Each model added, renamed or removed rewrites Prometheus's scrape config, which it reloads
 with no restart (its container's start unchanged); with two models every target is up, the counters count the
 clients' requests, `spark-llm top` shows Prometheus's numbers, and a node's page cache fires the headroom alert
-that `spark-llm status` then says.
+that `spark-llm status` then says and Alertmanager posts to the stack's webhook (a receiver on the head).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import json
 import math
 import re
 import secrets
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -166,6 +167,22 @@ UPGRADE: dict[str, dict[str, str]] = {}
 # spark-llm:monitoring's password (set in `routed`), and what a test that reads the monitoring compares with.
 MONITORING: dict[str, object] = {}
 PROMETHEUS = "spark-llm-prometheus"
+# A webhook receiver on the head's loopback: each post Alertmanager makes, a line of RECEIVED.
+RECEIVER_PORT = 9099
+RECEIVED = "/tmp/spark-llm-alerts.jsonl"
+RECEIVER = f"""
+import http.server
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with open("{RECEIVED}", "ab") as out:
+            out.write(body.replace(b"\\n", b" ") + b"\\n")
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", {RECEIVER_PORT}), Receiver).serve_forever()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +222,14 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         assert key not in out.stdout + out.stderr
         # Then the monitoring (SGLang's group restarts once: its rank 0 serves /metrics with --enable-metrics),
         # scraping every 2 s so that its alerts fire within a test's patience.
+        # With Alertmanager (the sim's image has it) posting to a receiver on the head's loopback.
         MONITORING["password"] = f"pw-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "monitoringPassword", MONITORING["password"])
-        edit_config(pulumi, lambda config: config.update({"spark-llm:monitoring": {**held, "scrapeSeconds": 2}}))
+        pulumi("config", "set", "--secret", "monitoringWebhook", f"http://127.0.0.1:{RECEIVER_PORT}/alerts")
+        sim_cluster.node_exec("head", "sh", "-c", f"rm -f {RECEIVED}; nohup python3 -c {shlex.quote(RECEIVER)}"
+                              " >/dev/null 2>&1 &")  # fmt: skip
+        monitoring = {**held, "scrapeSeconds": 2, "alertmanagerImage": held["image"]}
+        edit_config(pulumi, lambda config: config.update({"spark-llm:monitoring": monitoring}))
         out = pulumi.up()
         assert MONITORING["password"] not in out.stdout + out.stderr
         yield key
@@ -531,6 +553,8 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
             ),
             60,
         )
+        # Alertmanager posted it to the stack's webhook (its first post for a group after 10 s).
+        wait_for("the webhook to receive the headroom alert", lambda: headroom_posted(sim_cluster), 60)
         said = stack("status")
         assert "alerts: 1 firing" in said.stdout
         assert "SparkLlmMemoryHeadroomLow: worker-1 has under 4 GiB" in said.stdout
@@ -538,6 +562,19 @@ def test_with_monitoring_prometheus_scrapes_both_models_the_router_and_each_node
     finally:
         run([str(SIM), "memory", "worker-1", "off"])
     wait_for("the headroom alert to clear", lambda: not [a for a in served.alerts() if a.name.endswith("Low")], 60)
+
+
+def headroom_posted(sim_cluster: SimCluster) -> bool:
+    """Whether the receiver on the head got the headroom alert for worker-1, firing (Alertmanager's JSON)."""
+    lines = sim_cluster.node_exec("head", "cat", RECEIVED, check=False).stdout.splitlines()
+    posts = [json.loads(line) for line in lines if line.strip()]
+    return any(
+        alert["status"] == "firing"
+        and alert["labels"].get("alertname") == "SparkLlmMemoryHeadroomLow"
+        and alert["labels"].get("node") == "worker-1"
+        for post in posts
+        for alert in post.get("alerts", [])
+    )
 
 
 def selectors(query: str) -> set[str]:

@@ -8,7 +8,8 @@
 - panels: the numbers `spark-llm top` shows and the dashboard draws, one PromQL expression each; dashboard: the
   Grafana dashboard and its provisioning files, from those panels;
 - prometheus: what spark-llm:monitoring runs (components.monitoring): Prometheus's container and files on the head,
-  its reload without a restart, its basic auth; node_agents: the exporter and the GPU writer on every node.
+  its reload without a restart, its basic auth; node_agents: the exporter and the GPU writer on every node;
+  alertmanager: Alertmanager on the head, posting the alerts to the stack's webhook.
 """
 
 from spark_llm.plan.monitoring.rules import alert_rules

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from spark_llm.config import StackConfig
 from spark_llm.config.monitoring import WEB_USER, Monitoring, size_bytes
+from spark_llm.plan.monitoring.alertmanager import AlertmanagerPlan
 from spark_llm.plan.monitoring.node_agents import ExporterPlan, GpuWriterPlan, exporter, gpu_writer
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
@@ -67,6 +68,8 @@ class MonitoringPlan:
     rules_text: str
     exporters: tuple[ExporterPlan, ...]
     gpu_writers: tuple[GpuWriterPlan, ...]
+    alertmanager: AlertmanagerPlan | None
+    """With monitoringWebhook: Alertmanager beside Prometheus on the head."""
     endpoint: str
     """Prometheus as this machine reaches it (basic auth)."""
     container: str = CONTAINER
@@ -186,6 +189,7 @@ def settings_of(monitoring: Monitoring) -> MonitoringSettings:
         scrape_seconds=monitoring.scrape_seconds,
         evaluation_seconds=monitoring.scrape_seconds,
         node_exporter_port=monitoring.node_exporter_port,
+        alertmanager=monitoring.alertmanager_image is not None,
     )
 
 
@@ -207,6 +211,11 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
         rules_text=json.dumps(alert_rules(stack, ask, monitoring.scrape_seconds), indent=1, sort_keys=True),
         exporters=tuple(exporter(node, monitoring, textfile) for node in stack.nodes),
         gpu_writers=tuple(gpu_writer(node, monitoring, textfile, gpus(stack, node.name)) for node in stack.nodes),
+        alertmanager=(
+            AlertmanagerPlan(monitoring.alertmanager_image, f"{directory}/alertmanager")
+            if monitoring.alertmanager_image is not None
+            else None
+        ),
         endpoint=prometheus_endpoint(stack.config) or "",
     )
 

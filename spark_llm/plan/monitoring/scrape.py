@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_llm.plan.deployment import DeploymentPlan
+from spark_llm.plan.monitoring.alertmanager import alerting
 from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
 from spark_llm.plan.stack import StackPlan
 
@@ -29,6 +30,8 @@ class MonitoringSettings:
     scrape_seconds: int = 15
     evaluation_seconds: int = 15
     node_exporter_port: int = 9100
+    alertmanager: bool = False
+    """Alertmanager runs on the head (spark_llm.plan.monitoring.alertmanager): Prometheus sends it the alerts."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def prometheus_config(stack: StackPlan, settings: MonitoringSettings) -> dict:
             "evaluation_interval": f"{settings.evaluation_seconds}s",
         },
         "rule_files": [RULES_FILE],
+        **alerting(settings.alertmanager),
         "scrape_configs": [
             {
                 "job_name": job,

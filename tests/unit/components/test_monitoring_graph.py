@@ -94,3 +94,18 @@ def test_a_gpu_writer_runs_on_every_node_with_its_gpus(monitored, every_request)
     for name in ("monitoring-gpu-spark-2", "monitoring-exporter-spark-2"):
         request = next(r for r in every_request if r.name == name)
         assert any(d.endswith("::monitoring-dir-spark-2") for d in request.dependencies), name
+
+
+def test_with_a_webhook_alertmanager_runs_on_the_heads_loopback_and_the_url_is_only_in_a_secret_step(monkeypatch):
+    raw = _monitored(pinned(dual_spark_stack_file()))
+    raw["monitoring"]["alertmanagerImage"] = f"prom/alertmanager@{DIGEST}"
+    raw["monitoringWebhook"] = "https://hooks.example.com/T0KEN-in-the-url"
+    made = register(monkeypatch, raw, secrets=("monitoringPassword", "monitoringWebhook"))
+    got = inputs(made["monitoring-alertmanager"])
+    assert "::spark-docker-spark-1::" in made["monitoring-alertmanager"].provider
+    assert "--web.listen-address=127.0.0.1:9093" in got["entrypoints"] and got["networkMode"] == "host"
+    for name, request in made.items():
+        assert "T0KEN-in-the-url" not in json.dumps(without_secrets(inputs(request))), name
+    assert "T0KEN-in-the-url" in json.dumps(inputs(made["monitoring-alertmanager-config"]))
+    # Prometheus sends it the alerts.
+    assert '"127.0.0.1:9093"' in inputs(made["monitoring-config"])["stdin"]

@@ -89,3 +89,37 @@ def test_sizes_are_read_as_prometheus_reads_them() -> None:
 def test_an_image_not_pinned_is_refused() -> None:
     (line,) = refusal(with_monitoring(nodeExporterImage="prom/node-exporter:v1.8.2"))[1:]
     assert line.startswith("  spark-llm:monitoring.nodeExporterImage: 'prom/node-exporter:v1.8.2' is not pinned")
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "words"),
+    [
+        ({"monitoringWebhook": "https://hooks.example.com/x"}, "monitoring.alertmanagerImage", "name its image"),
+        (
+            {"image": f"prom/alertmanager@{DIGEST}"},
+            "monitoringWebhook",
+            "`pulumi config set --secret monitoringWebhook",
+        ),
+        (
+            {"image": f"prom/alertmanager@{DIGEST}", "monitoringWebhook": "hooks.example.com/x"},
+            "monitoringWebhook",
+            "starts with http:// or https://",
+        ),
+    ],
+    ids=["webhook-without-image", "image-without-webhook", "webhook-not-a-url"],
+)
+def test_alertmanager_needs_both_its_image_and_the_webhook(change: dict, key: str, words: str) -> None:
+    raw = with_monitoring()
+    if "image" in change:
+        raw["monitoring"]["alertmanagerImage"] = change["image"]
+    if "monitoringWebhook" in change:
+        raw["monitoringWebhook"] = change["monitoringWebhook"]
+    (line,) = refusal(raw)[1:]
+    assert line.startswith(f"  spark-llm:{key}: ") and words in line, line
+
+
+def test_a_webhook_without_monitoring_is_refused() -> None:
+    raw = dual_spark_raw()
+    raw["monitoringWebhook"] = "https://hooks.example.com/x"
+    (line,) = refusal(raw)[1:]
+    assert line.startswith("  spark-llm:monitoringWebhook: alerts come from spark-llm:monitoring's Prometheus")
