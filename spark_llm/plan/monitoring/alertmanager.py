@@ -77,7 +77,7 @@ class AlertmanagerPlan:
             f"  docker kill --signal HUP {CONTAINER} >/dev/null\n"
             + "".join(f"  {line}\n" for line in wait.splitlines())
             + "fi\n"
-            "echo 'monitoring: the webhook is Alertmanager's receiver'\n"
+            "echo 'monitoring: Alertmanager posts the alerts to the webhook'\n"
         )
 
 

@@ -303,3 +303,22 @@ def test_the_config_step_writes_a_config_and_rules_prometheus_accepts(tmp_path, 
     config = tmp_path / "spark-llm" / "monitoring" / "config" / "prometheus.yml"
     checked = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0 and "SUCCESS: 12 rules found" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_every_step_script_of_the_monitoring_is_bash_that_parses(raw_config):
+    """Regression (found on the sim): an apostrophe inside a single-quoted echo ended the quote, and the step failed
+    with bash's syntax error (exit 2)."""
+    raw = monitored(raw_config)
+    raw["monitoring"]["alertmanagerImage"] = EXAMPLE_IMAGE
+    raw["monitoringWebhook"] = "https://hooks.example.com/x"
+    plan = monitoring_plan(stack_of(raw))
+    assert plan is not None and plan.alertmanager is not None
+    scripts = {
+        "config": plan.config_script(),
+        "web": plan.web_script("it's a pass'word"),
+        "ready": plan.ready_script(),
+        "alertmanager": plan.alertmanager.config_script("https://hooks.example.com/it's"),
+    }
+    for name, script in scripts.items():
+        parsed = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
+        assert parsed.returncode == 0, f"{name}: {parsed.stderr}"
