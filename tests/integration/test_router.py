@@ -232,6 +232,8 @@ def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.Tem
         edit_config(pulumi, lambda config: config.update({"spark-llm:monitoring": monitoring}))
         out = pulumi.up()
         assert MONITORING["password"] not in out.stdout + out.stderr
+        # The same `up` again has nothing to do: no monitoring resource diffs against what it made.
+        pulumi("preview", "--expect-no-changes")
         yield key
     finally:
         run([str(SIM), "up"], timeout=1200)
