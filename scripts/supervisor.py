@@ -308,7 +308,7 @@ class Supervisor:
         why = f"{reason} (after {count} restarts in {budget['window_seconds']} s)" if count else reason
         self.say(f"gave up: {why}; every member stopped, `pulumi up` starts the group again")
         self.save(gave_up={"at": iso(time.time()), "reason": why, "restarts": count})
-        self.judged = "gave_up"
+        self.judged = agent_metrics.GAVE_UP
 
     def reading(self) -> agent_metrics.GroupReading:
         """What its metrics say of the group now: its verdict, restarts, the budget left, the last start's record."""
@@ -318,7 +318,7 @@ class Supervisor:
         history = read_file(self.spec["history_path"])
         return agent_metrics.group_reading(
             self.spec["model"],
-            "gave_up" if self.state.get("gave_up") else self.judged,
+            agent_metrics.GAVE_UP if self.state.get("gave_up") else self.judged,
             self.restarts_made,
             max(budget["max_restarts"] - within, 0),
             [m["name"] for m in self.spec["members"]],

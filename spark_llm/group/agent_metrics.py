@@ -15,6 +15,8 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
+from spark_llm.group.verdict import BROKEN, WAIT, WHOLE
+
 # Where the agent writes (its container's mount of the head's textfile directory, which the head's exporter reads).
 CONTAINER_TEXTFILE_DIR = "/run/spark-llm/textfile"
 TEXTFILE_NAME = "spark-llm.prom"
@@ -43,7 +45,9 @@ FAMILIES = {
     GPU_SM_CLOCK: ("gauge", "GPU SM clock (nvidia-smi clocks.sm)"),
     LAST_WRITE: ("gauge", "When the head's agent last wrote this file (Unix time)"),
 }
-STATES = ("whole", "broken", "wait", "gave_up")
+# The group's verdicts as spark_llm.group.verdict names them, and the supervisor's own end of the road.
+GAVE_UP = "gave_up"
+STATES = (WHOLE, BROKEN, WAIT, GAVE_UP)
 
 
 @dataclass(frozen=True)
