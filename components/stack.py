@@ -14,6 +14,7 @@ engine asks the provider about (DiffConfig: the same connection, nothing to repl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
@@ -22,13 +23,17 @@ import pulumi_command as command
 from components import bootstrap
 from components.cluster import SparkCluster, SparkClusterArgs, StackCore, probe_extra
 from components.connection import docker_provider
+from components.gpu_clock import GpuClockCaps, GpuClockCapsArgs
 from components.monitoring import Monitoring, MonitoringArgs
 from components.router import Router, RouterArgs
 from components.supervisor import COMPONENT_TYPE as SUPERVISOR_TYPE
 from components.supervisor import supervisor_container
 from spark_llm.config import StackConfig
+from spark_llm.plan import gpu_clock
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.monitoring.prometheus import disk_probe, monitoring_plan, retention_refusal
+from spark_llm.plan.nodes import NodePlan
+from spark_llm.plan.observation import NodeObservation
 from spark_llm.plan.stack import StackPlan
 
 # Where the groups and the router stood before the stack had a room of its own (spark-llm up to 1530184): at the
@@ -57,16 +62,14 @@ class SparkStack(pulumi.ComponentResource):
         stack = args.plan
         keys = bootstrap.load_keys(stack)
         # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
-        extras = [probe_extra(plan) for plan in stack.groups]
-        if stack.config.monitoring is not None:
-            # And the head's disk under Docker's data root: a retention larger than it is refused before anything runs.
-            group_probe, head = extras[0], stack.first.head.name
-            extras[0] = lambda node: group_probe(node) + (disk_probe() if node.name == head else "")
-        observations = bootstrap.observe_nodes(stack, extras)
-        if stack.config.monitoring is not None and observations[0] is not None:
-            facts = observations[0][stack.first.head.name].facts
-            if refusal := retention_refusal(stack.config.monitoring, facts):
+        observations = bootstrap.observe_nodes(stack, _extras(stack))
+        every = _each_node(observations)
+        if stack.config.monitoring is not None and every is not None:
+            if refusal := retention_refusal(stack.config.monitoring, every[stack.first.head.name].facts):
                 bootstrap.refuse(refusal)
+        caps = gpu_clock.caps(stack.config.nodes)
+        if every is not None and (refused := gpu_clock.refusals(stack.config.nodes, every)):
+            bootstrap.refuse("\n".join(refused) + "\nNothing was run on any node.")
         if stack.several:
             # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
             bootstrap.place_models(args.config, list(zip(stack.groups, observations, strict=True)))
@@ -98,6 +101,13 @@ class SparkStack(pulumi.ComponentResource):
                 core.docker[stack.first.head.name],
                 core.commands,
                 pulumi.ResourceOptions(parent=self, aliases=self._first_supervisors()),
+            )
+        if caps:
+            # Beside the groups, as the heat they bound: no engine waits for a cap, and a cap needs no restart.
+            GpuClockCaps(
+                "gpu-clock",
+                GpuClockCapsArgs(caps=caps, hosts=stack.hosts, keys=keys, commands=core.commands, observations=every),
+                pulumi.ResourceOptions(parent=self),
             )
         endpoint: dict[str, object] = {}
         if stack.router is not None:
@@ -168,6 +178,40 @@ class SparkStack(pulumi.ComponentResource):
             pulumi.Alias(parent=pulumi.create_urn(f"{FIRST_GROUP}-supervisor", SUPERVISOR_TYPE, parent=group))
             for group in under
         ]
+
+
+def _extras(stack: StackPlan) -> list[Callable[[NodePlan], str]]:
+    """Each group's more read-only probe sections for a node: its own (probe_extra), and on the first group that
+    runs on a node what the stack asks of that node: the head's disk under Docker's data root with monitoring on (a
+    retention larger than it is refused before anything runs), a capped node's clock and its records."""
+    caps = gpu_clock.caps(stack.config.nodes)
+    head = stack.first.head.name
+    firsts: dict[str, int] = {}
+    for index, plan in enumerate(stack.groups):
+        for node in plan.nodes:
+            firsts.setdefault(node.name, index)
+
+    def stack_part(node: NodePlan) -> str:
+        part = disk_probe() if node.name == head and stack.config.monitoring is not None else ""
+        return part + (gpu_clock.probe(node.ssh.user) if node.name in caps else "")
+
+    def extra(index: int, plan: DeploymentPlan) -> Callable[[NodePlan], str]:
+        own = probe_extra(plan)
+        return lambda node: own(node) + (stack_part(node) if firsts[node.name] == index else "")
+
+    return [extra(index, plan) for index, plan in enumerate(stack.groups)]
+
+
+def _each_node(observations: list[dict[str, NodeObservation] | None]) -> dict[str, NodeObservation] | None:
+    """Every node's observation once (the first group's that reads it: the one whose probe carries the stack's
+    sections, `_extras`); None under mocks."""
+    if observations[0] is None:
+        return None
+    every: dict[str, NodeObservation] = {}
+    for group in observations:
+        for name, observation in (group or {}).items():
+            every.setdefault(name, observation)
+    return every
 
 
 def group_name(plan: DeploymentPlan) -> str:

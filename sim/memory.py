@@ -109,13 +109,49 @@ FAKE_NVIDIA_SMI = "/usr/local/bin/nvidia-smi"
 # so `spark-llm preflight` reports the node as simulated rather than passing a GPU check it never ran.
 _FAKE_SMI = r"""#!/usr/bin/env bash
 # The sim's nvidia-smi (sim/memory.py): a GB10's name, the processes `sim gpu-process` started, an idle GB10's power,
-# temperature and SM clock (or what /run/spark-llm-sim/gpu-readings says); no GPU otherwise (said on stderr, as the
-# real one says its errors: a query's output stays empty, as on a node without the driver).
+# temperature and SM clock (or what /run/spark-llm-sim/gpu-readings says), its clock range, and a lock of its clocks
+# as root (`-lgc MIN,MAX`, `-rgc`; kept under /run, which a restart of the node clears, as a reboot clears the
+# driver's lock); no GPU otherwise (said on stderr, as the real one says its errors).
+LOCK=/run/spark-llm-sim/gpu-clock-lock
+TOP=2405
+sm_clock() {
+  local max=$TOP
+  [ -r "$LOCK" ] && read -r max <"$LOCK"
+  echo $((max < TOP ? max : TOP))
+}
+as_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "Changing GPU clocks requires root: Insufficient Permissions" >&2
+    exit 4
+  fi
+}
 case "$*" in
   *--query-compute-apps=*) cat /run/spark-llm-sim/gpu-apps 2>/dev/null; exit 0 ;;
   *--query-gpu=name*) echo "NVIDIA GB10 (simulated)"; exit 0 ;;
   *--query-gpu=power.draw,temperature.gpu,clocks.sm*)
-    cat /run/spark-llm-sim/gpu-readings 2>/dev/null || echo "18.50, 42, 2405"; exit 0 ;;
+    cat /run/spark-llm-sim/gpu-readings 2>/dev/null || echo "18.50, 42, $(sm_clock)"; exit 0 ;;
+  *--query-gpu=clocks.max.sm*) echo "$TOP"; exit 0 ;;
+  *--query-gpu=clocks.sm*) sm_clock; exit 0 ;;
+  *--query-supported-clocks=graphics*) printf '%s\n' 2405 2100 1800 1500 1200 900 600; exit 0 ;;
+  *--reset-gpu-clocks* | -rgc*)
+    as_root
+    rm -f "$LOCK"
+    echo "All done."
+    exit 0 ;;
+  *--lock-gpu-clocks=* | -lgc*)
+    as_root
+    range=${*#*--lock-gpu-clocks=}
+    [ "$1" = -lgc ] && range=$2
+    low=${range%%,*} high=${range#*,}
+    if ! [[ $low =~ ^[0-9]+$ && $high =~ ^[0-9]+$ ]] || [ "$high" -lt 600 ] || [ "$high" -gt "$TOP" ]; then
+      echo "Invalid combination of GPU clocks: $range (600-$TOP MHz)" >&2
+      exit 2
+    fi
+    mkdir -p "${LOCK%/*}"
+    echo "$high" >"$LOCK"
+    echo "GPU clocks set to \"(gpuClkMin $low, gpuClkMax $high)\" for GPU 00000000:01:00.0"
+    echo "All done."
+    exit 0 ;;
 esac
 echo "simulated node: no GPU" >&2
 exit 3

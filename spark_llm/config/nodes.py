@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from spark_llm.config.base import ConfigModel, KeyedError, Port, SeveralKeyedError
+from spark_llm.config.base import ConfigModel, Int, KeyedError, Port, SeveralKeyedError
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 NAME_MAX = 31
@@ -159,6 +159,15 @@ class Node(ConfigModel):
         None,
         description="SSH private key for this node (default: sshKeyPath)",
         json_schema_extra={"example": "~/.ssh/id_ed25519"},
+    )
+    sm_clock_cap_mhz: Int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Cap of the GPU's SM clock in MHz (`nvidia-smi --lock-gpu-clocks=0,CAP`), applied by `pulumi up`, removed"
+            " by destroy or when unset; within the GPU's range (unset: the driver's own clocks)"
+        ),
+        json_schema_extra={"example": 2000},
     )
 
 

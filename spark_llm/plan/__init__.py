@@ -12,5 +12,6 @@ reading the project's own `scripts/` (scripts).
   fabric ready for a start: its RoCE devices, its MTUs), fabric_proof;
 - readiness and stdin_spec (the gate's spec, typed), rollback, cli_flags (what a pulumi command line asks of the
   group), node_commands (the commands printed for a person);
-- monitoring/ (Prometheus's targets and the alert rules, generated from the stack and the engines' metric catalogs).
+- monitoring/ (Prometheus's targets and the alert rules, generated from the stack and the engines' metric catalogs),
+  gpu_clock (a node's GPU SM clock cap, applied and read back).
 """

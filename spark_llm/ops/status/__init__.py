@@ -5,6 +5,7 @@
 - router: the router's line (its container on the head, the models it lists); alerts: the alerts firing in the
   stack's Prometheus (spark-llm:monitoring);
 - weights: the weights' drift, as preview judges it from the program's probe; firewall: the firewall's, the same way;
+  gpu_clock: the GPU clock caps', the same way;
 - memory: the memory admission's verdict where `pulumi up` would restart the group;
 - canary: the canary asked now, against the one recorded at readiness;
 - report: one model's verdict as it prints (table, lines, JSON);

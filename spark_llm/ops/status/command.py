@@ -36,6 +36,7 @@ from spark_llm.ops.status.alerts import AlertsStatus, read_alerts
 from spark_llm.ops.status.canary import CanaryCheck, canary_ask, check_canary
 from spark_llm.ops.status.canary import judge as canary_verdict
 from spark_llm.ops.status.firewall import firewall_drift
+from spark_llm.ops.status.gpu_clock import clock_drift
 from spark_llm.ops.status.memory import refusals, refused_sentence
 from spark_llm.ops.status.pending import Pending, pending_operations
 from spark_llm.ops.status.pending import sentence as pending_sentence
@@ -315,9 +316,9 @@ def model_report(plan: DeploymentPlan, outputs: dict, seen: GroupReading) -> Mod
         # The rule preview refuses a start on (and the supervisor holds its restart on): not a promise `up` breaks.
         problems = "; ".join(fault.problem for fault in faults)
         sentence += f"; but {problems}: `pulumi up` would refuse the start before anything stops (preview says the fix)"
-    walls = firewall_drift(plan, seen.observations)
+    walls = firewall_drift(plan, seen.observations) + clock_drift(plan, seen.observations)
     if walls and state == "in sync":
-        # Preview's reading, preview's words: the table goes back, the engines run on.
+        # Preview's reading, preview's words: the table (or the cap) goes back, the engines run on.
         state, sentence = "drift", "; ".join(walls)
     weights = weights_drift(plan, seen.observations)
     if weights and state == "in sync":

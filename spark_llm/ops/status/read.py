@@ -15,6 +15,7 @@ from spark_llm.group.serving import COMPLETIONS_PATH, health_path, serving_reque
 from spark_llm.group.times import docker_time
 from spark_llm.group.wedge import LIVENESS_PATH, unanswered_while_live
 from spark_llm.ops.sections import SECTION_FUNCTION, Section, parse_sections
+from spark_llm.ops.status.gpu_clock import probe as clock_probe
 from spark_llm.ops.status.router import RouterStatus, router_lines, router_status
 from spark_llm.plan import firewall
 from spark_llm.plan.container import LABEL_REVISION
@@ -111,6 +112,8 @@ def node_script(plan: DeploymentPlan, node: NodePlan, router: RouterPlan | None 
     # the memory sections the admission judges before `up` stops anything (spark_llm.ops.status.memory).
     weights_probe = weights_plan(plan).probes[node.name]
     probe = weights_probe + firewall.probe(plan) + probe_command(plan.model_path)
+    # And a capped node's clock and records (spark_llm.ops.status.gpu_clock).
+    probe += clock_probe(plan, node.name, node.ssh.user)
     lines = [
         SECTION_FUNCTION + ENGINE_STATE_FUNCTION,
         f"capture engine engine_state {quote(plan.container)}",

@@ -179,8 +179,9 @@ def agent_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
             "warning",
             "{{ $labels.node }}: GPU at {{ $value }} °C",
             f"{{{{ $labels.node }}}}'s GPU has been above {GPU_HOT_CELSIUS} °C for {GPU_HOT_SECONDS} s: GB10s have"
-            " shut themselves down near 105 °C under long loads; cap its SM clock (`nvidia-smi -lgc 0,2000` on the"
-            f" node) and see the load with `spark-llm status{ask}`",
+            " shut themselves down near 105 °C under long loads; cap its SM clock: set smClockCapMhz in its entry of"
+            " spark-llm:nodes (2000 kept one in bounds) and run `pulumi up`, and see the load with"
+            f" `spark-llm status{ask}`",
         ),
         _rule(
             "SparkLlmAgentSilent",

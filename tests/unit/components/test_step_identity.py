@@ -188,6 +188,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "scripts/lib/engine_state.sh": [],
     "scripts/lib/gpu_readings.sh": [],  # (spark-llm:monitoring's GPU writers: this stack has no monitoring)
+    "scripts/lib/gpu_clock.sh": [],  # (spark-llm:nodes[].smClockCapMhz: this stack caps no node)
     "scripts/lib/firewall.sh": [
         "spark-firewall-spark-1",
         "spark-firewall-spark-2",
