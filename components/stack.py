@@ -64,12 +64,10 @@ class SparkStack(pulumi.ComponentResource):
         # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
         observations = bootstrap.observe_nodes(stack, _extras(stack))
         every = _each_node(observations)
-        if stack.config.monitoring is not None and every is not None:
-            if refusal := retention_refusal(stack.config.monitoring, every[stack.first.head.name].facts):
-                bootstrap.refuse(refusal)
-        caps = gpu_clock.caps(stack.config.nodes)
-        if every is not None and (refused := gpu_clock.refusals(stack.config.nodes, every)):
+        if every is not None and (refused := _refusals(stack, every)):
+            # Every value the nodes refuse at once, before anything runs: one edit, not one per preview.
             bootstrap.refuse("\n".join(refused) + "\nNothing was run on any node.")
+        caps = gpu_clock.caps(stack.config.nodes)
         if stack.several:
             # Whether the models fit together on each node, with what the nodes report: before any resource is declared.
             bootstrap.place_models(args.config, list(zip(stack.groups, observations, strict=True)))
@@ -200,6 +198,16 @@ def _extras(stack: StackPlan) -> list[Callable[[NodePlan], str]]:
         return lambda node: own(node) + (stack_part(node) if firsts[node.name] == index else "")
 
     return [extra(index, plan) for index, plan in enumerate(stack.groups)]
+
+
+def _refusals(stack: StackPlan, every: dict[str, NodeObservation]) -> list[str]:
+    """What the stack asks that its nodes cannot give, as the probe read them: a retention larger than the head's
+    disk, a GPU clock cap outside a node's range."""
+    found = []
+    if stack.config.monitoring is not None:
+        if refusal := retention_refusal(stack.config.monitoring, every[stack.first.head.name].facts):
+            found.append(refusal)
+    return found + gpu_clock.refusals(stack.config.nodes, every)
 
 
 def _each_node(observations: list[dict[str, NodeObservation] | None]) -> dict[str, NodeObservation] | None:

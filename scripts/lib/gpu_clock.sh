@@ -39,7 +39,8 @@ gc_apply() {
       "changed" >&2
     return 1
   fi
-  # Written by a rename: a probe never reads half a record.
+  # Written by a rename: a probe never reads half a record. (The inner sh expands $1, the record's path.)
+  # shellcheck disable=SC2016
   printf '%s %s\n' "$token" "$cap" |
     gc_root sh -c 'mkdir -p "${1%/*}" && cat >"$1.tmp" && mv -f "$1.tmp" "$1"' record "$GC_RECORD"
   mkdir -p "${applied%/*}"

@@ -190,22 +190,26 @@ def test_two_models_that_do_not_fit_together_fail_preview_with_their_fit_per_nod
     assert _node_state(sim_cluster) == deployed_state
 
 
-def test_a_monitoring_retention_larger_than_the_heads_disk_is_refused_before_anything_runs(
+def test_a_retention_larger_than_the_heads_disk_and_a_clock_cap_beyond_the_gpu_are_refused_before_anything_runs(
     pulumi, sim_cluster, deployed_state
 ):
-    """Issue 42: spark-llm:monitoring.retentionSize larger than the head's disk under Docker's data root (read by
-    preview's probe of the head) is refused naming the key and a size that fits; nothing runs on any node."""
+    """Issue 42: spark-llm:monitoring.retentionSize larger than the head's disk under Docker's data root, and a GPU
+    clock cap (nodes[].smClockCapMhz) above what the worker's GPU reports (both read by preview's probe of the
+    nodes), are refused at once, each naming its key and a value that fits; nothing runs on any node."""
     pulumi.reset_config()
     try:
         pulumi("config", "set", "--secret", "monitoringPassword", "pw-bad-input")
         for key in ("image", "nodeExporterImage"):
             pulumi.set(f"monitoring.{key}", "sha256:" + "a" * 64)
         pulumi.set("monitoring.retentionSize", "100TB")
+        pulumi.set("nodes[1].smClockCapMhz", "3000")
         result = pulumi("preview", check=False)
     finally:
         pulumi.reset_config()
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "spark-llm:monitoring.retentionSize: 100TB is more than the head's whole disk" in output, output
+    assert "spark-llm:nodes[1].smClockCapMhz 3000 is outside the GPU's range on worker-1 (600-2405 MHz" in output
+    assert "pulumi config set --path 'nodes[1].smClockCapMhz' 2000" in output, output
     assert "Nothing was run on any node." in output and "Traceback" not in output
     assert _node_state(sim_cluster) == deployed_state

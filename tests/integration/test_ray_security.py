@@ -24,6 +24,11 @@ table of spark-llm's own on each node (Docker's tables untouched, no engine rest
 listens on at the head's management side (Ray's GCS, raylet, workers, the rendezvous among the random ports) refuses a
 connection from this machine, while the API still answers, ssh still reaches every node and Ray still answers a token
 holder on the fabric; `pulumi destroy` leaves no table behind.
+
+And the heat bounded beside the doors (issue 42, 5): worker-1's GPU SM clock capped (spark-llm:nodes[].smClockCapMhz)
+is a change preview shows, applied by the same `up` (no engine restarted), read back on the node; lifted there by
+hand (`nvidia-smi -rgc`) it is drift to preview and to `spark-llm status`, and `pulumi up` applies it again;
+`pulumi destroy` removes it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import pytest
 from tests.integration.conftest import SimCluster, complete, run, tcp_connect
 from tests.integration.profiles import use_profile
 from tests.integration.secrets_scan import NODES, ArgvSampler, files_others_read
+from tests.integration.test_ops import SparkLlm
 
 pytestmark = pytest.mark.integration
 
@@ -217,9 +223,16 @@ def test_with_the_firewall_the_group_ports_refuse_the_operator_side_while_the_gr
 
     started = {node: sim_cluster.started_at(node) for node in NODES}
     pulumi.set("network.firewall", "fabric-only")
+    pulumi.set("nodes[1].smClockCapMhz", "1800")
     try:
+        [capping] = [line for line in pulumi("preview").stdout.splitlines() if "gpu-clock-worker-1" in line]
+        assert "create" in capping, capping
         up = pulumi.up()
         assert "spark-firewall-head" in up.stdout and "nftables table inet spark-llm on head" in up.stdout
+        assert "capped at 1800 MHz" in up.stdout and (
+            sm_clock(sim_cluster, "worker-1"),
+            sm_clock(sim_cluster, "head"),
+        ) == ("1800", "2405")
         # No engine restarted for it; the table is spark-llm's own, beside Docker's.
         assert {node: sim_cluster.started_at(node) for node in NODES} == started
         for node in NODES:
@@ -251,9 +264,34 @@ def test_with_the_firewall_the_group_ports_refuse_the_operator_side_while_the_gr
             env=SHUT_DOOR_TIMEOUTS,
         )
         assert shut.returncode and "Failed to connect to GCS" in shut.stdout + shut.stderr, shut
-        assert "network.firewall is off" not in pulumi("preview").stdout
+
+        # The cap lifted by hand on worker-1: drift to preview and to status, in the same words; `up` applies it again.
+        said = SparkLlm(pulumi)("status")
+        assert said.returncode == 0 and "drift" not in said.stdout, said.stdout
+        sim_cluster.node_exec("worker-1", "nvidia-smi", "-rgc")
+        preview = pulumi("preview").stdout
+        assert "network.firewall is off" not in preview
+        lifted = "the GPU's SM clock cap on worker-1 changed since `pulumi up` (gpu-clock-cap on worker-1: now lifted"
+        assert lifted in preview, preview
+        said = SparkLlm(pulumi)("status")
+        assert said.returncode != 0 and lifted in " ".join(said.stdout.split()), said.stdout
+        pulumi.up()
+        assert sm_clock(sim_cluster, "worker-1") == "1800"
     finally:
         pulumi("destroy", "--yes", "--skip-preview", "--non-interactive")
         pulumi.reset_config()
     for node in NODES:
         assert "spark-llm" not in sim_cluster.node_exec(node, "nft", "list", "tables").stdout, node
+    # The cap gone with the stack: the driver's own clocks, no record left.
+    assert sm_clock(sim_cluster, "worker-1") == "2405"
+    assert (
+        sim_cluster.node_exec("worker-1", "ls", "/run/spark-llm", "/root/spark-llm", check=False).stdout.count(
+            "gpu-clock-cap"
+        )
+        == 0
+    )
+
+
+def sm_clock(sim: SimCluster, node: str) -> str:
+    """The node's SM clock as its nvidia-smi reads it now (the sim's: its top, or the lock's)."""
+    return sim.node_exec(node, "nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits").stdout.strip()

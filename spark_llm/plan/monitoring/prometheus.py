@@ -260,5 +260,5 @@ def retention_refusal(monitoring: Monitoring, facts: dict[str, str]) -> str | No
     return (
         f"spark-llm:monitoring.retentionSize: {monitoring.retention_size} is more than the head's whole disk under"
         f" Docker's data root ({root}: {size >> 30} GB), where Prometheus keeps its data: it would fill the disk"
-        f" the weights and images need (e.g. {tenth}GB). Nothing was run on any node."
+        f" the weights and images need (e.g. {tenth}GB)."
     )
