@@ -30,6 +30,9 @@ HOST_DRIFT = "spark_llm_host_drift"
 GPU_POWER = "spark_llm_gpu_power_watts"
 GPU_TEMPERATURE = "spark_llm_gpu_temperature_celsius"
 GPU_SM_CLOCK = "spark_llm_gpu_sm_clock_hertz"
+# Written by each node's writer beside the GPU's readings (scripts/lib/gpu_readings.sh), labelled by weights path.
+WEIGHTS_DISK_FREE = "spark_llm_weights_disk_free_bytes"
+WEIGHTS_DISK_SIZE = "spark_llm_weights_disk_size_bytes"
 LAST_WRITE = "spark_llm_agent_last_write_timestamp_seconds"
 
 # name -> (type, help)

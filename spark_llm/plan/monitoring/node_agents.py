@@ -81,6 +81,8 @@ class GpuWriterPlan:
     seconds: int
     gpus: bool
     """Given the node's GPUs (docker's `--gpus all`), as its engines are (spark-llm:engine.gpus)."""
+    weights: tuple[str, ...] = ()
+    """The weights paths of the models on the node (spark-llm:model.path): the disk of each is read."""
 
     @property
     def entrypoint(self) -> tuple[str, ...]:
@@ -88,8 +90,14 @@ class GpuWriterPlan:
         are agent_metrics', the one place they are spelled."""
         script = bash_lib("gpu_readings") + 'gpu_readings "$@"\n'
         arguments = (CONTAINER_ROOTFS, agent.CONTAINER_TEXTFILE_DIR, str(self.seconds))
-        families = (agent.GPU_POWER, agent.GPU_TEMPERATURE, agent.GPU_SM_CLOCK)
-        return ("/bin/sh", "-c", script, "gpu-readings", *arguments, *families)
+        families = (
+            agent.GPU_POWER,
+            agent.GPU_TEMPERATURE,
+            agent.GPU_SM_CLOCK,
+            agent.WEIGHTS_DISK_FREE,
+            agent.WEIGHTS_DISK_SIZE,
+        )
+        return ("/bin/sh", "-c", script, "gpu-readings", *arguments, *families, *self.weights)
 
     @property
     def mounts(self) -> tuple[tuple[str, str, bool], ...]:
@@ -108,11 +116,14 @@ def exporter(node: NodePlan, monitoring: Monitoring, textfile_dir: str) -> Expor
     return ExporterPlan(node=node.name, image=monitoring.node_exporter_image, listen=listen, textfile_dir=textfile_dir)
 
 
-def gpu_writer(node: NodePlan, monitoring: Monitoring, textfile_dir: str, gpus: bool) -> GpuWriterPlan:
+def gpu_writer(
+    node: NodePlan, monitoring: Monitoring, textfile_dir: str, gpus: bool, weights: tuple[str, ...] = ()
+) -> GpuWriterPlan:
     return GpuWriterPlan(
         node=node.name,
         image=monitoring.node_exporter_image,
         textfile_dir=textfile_dir,
         seconds=monitoring.scrape_seconds,
         gpus=gpus,
+        weights=weights,
     )

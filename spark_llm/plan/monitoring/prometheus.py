@@ -210,7 +210,10 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
         config_text=json.dumps(prometheus_config(stack, settings), indent=1, sort_keys=True),
         rules_text=json.dumps(alert_rules(stack, ask, monitoring.scrape_seconds), indent=1, sort_keys=True),
         exporters=tuple(exporter(node, monitoring, textfile) for node in stack.nodes),
-        gpu_writers=tuple(gpu_writer(node, monitoring, textfile, gpus(stack, node.name)) for node in stack.nodes),
+        gpu_writers=tuple(
+            gpu_writer(node, monitoring, textfile, gpus(stack, node.name), weights_paths(stack, node.name))
+            for node in stack.nodes
+        ),
         alertmanager=(
             AlertmanagerPlan(monitoring.alertmanager_image, f"{directory}/alertmanager")
             if monitoring.alertmanager_image is not None
@@ -223,6 +226,12 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
 def gpus(stack: StackPlan, node: str) -> bool:
     """Whether the node's engines are given GPUs (spark-llm:engine.gpus of a model on it): its GPU writer is too."""
     return any(plan.config.engine.gpus for plan in stack.models.values() if node in plan.config.deployment.nodes)
+
+
+def weights_paths(stack: StackPlan, node: str) -> tuple[str, ...]:
+    """The weights paths of the models on the node (spark-llm:model.path), each once: its writer reads their disks."""
+    paths = (plan.model_path for plan in stack.models.values() if node in plan.config.deployment.nodes)
+    return tuple(dict.fromkeys(paths))
 
 
 def prometheus_endpoint(cfg: StackConfig) -> str | None:

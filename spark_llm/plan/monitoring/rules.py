@@ -29,6 +29,7 @@ DEFAULT_WEDGE_SECONDS = 180  # spark-llm:supervisor.wedgeSeconds' default, for a
 GPU_HOT_CELSIUS = 90  # GB10s shut themselves down near 105 °C under long loads (../shared/notes/real-sparks.md)
 GPU_HOT_SECONDS = 300
 AGENT_SILENT_SECONDS = 120
+WEIGHTS_DISK_FREE_RATIO = 0.1  # a weights copy needs room beside the old one: under a tenth free, it is time to act
 
 
 def _seconds(value: float) -> str:
@@ -150,6 +151,25 @@ def node_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
     ]
 
 
+def disk_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
+    """The disks of the weights, as each node's writer reads them (scripts/lib/gpu_readings.sh)."""
+    free = f"{agent.WEIGHTS_DISK_FREE} / {agent.WEIGHTS_DISK_SIZE}"
+    percent = round(WEIGHTS_DISK_FREE_RATIO * 100)
+    return [
+        _rule(
+            "SparkLlmWeightsDiskLow",
+            f"{free} < {WEIGHTS_DISK_FREE_RATIO}",
+            HEADROOM_SCRAPES * scrape,
+            "warning",
+            f"{{{{ $labels.node }}}}: under {percent} % free on the disk of {{{{ $labels.path }}}}",
+            f"{{{{ $labels.node }}}}'s disk holding the weights at {{{{ $labels.path }}}} is"
+            " {{ $value | humanizePercentage }} free: a new revision's copy, an image's layers and Prometheus's"
+            " data need room there; free space (old weights revisions, `docker image prune` on the node), and"
+            f" `spark-llm preflight{ask}` shows each node's disk",
+        ),
+    ]
+
+
 def agent_rules(ask: str, scrape: int = DEFAULT_SCRAPE_SECONDS) -> list[dict]:
     """What the head's agent reports (spark_llm.group.agent_metrics), through the head's exporter."""
     return [
@@ -203,6 +223,6 @@ def alert_rules(stack: StackPlan, ask: str = "", scrape: int = DEFAULT_SCRAPE_SE
     ]
     if stack.router is not None:
         groups.append({"name": "spark-llm-router", "rules": router_rules(stack.router, ask, scrape)})
-    groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask, scrape)})
+    groups.append({"name": "spark-llm-nodes", "rules": node_rules(ask, scrape) + disk_rules(ask, scrape)})
     groups.append({"name": "spark-llm-agent", "rules": agent_rules(ask, scrape)})
     return {"groups": groups}

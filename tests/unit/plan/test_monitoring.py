@@ -142,7 +142,7 @@ def test_every_generated_rule_passes_prometheus_own_check(raw_config, tmp_path):
     path = tmp_path / "rules.json"
     path.write_text(json.dumps(alert_rules(two_models_with_router(raw_config), " --stack dual-spark", scrape=2)))
     checked = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
-    assert checked.returncode == 0 and "SUCCESS: 12 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: 13 rules found" in checked.stdout, checked.stdout + checked.stderr
 
 
 # ---------- what spark-llm:monitoring runs (spark_llm.plan.monitoring.prometheus) ----------
@@ -219,28 +219,43 @@ def test_each_node_has_a_gpu_writer_given_the_gpus_its_engines_get(raw_config):
     assert [(w.node, w.gpus, w.seconds) for w in plan.gpu_writers] == [("spark-1", True, 5), ("spark-2", True, 5)]
     entrypoint = plan.gpu_writers[0].entrypoint
     assert entrypoint[:2] == ("/bin/sh", "-c") and 'chroot "$rootfs" nvidia-smi' in entrypoint[2]
+    weights = stack_of(raw_config).first.model_path
     assert entrypoint[3:] == ("gpu-readings", "/host", "/run/spark-llm/textfile", "5", "spark_llm_gpu_power_watts",
-                              "spark_llm_gpu_temperature_celsius", "spark_llm_gpu_sm_clock_hertz")  # fmt: skip
+                              "spark_llm_gpu_temperature_celsius", "spark_llm_gpu_sm_clock_hertz",
+                              "spark_llm_weights_disk_free_bytes", "spark_llm_weights_disk_size_bytes",
+                              weights)  # fmt: skip
     sim = {**raw_config, "engine": {**raw_config.get("engine", {}), "gpus": False}}
     without = monitoring_plan(stack_of(monitored(sim)))
     assert without is not None and [w.gpus for w in without.gpu_writers] == [False, False]
 
 
 def test_the_gpu_writer_writes_each_reading_nvidia_smi_gives_and_leaves_out_the_others(tmp_path):
-    """The writer's functions run by sh once, with a root of its own: a chroot whose nvidia-smi answers as told
-    (chroot shadowed by a function; `sleep` ends the loop)."""
+    """The writer's functions run by sh once, with a root of its own: a chroot whose nvidia-smi and df answer as
+    told (chroot shadowed by a function; `sleep` ends the loop). The weights path is not there yet: its disk is
+    read through its nearest parent, and the samples name the path as configured."""
     plan = monitoring_plan(stack_of(monitored(dual_spark_raw())))
     assert plan is not None
     _, _, script, name, _rootfs, _dir, _seconds, *families = plan.gpu_writers[0].entrypoint
+    weights = '/nowhere/models/a "b"'
+    families[5:] = [weights]
+    df = "Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/nvme0n1p2 3800000000 3610000000 1900000 95% /"
+    answers_df = f"[ \"$4\" = / ] && printf '%s\\n' '{df}'"
+    disk = {'spark_llm_weights_disk_free_bytes{path="/nowhere/models/a \\"b\\""}': 1900000 * 1024.0,
+            'spark_llm_weights_disk_size_bytes{path="/nowhere/models/a \\"b\\""}': 3800000000 * 1024.0}  # fmt: skip
     for answer, expected in (
         ("18.50, 42, 2405", {"spark_llm_gpu_power_watts": 18.5, "spark_llm_gpu_temperature_celsius": 42.0,
-                             "spark_llm_gpu_sm_clock_hertz": 2405e6}),
-        ("[N/A], 61, 2100", {"spark_llm_gpu_temperature_celsius": 61.0, "spark_llm_gpu_sm_clock_hertz": 2100e6}),
+                             "spark_llm_gpu_sm_clock_hertz": 2405e6, **disk}),
+        ("[N/A], 61, 2100", {"spark_llm_gpu_temperature_celsius": 61.0, "spark_llm_gpu_sm_clock_hertz": 2100e6,
+                             **disk}),
     ):  # fmt: skip
-        shim = f"chroot() {{ echo '{answer}'; }}\nsleep() {{ exit 0; }}\n"
+        shim = (
+            f"chroot() {{ if [ \"$2\" = df ]; then {answers_df}; else echo '{answer}'; fi; }}\nsleep() {{ exit 0; }}\n"
+        )
         subprocess.run(["sh", "-c", shim + script, name, "/", str(tmp_path), "1", *families], check=True, timeout=10)
         text = (tmp_path / "gpu.prom").read_text()
-        samples = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if not line.startswith("#")}
+        samples = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[0] != "#"
+        }
         assert samples == expected
         subprocess.run(["promtool", "check", "metrics"], input=text, text=True, check=True, capture_output=True)
 
@@ -302,7 +317,7 @@ def test_the_config_step_writes_a_config_and_rules_prometheus_accepts(tmp_path, 
     assert "Prometheus starts with it" in ran.stdout
     config = tmp_path / "spark-llm" / "monitoring" / "config" / "prometheus.yml"
     checked = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
-    assert checked.returncode == 0 and "SUCCESS: 12 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: 13 rules found" in checked.stdout, checked.stdout + checked.stderr
 
 
 def test_every_step_script_of_the_monitoring_is_bash_that_parses(raw_config):
