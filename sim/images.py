@@ -40,14 +40,25 @@ def load_image_into(
         progress.step(f"{node.name}: {loaded}" + (f" (tagged {image_tag})" if image_tag else ""))
 
 
+def _load_once(names: ClusterNames, node: Node, tag: str, tarball: Path, progress: Progress) -> None:
+    """`docker load` the tarball into the node's engine unless the node has its tag already: the tag names the
+    image's recipe hash (build-image.sh), so the same tag is the same image, and a second `sim up --load-...` on
+    the same nodes (another test module) skips its 250 MB."""
+    held = run(["docker", "exec", names.container(node.name), "docker", "image", "inspect", tag], check=False)
+    if held.returncode == 0:
+        progress.step(f"{node.name} has {tag} already")
+        return
+    progress.step(f"loading {tarball} into {node.name}'s engine")
+    run(["docker", "exec", "-i", names.container(node.name), "docker", "load"], stdin_file=tarball)
+
+
 def load_router_into(names: ClusterNames, head: Node, progress: Progress) -> str:
     """Build (or reuse) the router's image, `docker load` it into the head's engine, and return its image ID there:
     what spark-llm:router.image names on the sim (an ID is as immutable as a digest; a local image has no digest)."""
     progress.step("ensuring the router's image (sim/router/build-image.sh)")
     built = subprocess.run([str(SIM_DIR / "router" / "build-image.sh")], check=True, stdout=subprocess.PIPE, text=True)
     tag, tarball = built.stdout.strip().splitlines()[-2:]
-    progress.step(f"loading {tarball} into {head.name}'s engine")
-    run(["docker", "exec", "-i", names.container(head.name), "docker", "load"], stdin_file=Path(tarball))
+    _load_once(names, head, tag, Path(tarball), progress)
     image_id = docker("exec", names.container(head.name), "docker", "image", "inspect", "-f", "{{.Id}}", tag).strip()
     progress.step(f"{head.name}: {tag} ({image_id})")
     return image_id
@@ -62,8 +73,7 @@ def load_monitoring_into(names: ClusterNames, nodes: Sequence[Node], progress: P
     built = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
     tag, tarball = built.stdout.strip().splitlines()[-2:]
     for node in nodes:
-        progress.step(f"loading {tarball} into {node.name}'s engine")
-        run(["docker", "exec", "-i", names.container(node.name), "docker", "load"], stdin_file=Path(tarball))
+        _load_once(names, node, tag, Path(tarball), progress)
     image_id = docker("exec", names.container(nodes[0].name), "docker", "image", "inspect", "-f", "{{.Id}}", tag)
     progress.step(f"every node: {tag} ({image_id.strip()})")
     return image_id.strip()

@@ -6,8 +6,7 @@ names, chat and streaming alike; `models.list()` shows both; a wrong key is refu
 the running router is served at once, with no restart of the router or of the engine already serving. No sim nodes:
 the containers run on the host's docker (bench/router_rig.py), and everything started is removed.
 
-User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up` (with the
-spark-llm of before the stack's room, then this version's, which restarts no engine): the stack's
+User story (the stack): an operator adds spark-llm:router to a single-model stack and runs `pulumi up`: the stack's
 endpoint is the router on the head, with the stack's key, for the openai client; the engine's port is no longer
 reachable from the operator's side. A router restarted by hand serves its model again by itself; one removed by
 hand is made again by the supervisor, with no engine restarted; a new router port replaces the router only (preview
@@ -24,8 +23,8 @@ groups, `spark-llm restart --model` restarts one, and after a failed start of th
 removed), with a client on each model that stays asking every 100 ms: none of them sees a failure, and the router
 keeps its container (its ID and start time) throughout.
 
-User story (monitoring, folded into the several-models story): after the upgrade the operator turns on
-spark-llm:monitoring. Each model added, renamed or removed rewrites Prometheus's scrape config, which it reloads
+User story (monitoring, folded into the several-models story): the stack has spark-llm:monitoring on. Each model
+added, renamed or removed rewrites Prometheus's scrape config, which it reloads
 with no restart (its container's start unchanged); with two models every target is up, the counters count the
 clients' requests, `spark-llm top` shows Prometheus's numbers, and a node's page cache fires the headroom alert
 that `spark-llm status` then says and Alertmanager posts to the stack's webhook (a receiver on the head).
@@ -61,10 +60,9 @@ from spark_llm.ops.pulumi_cli import config_from_json
 from spark_llm.plan.deployment import LAUNCH_TEMPLATE
 from spark_llm.plan.monitoring.panels import panels
 from spark_llm.plan.stack import StackPlan, build_stack
-from tests.integration.conftest import REPO, SIM, Pulumi, SimCluster, run, tcp_connect
+from tests.integration.conftest import SIM, Pulumi, SimCluster, run, tcp_connect
 from tests.integration.test_ops import SparkLlm
 from tests.integration.test_supervisor import supervisor_restarts
-from tests.integration.test_upgrade import MODELS_BEFORE, checkout
 from tests.waits import wait_for
 
 pytestmark = pytest.mark.integration
@@ -163,7 +161,6 @@ SUPERVISOR = "spark-llm-supervisor"
 
 
 # What the upgrade in `routed` saw: each engine's start before and after this version's first `up`.
-UPGRADE: dict[str, dict[str, str]] = {}
 # spark-llm:monitoring's password (set in `routed`), and what a test that reads the monitoring compares with.
 MONITORING: dict[str, object] = {}
 PROMETHEUS = "spark-llm-prometheus"
@@ -186,52 +183,36 @@ http.server.HTTPServer(("127.0.0.1", {RECEIVER_PORT}), Receiver).serve_forever()
 
 
 @pytest.fixture(scope="module")
-def routed(pulumi: Pulumi, sim_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head) and
-    an API key, deployed by the code of before the stack's room (test_upgrade.MODELS_BEFORE) with no supervisor (its
-    default then), then upgraded by this one with the default settings, which run the stack's supervisor (UPGRADE
-    records each engine's start around it): yields the key. Afterwards `sim up` writes the stack file without the
+def routed(pulumi: Pulumi, sim_cluster: SimCluster) -> Iterator[str]:
+    """The sim's single-model stack with spark-llm:router (the image `sim up --load-router` loaded on the head), an
+    API key, the default settings (which run the stack's supervisor) and spark-llm:monitoring (`--load-monitoring`),
+    in one `up`: yields the key. (The upgrade from before the stack's room, router included, is test_upgrade's story:
+    two models behind the router, which restarts no engine.) Afterwards `sim up` writes the stack file without the
     router again, for the next module on this sim."""
     run([str(SIM), "up", "--load-router", "--load-monitoring"], timeout=1200)
     try:
         pulumi.reset_config()
-        # spark-llm:monitoring comes after the upgrade: the code of before does not know the key.
-        held: dict = {}
-        edit_config(pulumi, lambda config: held.update(config.pop("spark-llm:monitoring")))
         key = f"sk-router-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "apiKey", key)
-        pulumi.set("supervisor.enabled", "false")
+        # This version's defaults: the supervisor on (nothing typed).
+        edit_config(pulumi, lambda config: config.pop("spark-llm:supervisor", None))
         # Its memory budget from the start: a second model beside it needs one (placement), and adding it later
         # would restart this model's group (tests below add a second model).
         # And the stand-in's wedge knob (its requests held while a file exists on the head: a test below wedges it).
         edit_config(pulumi, lambda config: config["spark-llm:engine"].update(
             flags=list(BIG_FLAGS), env={"STANDIN_WEDGE_WHILE_FILE": WEDGE_FILE_IN_CONTAINER}))  # fmt: skip
-        before = checkout(MODELS_BEFORE, tmp_path_factory.mktemp("checkout-before"))
-        # The same interpreter path as this checkout's, as an upgrade in place has: the readiness gate's step names
-        # it, and a new path updates that step without running it (its timeline output then empty until a start).
-        project = before / "Pulumi.yaml"
-        project.write_text(project.read_text().replace("virtualenv: .venv", f"virtualenv: {REPO / '.venv'}"))
-        dataclasses.replace(pulumi, cwd=before).up()
-        UPGRADE["before"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
-        UPGRADE["supervisor before"] = supervisor_status(sim_cluster)
-        # This version's defaults: the supervisor on (nothing typed).
-        pulumi("config", "rm", "supervisor")
-        out = pulumi.up()
-        UPGRADE["supervisor after"] = supervisor_status(sim_cluster)
-        UPGRADE["after"] = {node: sim_cluster.started_at(node) for node in ("head", "worker-1")}
-        assert key not in out.stdout + out.stderr
-        # Then the monitoring (SGLang's group restarts once: its rank 0 serves /metrics with --enable-metrics),
-        # scraping every 2 s so that its alerts fire within a test's patience.
-        # With Alertmanager (the sim's image has it) posting to a receiver on the head's loopback.
+        # The monitoring, scraping every 2 s so that its alerts fire within a test's patience, with Alertmanager (the
+        # sim's image has it) posting to a receiver on the head's loopback.
         MONITORING["password"] = f"pw-{secrets.token_hex(12)}"
         pulumi("config", "set", "--secret", "monitoringPassword", MONITORING["password"])
         pulumi("config", "set", "--secret", "monitoringWebhook", f"http://127.0.0.1:{RECEIVER_PORT}/alerts")
         sim_cluster.node_exec("head", "sh", "-c", f"rm -f {RECEIVED}; nohup python3 -c {shlex.quote(RECEIVER)}"
                               " >/dev/null 2>&1 &")  # fmt: skip
-        monitoring = {**held, "scrapeSeconds": 2, "alertmanagerImage": held["image"]}
-        edit_config(pulumi, lambda config: config.update({"spark-llm:monitoring": monitoring}))
+        edit_config(pulumi, lambda config: config["spark-llm:monitoring"].update(
+            scrapeSeconds=2, alertmanagerImage=config["spark-llm:monitoring"]["image"]))  # fmt: skip
         out = pulumi.up()
-        assert MONITORING["password"] not in out.stdout + out.stderr
+        assert key not in out.stdout + out.stderr and MONITORING["password"] not in out.stdout + out.stderr
+        assert supervisor_status(sim_cluster) == "running"
         # The same `up` again has nothing to do: no monitoring resource diffs against what it made.
         pulumi("preview", "--expect-no-changes")
         yield key
@@ -246,15 +227,6 @@ def supervisor_status(sim_cluster: SimCluster) -> str:
         ).stdout.strip()
         or "absent"
     )
-
-
-def test_a_stack_with_the_router_from_before_the_stacks_room_upgrades_restarting_no_engine(routed: str) -> None:
-    """User story: the operator deployed one model behind the router with the spark-llm of 1530184 (its group and
-    router at the stack's root, each with providers of its own; no supervisor, its default then) and pulls this
-    version: its first `up` moves them under the stack component restarting no engine (the router's container is
-    made once anew: its mounts changed), and the stack gets its supervisor, by default."""
-    assert UPGRADE["after"] == UPGRADE["before"]
-    assert (UPGRADE["supervisor before"], UPGRADE["supervisor after"]) == ("absent", "running")
 
 
 def edit_config(pulumi: Pulumi, change) -> None:
@@ -283,6 +255,10 @@ def changed_steps(pulumi: Pulumi) -> Changed:
 # The stack's one supervisor container: a new group, or a group's new containers, give it a new spec to read (a
 # replace, after every group served; it is no engine), and its `-clear` step runs again before it is made.
 STACK_SUPERVISOR = ("spark-supervisor", "spark-supervisor-clear")
+
+
+# Each node's writer of its GPU's readings and its weights disks: a model added on the node adds a path it reads.
+WRITER = "monitoring-gpu-"
 
 
 def outside(changed: Changed, *prefixes: str) -> dict[str, str]:
@@ -440,7 +416,7 @@ def test_a_second_model_is_served_beside_the_first_through_the_router_restarting
     # container, nor Prometheus's.
     assert {name for name, op in changed.items() if op == "create"} >= {SMALL_GROUP, f"{SMALL_GROUP}-engine-head"}
     assert changed.get("monitoring-config") == "replace", changed.why
-    assert outside(changed, SMALL_GROUP, "router-workers", "router-ready", "monitoring-config") == {}
+    assert outside(changed, SMALL_GROUP, "router-workers", "router-ready", "monitoring-config", WRITER) == {}
     with SteadyClient(before["endpoint"], BIG, routed) as client:
         pulumi.up()
     assert client.summary()["requests"] >= 20 and client.failures == [], client.summary()
@@ -777,7 +753,7 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     # and gate go back to their usual form now, the weights verified again (no byte moved, nothing restarted), and
     # the admission's spec takes the weights' size from that step again (an update: it judges nothing, issue 41, 3).
     pinned = (f"{SMALL_GROUP}-weights-head", f"{SMALL_GROUP}-engine-ready", f"{SMALL_GROUP}-engine-admit-head")
-    assert outside(changed, THIRD_GROUP, "router-workers", "router-ready", "monitoring-config", *pinned) == {}
+    assert outside(changed, THIRD_GROUP, "router-workers", "router-ready", "monitoring-config", WRITER, *pinned) == {}
     up_with_clients_on(BIG, SMALL)
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, THIRD])
     assert client.chat.completions.create(model=THIRD, messages=MESSAGES, max_tokens=4).model == THIRD
@@ -788,7 +764,10 @@ def test_models_added_renamed_and_removed_live_the_others_answer_every_request_a
     changed = changed_steps(pulumi)
     assert changed.get(f"{RENAMED_GROUP}-engine-take-ports-head") == "create", changed.why
     assert changed.get(f"{THIRD_GROUP}-engine-head") == "delete" and "router" not in changed, changed.why
-    assert outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready", "monitoring-config") == {}
+    assert (
+        outside(changed, THIRD_GROUP, RENAMED_GROUP, "router-workers", "router-ready", "monitoring-config", WRITER)
+        == {}
+    )
     up_with_clients_on(BIG, SMALL)
     assert sorted(m.id for m in client.models.list()) == sorted([BIG, SMALL, RENAMED])
     assert client.chat.completions.create(model=RENAMED, messages=MESSAGES, max_tokens=4).model == RENAMED
