@@ -46,16 +46,21 @@ def _pulumi_type(annotation: Any) -> str:
     return "string"
 
 
+def _summary(model: type) -> str:
+    """A section's docstring's first paragraph, on one line: its first line alone cut a sentence in two."""
+    return " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+
+
 def _description(name: str, field: Any) -> str:
     if field.description:
         return field.description
     ann = field.annotation
     if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return (ann.__doc__ or "").strip().splitlines()[0]
+        return _summary(ann)
     inner = getattr(ann, "__args__", ())
     for arg in inner:
         if isinstance(arg, type) and issubclass(arg, BaseModel):
-            return (arg.__doc__ or "").strip().splitlines()[0]
+            return _summary(arg)
     return field.description or name.replace("_", " ")
 
 
@@ -106,7 +111,7 @@ def _leaf_rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str,
         shown = "required" if default is PydanticUndefined else json.dumps(default)
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         example = json.dumps(extra["example"]) if "example" in extra else ""
-        doc = field.description or ((nested[0].__doc__ or "").strip().splitlines()[0] if nested else "")
+        doc = field.description or (_summary(nested[0]) if nested else "")
         rows.append((key + ("[]" if getattr(ann, "__origin__", None) is list else ""), shown, example, doc))
         if nested:
             rows += _leaf_rows(nested[0], key + ("[]" if getattr(ann, "__origin__", None) is list else ""))
