@@ -11,6 +11,12 @@ writes to spark-llm's cache here. Private keys are 0600, known_hosts at most 064
 fabric-only, the torch rendezvous (engine.distPort), which listens on every address of the head, refuses a
 connection from this machine (the management network) while the group it formed serves; the table gone from a node
 (a reboot) is drift that preview names and `up` repairs without restarting the group.
+
+And the key at work (spark-llm:apiKey, folded in from its own module: one deployment for the secrets' story): a
+client without it gets 401, with it a completion, `spark-llm smoke` authenticates with it; it is in no launch
+script, the readiness gate's stdin and the containers' labels hold it only encrypted, and only the head has its
+file. A new key restarts the group with it (preview says so) and the old one is refused; the key removed opens the
+endpoint again and removes its file from the head.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import secrets
 import stat
 import subprocess
 import sys
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -170,8 +177,58 @@ def test_no_secret_anywhere_in_the_open_and_the_api_only_where_it_is_bound(pulum
         assert "table inet spark-llm" in sim_cluster.node_exec("worker-1", "nft", "list", "tables").stdout
         assert sim_cluster.started_at("worker-1") == started
         print("security walk:", json.dumps(checked))
+
+        the_key_at_work(pulumi, sim_cluster, api_key, export)
     finally:
-        pulumi("config", "rm", "apiKey")
+        pulumi("config", "rm", "apiKey", check=False)  # (the_key_at_work removed it: a no-op then)
         pulumi("config", "rm", "hfToken")
         pulumi("config", "rm", "--path", "engine.host")
         pulumi("config", "rm", "--path", "network.firewall")
+
+
+KEY_FILE = "/root/spark-llm/api-key.yaml"
+
+
+def status_without_key(outputs: dict) -> int:
+    try:
+        complete(outputs)
+    except urllib.error.HTTPError as error:
+        return error.code
+    return 200
+
+
+def the_key_at_work(pulumi, sim_cluster, key: str, export: str) -> None:
+    """The endpoint wants the key, the operator tools send it, a new key restarts the group with it, no key opens
+    the endpoint again (after the secrets' walk above, on its deployment)."""
+    outputs = pulumi.outputs()
+    assert status_without_key(outputs) == 401
+    for node in NODES:
+        assert key not in sim_cluster.node_exec(node, "cat", "/root/spark-llm/launch.sh").stdout
+    assert sim_cluster.node_exec("head", "stat", "-c", "%a %U", KEY_FILE).stdout.strip() == "600 root"
+    assert sim_cluster.node_exec("worker-1", "test", "-e", KEY_FILE, check=False).returncode != 0
+    # The readiness gate reads the key on its stdin: there, and in the containers' labels, only encrypted.
+    resources = {r["urn"].rsplit("::", 1)[-1]: r for r in json.loads(export)["deployment"]["resources"]}
+    assert "ciphertext" in resources["spark-engine-ready"]["inputs"]["stdin"]
+    assert "ciphertext" in json.dumps(resources["spark-engine-head"]["outputs"]["labels"])
+    # The operator tools authenticate with the stack's key too.
+    config = ["--stack", "sim", "--config-file", str(pulumi.config_file)]
+    smoke = run([sys.executable, "-m", "spark_llm.ops.cli", "smoke", *config, "--requests", "1", "--concurrency", "1"],
+                env=pulumi.env, cwd=REPO)  # fmt: skip
+    assert key not in smoke.stdout + smoke.stderr
+
+    # A new key: preview announces the group restart, up applies it; the old key stops working.
+    new_key = f"sk-sim-{secrets.token_hex(12)}"
+    set_secret(pulumi, "apiKey", new_key)
+    preview = pulumi("preview").stdout
+    assert "spark-scripts-head-api-key replace" in preview and "spark-engine-head replace" in preview
+    assert new_key not in preview and key not in preview
+    pulumi.up()
+    assert complete(outputs, api_key=new_key)["usage"]["completion_tokens"] == 4
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        complete(outputs, api_key=key)
+    assert refused.value.code == 401
+    # No key: the endpoint is open again and the key file is gone from the head.
+    pulumi("config", "rm", "apiKey")
+    pulumi.up()
+    assert status_without_key(pulumi.outputs()) == 200
+    assert sim_cluster.node_exec("head", "test", "-e", KEY_FILE, check=False).returncode != 0
