@@ -5,6 +5,10 @@ User story: an operator with several boxes runs `pulumi up`; every worker gets t
 workers that already have a file pass it on, so the head does not send every byte N times. A third box joins:
 it is filled mostly by the other workers. A bit flips on a worker's disk: preview names the node and `up`
 recopies that one file. A copy killed half-way is resumed, not restarted.
+
+And the bigger group itself (folded in from its own module, one deployment of 1 head + 2 workers): the first `up`
+starts both workers before the head and the group serves; both workers, holding no image, get it at once, each by
+its own `docker save | docker load` from the head; killing the second worker restarts the whole group in order.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import SIM, Pulumi, SimCluster, run
+from tests.integration.conftest import SIM, SIM_IMAGE_TAG, Pulumi, SimCluster, complete, run
+from tests.integration.profiles import assert_replaced_in_order
 from tests.waits import StreamReader, wait_for
 
 pytestmark = pytest.mark.integration
@@ -68,7 +73,15 @@ def fanout_cluster(sim_cluster: SimCluster, standin_image) -> Iterator[None]:
     sim_cluster.resize(1, standin_image)
 
 
+def image_id(sim: SimCluster, node: str) -> str:
+    return sim.node_exec(node, "docker", "image", "inspect", "-f", "{{.Id}}", SIM_IMAGE_TAG).stdout.strip()
+
+
 def test_two_workers_get_identical_copies_and_the_second_is_fed_by_the_first(pulumi, sim_cluster):
+    # Neither worker holds the image: the same `up` sends it to both at once, each from the head.
+    for worker in ("worker-1", "worker-2"):
+        sim_cluster.node_exec(worker, "docker", "rm", "-f", "spark-llm-engine", check=False)
+        sim_cluster.node_exec(worker, "docker", "image", "prune", "-af")
     configure(pulumi)
     out = pulumi.up().stdout
     expected = sha256s(sim_cluster, "head")
@@ -77,6 +90,20 @@ def test_two_workers_get_identical_copies_and_the_second_is_fed_by_the_first(pul
         assert f"fanout: {node} verified " in out
     # Two streams per node: while the head sends worker-1 its first files, worker-2 waits for worker-1's.
     assert received(out, "worker-2").get("worker-1", 0) > 0, out[-4000:]
+    for worker in ("worker-1", "worker-2"):
+        assert re.search(rf"{worker} holds none of the image's \d+ layers: sending all of it", out), out
+        assert re.search(rf"{worker}: sent \d+ bytes", out), out
+        assert image_id(sim_cluster, worker) == image_id(sim_cluster, "head")
+    running = sim_cluster.node_exec("head", "sh", "-c", "ps -eo args | grep -c '^docker save' || true")
+    assert running.stdout.strip() == "0"  # both steps' docker saves ended
+    # Both workers started before the head, and the group of three serves.
+    outputs = pulumi.outputs()
+    assert outputs["start_order"] == ["worker-1", "worker-2", "head"]
+    head_start = sim_cluster.started_at("head")
+    assert sim_cluster.started_at("worker-1") < head_start and sim_cluster.started_at("worker-2") < head_start
+    assert complete(outputs, "three nodes", 5)["usage"]["completion_tokens"] == 5
+    head_log = sim_cluster.node_exec("head", "docker", "logs", "spark-llm-engine").stdout
+    assert "node rank 1 joined" in head_log and "node rank 2 joined" in head_log
 
 
 def test_a_corrupted_file_on_a_worker_is_found_by_the_manifest_and_recopied(pulumi, sim_cluster):
@@ -92,6 +119,14 @@ def test_a_corrupted_file_on_a_worker_is_found_by_the_manifest_and_recopied(pulu
     assert f"fanout: worker-2 needs 1 of {FILES} files" in out
     assert "fanout: worker-1 has all" in out
     assert sha256s(sim_cluster, "worker-2") == sha256s(sim_cluster, "head")
+
+
+def test_killing_the_second_worker_restarts_the_whole_group_in_order(pulumi, sim_cluster):
+    sim_cluster.node_exec("worker-2", "docker", "rm", "-f", "spark-llm-engine")
+    out = pulumi.up().stdout
+    # Head stopped, workers removed (the second first), workers created (the first first), head created.
+    assert_replaced_in_order(out, ["worker-1", "worker-2"])
+    pulumi("preview", "--expect-no-changes")
 
 
 def test_a_third_worker_gets_its_weights_from_the_workers_too(pulumi, sim_cluster, standin_image):
