@@ -1,10 +1,14 @@
-"""EngineImage on the sim: the image starts on the head only, as after `docker load` there by hand (the seeds).
+"""EngineImage on the sim: the image starts on the head only, as after `docker load` there by hand (the seeds), and
+the worker holds no layer at all (a cold pull).
 
-User stories: `pulumi up` transfers the image head -> worker over the fabric (docker save | docker load, only the
-layers the worker lacks; tests/integration/test_image_layers.py counts them) and the group serves; a second `up`
-moves no bytes; a worker whose image was removed is found by `preview` and repaired by `up` (moving nothing: the
-running engine holds the image, untagged); a new image tag moves only the image and restarts the group in order; a
-wrong platform fails naming the node, and nothing is started.
+User stories: `pulumi up` sends the whole image head -> worker in one stream over the fabric (docker save | docker
+load), with progress lines, and the group serves; a second `up` moves no bytes; a worker whose image was removed is
+found by `preview` and repaired by `up` (moving nothing: the running engine holds the image, untagged); a new image
+tag moves only the image and restarts the group in order; an image built on the head FROM that one plus one 20 MiB
+layer reaches the worker as about 20 MiB over the fabric (measured on the worker's fabric interface), although the
+worker got its layers by `docker load` (docker 20.10 has no registry digest for them), with the head's image ID, and
+the group restarts on it and serves; an image that differs only in its config moves no layer; a wrong platform
+fails naming the node, and nothing is started.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import urllib.request
 
 import pytest
 
-from tests.integration.conftest import SIM_IMAGE_TAG, STACK_FILE
+from tests.integration.conftest import SIM, SIM_IMAGE_TAG, STACK_FILE, complete, run
 
 pytestmark = pytest.mark.integration
 
 NEW_TAG = "spark-llm/standin-engine:sim-v2"
+LAYER_TAG = "spark-llm/standin-engine:sim-layer"
+CONFIG_TAG = "spark-llm/standin-engine:sim-config"
+LAYER_BYTES = 20 * 1024 * 1024
 ENGINE = "spark-llm-engine"
 
 
@@ -57,25 +64,41 @@ def completion(outputs: dict) -> dict:
 
 @pytest.fixture(scope="module", autouse=True)
 def image_on_the_head_only(sim_cluster, pulumi):
-    """Start as a user does (the image on the head only); restore the stack file this module edits."""
+    """Start as a user does (the image on the head only, the worker with no image and no layers: a cold pull);
+    restore the stack file this module edits."""
     saved = STACK_FILE.read_text()
-    for node in (n["name"] for n in sim_cluster.nodes()):
-        tags = [NEW_TAG] if node == "head" else [SIM_IMAGE_TAG, NEW_TAG]
-        sim_cluster.node_exec(node, "docker", "rmi", "-f", *tags, check=False)
+    sim_cluster.node_exec("head", "docker", "rmi", "-f", NEW_TAG, check=False)
+    sim_cluster.node_exec("worker-1", "docker", "rm", "-f", ENGINE, check=False)
+    sim_cluster.node_exec("worker-1", "docker", "image", "prune", "-af")
     assert image_id(sim_cluster, "head") and image_id(sim_cluster, "worker-1") is None
     yield
     STACK_FILE.write_text(saved)
     for node in (n["name"] for n in sim_cluster.nodes()):
-        sim_cluster.node_exec(node, "docker", "rmi", "-f", NEW_TAG, check=False)
+        sim_cluster.node_exec(node, "docker", "rmi", "-f", NEW_TAG, LAYER_TAG, CONFIG_TAG, check=False)
 
 
-def test_up_transfers_the_image_from_the_head_and_the_group_serves(pulumi, sim_cluster):
+def test_cold_worker_gets_the_whole_image_in_one_stream_with_progress(pulumi, sim_cluster):
     """From a cluster where only the head has the image, `pulumi up` ends with the same image ID everywhere."""
-    out = pulumi.up().stdout
-    # An engine left running by an earlier module holds the image untagged: then it is only tagged.
-    sent = re.search(r"worker-1: sent (\d+) bytes .*", out)
-    assert sent or f"not as {SIM_IMAGE_TAG}: tagged it, sent nothing" in out, out
-    print(f"\nimage transfer head -> worker-1: {sent.group(0) if sent else 'tagged, nothing sent'}")
+    # 100 Mbit/s out of the head: the transfer takes several seconds, so its progress lines show.
+    run([str(SIM), "link", "100", "head"])
+    started = time.monotonic()
+    try:
+        out = pulumi.up().stdout
+    finally:
+        run([str(SIM), "link", "off"])
+    elapsed = time.monotonic() - started
+    progress = re.findall(
+        r"image worker-1: \d+% [\d.]+ [kMG]?B of about [\d.]+ [kMG]?B, [\d.]+ [kMG]?B/s, (?:\d+:\d\d left|all sent),"
+        r" docker save \| docker load over the fabric",
+        out,
+    )
+    assert progress, out
+    assert "worker-1 holds none of the image's 1 layers: sending all of it" in out
+    sent = re.search(r"worker-1: sent (\d+) bytes .* copied, ([\d.]+) s", out)
+    assert sent, out
+    print(f"\ncold image (head capped at 100 Mbit/s): {int(sent.group(1))} bytes sent in {sent.group(2)} s;"
+          f" pulumi up {elapsed:.1f} s")  # fmt: skip
+    print("\n".join(progress))
     head, worker = image_id(sim_cluster, "head"), image_id(sim_cluster, "worker-1")
     assert head and head == worker
     outputs = pulumi.outputs()
@@ -168,6 +191,69 @@ def test_new_image_tag_moves_only_the_image_and_restarts_the_group_in_order(pulu
         running = sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.Image}}", ENGINE).stdout.strip()
         assert running == new_id, node
     assert completion(pulumi.outputs())["choices"][0]["text"].strip()
+
+
+def fabric_rx_bytes(sim_cluster, node: str) -> int:
+    """Bytes the node's fabric interface received (a worker's only interface is the fabric)."""
+    return int(sim_cluster.node_exec(node, "cat", "/sys/class/net/eth0/statistics/rx_bytes").stdout)
+
+
+def build_on_head(sim_cluster, base: str, tag: str, layer_bytes: int) -> str:
+    """`base` plus one layer of `layer_bytes` random bytes, built on the head as an operator would; its ID."""
+    sim_cluster.node_exec("head", "docker", "rm", "-f", "spark-llm-layer-build", check=False)
+    sim_cluster.node_exec(
+        "head", "docker", "run", "--name", "spark-llm-layer-build", base,
+        "sh", "-c", f"head -c {layer_bytes} /dev/urandom > /opt/standin/new-layer.bin",
+    )  # fmt: skip
+    sim_cluster.node_exec("head", "docker", "commit", "spark-llm-layer-build", tag)
+    sim_cluster.node_exec("head", "docker", "rm", "spark-llm-layer-build")
+    new_id = image_id(sim_cluster, "head", tag)
+    assert new_id
+    return new_id
+
+
+def test_one_changed_layer_moves_about_one_layer_and_the_group_restarts_on_it(pulumi, sim_cluster):
+    new_id = build_on_head(sim_cluster, SIM_IMAGE_TAG, LAYER_TAG, LAYER_BYTES)
+    before = {n: sim_cluster.started_at(n) for n in ("head", "worker-1")}
+    rx_before = fabric_rx_bytes(sim_cluster, "worker-1")
+    pulumi.set("spark-llm:image.ref", LAYER_TAG)
+    out = pulumi.up().stdout
+    rx = fabric_rx_bytes(sim_cluster, "worker-1") - rx_before
+    assert "worker-1 holds 1 of the image's 2 layers: sending the other 1" in out, out
+    sent = re.search(r"worker-1: sent (\d+) bytes", out)
+    assert sent, out
+    print(f"\none changed {LAYER_BYTES}-byte layer: the step sent {sent.group(1)} bytes; worker-1's fabric"
+          f" interface received {rx} bytes during the whole `pulumi up` ({rx / LAYER_BYTES:.3f}x)")  # fmt: skip
+    assert LAYER_BYTES <= int(sent.group(1)) <= 1.5 * LAYER_BYTES
+    assert rx <= 1.5 * LAYER_BYTES  # everything worker-1 received during the update, measured on its interface
+    assert image_id(sim_cluster, "worker-1", LAYER_TAG) == new_id
+    assert pulumi.outputs()["image_id"] == new_id
+    for node in ("head", "worker-1"):
+        assert sim_cluster.started_at(node) > before[node], node  # the group restarted
+        running = sim_cluster.node_exec(node, "docker", "inspect", "-f", "{{.Image}}", "spark-llm-engine").stdout
+        assert running.strip() == new_id, node
+    assert complete(pulumi.outputs())["usage"]["completion_tokens"] == 4
+
+
+def test_an_image_that_differs_only_in_its_config_moves_no_layer(pulumi, sim_cluster):
+    sim_cluster.node_exec("head", "docker", "rm", "-f", "spark-llm-config-build", check=False)
+    sim_cluster.node_exec("head", "docker", "create", "--name", "spark-llm-config-build", LAYER_TAG)
+    sim_cluster.node_exec(
+        "head", "docker", "commit", "--change", "ENV SPARK_LLM_CONFIG_ONLY=1", "spark-llm-config-build", CONFIG_TAG
+    )
+    sim_cluster.node_exec("head", "docker", "rm", "spark-llm-config-build")
+    new_id = image_id(sim_cluster, "head", CONFIG_TAG)
+    # docker commit of an unchanged container still adds an (empty) layer: the worker lacks only that one.
+    layers = sim_cluster.node_exec(
+        "head", "docker", "image", "inspect", "-f", "{{len .RootFS.Layers}}", CONFIG_TAG
+    ).stdout.strip()
+    pulumi.set("spark-llm:image.ref", CONFIG_TAG)
+    out = pulumi.up().stdout
+    assert re.search(rf"worker-1 holds \d+ of the image's {layers} layers: sending the other [01]\b", out), out
+    sent = re.search(r"worker-1: sent (\d+) bytes", out)
+    assert sent and int(sent.group(1)) < 100_000, out
+    assert image_id(sim_cluster, "worker-1", CONFIG_TAG) == new_id
+    assert complete(pulumi.outputs())["usage"]["completion_tokens"] == 4
 
 
 def test_wrong_platform_fails_naming_the_node_and_starts_nothing(pulumi, sim_cluster):

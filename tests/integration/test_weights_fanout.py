@@ -9,6 +9,9 @@ recopies that one file. A copy killed half-way is resumed, not restarted.
 And the bigger group itself (folded in from its own module, one deployment of 1 head + 2 workers): the first `up`
 starts both workers before the head and the group serves; both workers, holding no image, get it at once, each by
 its own `docker save | docker load` from the head; killing the second worker restarts the whole group in order.
+With the third worker (a Spark "quad"), SGLang and then vLLM native run four ranks over the fabric, every worker
+started before the head, each waiting for rank 0, and the head serves once all joined (the four boxes once, for
+the weights and for the engines).
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import SIM, SIM_IMAGE_TAG, Pulumi, SimCluster, complete, run
-from tests.integration.profiles import assert_replaced_in_order
+from tests.integration.profiles import (
+    PROFILES,
+    assert_profile_logs,
+    assert_profile_order,
+    assert_replaced_in_order,
+)
 from tests.waits import StreamReader, wait_for
 
 pytestmark = pytest.mark.integration
@@ -138,6 +146,22 @@ def test_a_third_worker_gets_its_weights_from_the_workers_too(pulumi, sim_cluste
     assert sources.keys() - {"head"}, f"worker-3 got every file from the head: {sources}"
     assert "fanout: worker-1 has all" in out and "fanout: worker-2 has all" in out
     assert sha256s(sim_cluster, "worker-3") == sha256s(sim_cluster, "head")
+    # The group of four: SGLang's ranks over the fabric, every worker started before the head.
+    assert_four_ranks_serve(pulumi, sim_cluster, "sglang", out)
+
+
+QUAD = ["worker-1", "worker-2", "worker-3"]
+
+
+def assert_four_ranks_serve(pulumi: Pulumi, sim_cluster: SimCluster, profile: str, out: str) -> None:
+    outputs = pulumi.outputs()
+    assert outputs["engine"] == PROFILES[profile][0]
+    assert outputs["start_order"] == [*QUAD, "head"]
+    assert_profile_order(out, sim_cluster, profile, QUAD)
+    assert_profile_logs(sim_cluster, profile, QUAD)
+    # Tensor parallelism spans the four nodes (one GPU each on Sparks).
+    assert "tp_size=4" in sim_cluster.engine_log("head") and "nnodes=4" in sim_cluster.engine_log("head")
+    assert complete(outputs, "four boxes", 5)["usage"]["completion_tokens"] == 5
 
 
 def test_a_killed_copy_resumes_from_its_partial_file_and_ends_verified(pulumi, sim_cluster):
@@ -194,3 +218,12 @@ def test_a_killed_copy_resumes_from_its_partial_file_and_ends_verified(pulumi, s
         assert sha256s(sim_cluster, node) == sha256s(sim_cluster, "head"), node
         leftover = sim_cluster.node_exec(node, "ls", "-A", MODEL_PATH).stdout.split()
         assert PARTIAL not in leftover and not [n for n in leftover if n.startswith(".model-")], leftover
+
+
+def test_vllm_native_runs_four_ranks_with_every_worker_started_before_the_head(pulumi, sim_cluster):
+    configure(pulumi)  # (the sim's config again, with the head's weights: then the profile's keys)
+    kind, executor = PROFILES["vllm-native"]
+    pulumi.set("engine.kind", kind)
+    pulumi.set("engine.executor", executor)
+    out = pulumi.up().stdout
+    assert_four_ranks_serve(pulumi, sim_cluster, "vllm-native", out)

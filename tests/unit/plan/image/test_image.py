@@ -2,7 +2,7 @@
 
 The stub `docker` answers from files (one set per node), the stub `ssh` runs the fabric command as the worker,
 so a rendered script runs here as it would on the head: its messages and the bytes it moves are checked.
-test_image_layers.py has the layer-by-layer moves.
+tests/integration/test_image.py has the layer-by-layer moves.
 """
 
 from __future__ import annotations
