@@ -64,7 +64,16 @@ from spark_llm.group.router import RouterWatch
 from spark_llm.group.serving import serves
 from spark_llm.group.times import iso
 from spark_llm.group.verdict import BROKEN, SUPERVISE, WAIT, WHOLE, Verdict, judge
-from spark_llm.group.wedge import LIVENESS_PATH, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
+from spark_llm.group.wedge import (
+    LIVENESS_PATH,
+    WEDGED,
+    TokenWatch,
+    WedgeWatch,
+    asked,
+    metric_sum,
+    probe_seconds,
+    unanswered_while_live,
+)
 from spark_llm.group.weights import verified_digest
 
 KEPT_RESTARTS = 20  # restart records kept in the state file (the budget needs only the window's)
@@ -84,6 +93,9 @@ class Supervisor:
         self.lock = threading.RLock()
         self.state = self._load()
         self.watch = WedgeWatch(spec["wedge_seconds"], asked(spec["model"]))
+        # With spark-llm:monitoring, the wedge alert's own signal too (spark_llm.group.wedge.TokenWatch).
+        tokens = spec.get("tokens")
+        self.tokens = TokenWatch(spec["wedge_seconds"], tokens["generated"]) if tokens else None
         self.probe_timeout = probe_seconds(spec["wedge_seconds"])
         # Outside its own restart, the group is past its start once rank 0 answered (the readiness gate saw it before
         # this program was started), once a restart of its own ended (its wait for serving is over), or once a
@@ -183,6 +195,8 @@ class Supervisor:
         if cause:
             record["cause"] = cause
         self.watch.reset()
+        if self.tokens is not None:
+            self.tokens.reset()
         self.restarts_made += 1
         # Recorded before anything is stopped: a restart cut short (the head rebooted again) still counts.
         record["result"], record["logs"] = IN_PROGRESS, logs
@@ -271,7 +285,10 @@ class Supervisor:
         return False
 
     def wedged(self) -> str | None:
-        """Why the whole group is wedged (None: it answers, or a probe is not due, or not yet for the bound)."""
+        """Why the whole group is wedged (None: it answers, or a probe is not due, or not yet for the bound): the
+        wedge alert's signal at rank 0 (with monitoring), else the probes'."""
+        if (stalled := self.stalled()) is not None:
+            return stalled
         if not self.watch.due(time.time()):
             return None
         if self.probe():
@@ -284,6 +301,20 @@ class Supervisor:
                 self.say(waiting)
                 self.save(waiting=waiting)
         return wedged
+
+    def stalled(self) -> str | None:
+        """The wedge alert's signal, read at rank 0 each poll: requests running and its generated-tokens counter
+        standing still for the bound (None without monitoring, or while tokens come)."""
+        tokens = self.spec.get("tokens")
+        if self.tokens is None or tokens is None:
+            return None
+        text = self.api.metrics(tokens["path"])
+        now = time.time()
+        if text is None:
+            self.tokens.feed(now, None, None)
+            return None
+        self.tokens.feed(now, metric_sum(text, tokens["running"]), metric_sum(text, tokens["generated"]))
+        return self.tokens.verdict(now)
 
     def keep_router(self) -> None:
         """Bring the router back when it was removed or stopped (past its grace), and record it in the state."""

@@ -202,6 +202,16 @@ class HeadApi:
         except OSError:
             return None
 
+    def metrics(self, path: str, timeout: float = 5) -> str | None:
+        """Rank 0's Prometheus metrics (its text format), None when it does not answer them."""
+        try:
+            conn = http.client.HTTPConnection(self.spec["api_host"], self.spec["api_port"], timeout=timeout)
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.read().decode(errors="replace") if response.status == 200 else None
+        except OSError:
+            return None
+
     def completion(self, timeout: float = 10) -> int | None:
         """The HTTP code of the one-token completion that means "serving" (the readiness gate's own request)."""
         headers = {"Content-Type": "application/json"}

@@ -47,6 +47,15 @@ class RouterSpec(TypedDict):
     """How long it must be gone or stopped before the supervisor acts (`pulumi up` replaces it within seconds)."""
 
 
+class TokenSignal(TypedDict):
+    """With spark-llm:monitoring: rank 0's own metrics, where the wedge alert reads them (spark_llm.group.wedge
+    TokenWatch): the release's names for its running requests and its generated tokens."""
+
+    path: str
+    running: str
+    generated: str
+
+
 class RouterRestart(TypedDict):
     """One time the supervisor brought the router back."""
 
@@ -96,6 +105,8 @@ class SupervisorSpec(TypedDict):
     `pulumi up`'s gate writes one (spark_llm.group.history), so status and preview read the latest whoever made it."""
     profile: str
     """The engine profile, as the gate records it with a start."""
+    tokens: NotRequired[TokenSignal]
+    """With spark-llm:monitoring: the wedge alert's own signal, read at rank 0 beside the probes (group.wedge)."""
     fabric: NotRequired[SupervisorFabric]
     """With roceDevices and more than one node: each restart's fabric proof, as the gate's."""
     fabric_ready: NotRequired[SupervisorFabricReady]

@@ -2,6 +2,9 @@
 for a bound: an NCCL collective that never returns, a hung scheduler (issue 32, 5). The supervisor restarts such a
 group; `spark-llm status` names it.
 
+With spark-llm:monitoring the supervisor also reads the wedge alert's own signal at rank 0 (TokenWatch): requests
+running and the generated-tokens counter standing still for the bound, so the alert and the restart name one cause.
+
 Not a wedge: one slow answer (a wedge is at least MIN_PROBES unanswered probes spanning the bound, none answered
 between), nor a group still starting. The caller says which probes count: while a start is under way (loading has
 its own bound, timeouts.readySeconds) only those made while rank 0's liveness route says it is up (200); once the
@@ -11,6 +14,7 @@ hangs with the rest).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from spark_llm.group.serving import COMPLETIONS_PATH
@@ -21,6 +25,8 @@ WEDGED = "wedged"
 LIVENESS_PATH = "/health"
 """Both engines' liveness route: 200 once the engine loop runs, and still 200 while a collective hangs."""
 MIN_PROBES = 3
+METRICS_PATH = "/metrics"
+"""Where both engines serve their Prometheus metrics on rank 0's API port (SGLang with --enable-metrics)."""
 
 
 def probe_seconds(bound: float) -> float:
@@ -87,3 +93,55 @@ class WedgeWatch:
             f" {now - self.since:.0f} s, the last: {self.last}; bound {self.bound:g} s), while every engine container"
             " runs"
         )
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def metric_sum(text: str, name: str) -> float | None:
+    """Pure: the sum of every sample of `name` in Prometheus's text format (its labels summed over); None when the
+    text has none (the engine serves no such family, or is not the engine)."""
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        found = _SAMPLE.match(line)
+        if found is None or found.group(1) != name:
+            continue
+        try:
+            total += float(found.group(3))
+        except ValueError:
+            continue
+        seen = True
+    return total if seen else None
+
+
+@dataclass
+class TokenWatch:
+    """The wedge alert's signal as the supervisor reads it at rank 0 (pure, times passed in): requests running and
+    not one token generated since `since`."""
+
+    bound: float
+    generated_name: str
+    generated: float | None = None
+    """The counter at the last reading."""
+    since: float | None = None
+    """Since when requests have run with the counter standing still; None: none run, or tokens come."""
+    running: float = 0.0
+
+    def feed(self, now: float, running: float | None, generated: float | None) -> None:
+        if running is None or generated is None or running <= 0:
+            self.since = None
+        elif self.since is None or generated != self.generated:
+            self.since = now
+        self.generated, self.running = generated, running or 0.0
+
+    def verdict(self, now: float) -> str | None:
+        if self.since is None or now - self.since < self.bound:
+            return None
+        return (
+            f"wedged: {self.running:g} requests running at rank 0 and not one token generated since"
+            f" {iso(self.since)} ({self.generated_name} standing at {self.generated:g} for {now - self.since:.0f} s;"
+            f" bound {self.bound:g} s), while every engine container runs"
+        )
+
+    def reset(self) -> None:
+        self.generated, self.since, self.running = None, None, 0.0

@@ -15,8 +15,10 @@ import shlex
 from pathlib import Path
 
 import spark_llm.group
+from spark_llm.config.metric_catalog import Role, load_metrics
 from spark_llm.group.agent_metrics import CONTAINER_TEXTFILE_DIR
 from spark_llm.group.records import SpecMember, SupervisorSpec, dumps
+from spark_llm.group.wedge import METRICS_PATH as ENGINE_METRICS_PATH
 from spark_llm.plan import supervisor_key
 from spark_llm.plan.container import Mount
 from spark_llm.plan.deployment import DeploymentPlan
@@ -169,6 +171,14 @@ def spec(
         out["router"] = router.supervisor_spec()
     if plan.config.monitoring is not None:
         out["textfile"] = CONTAINER_TEXTFILE_DIR
+        # The wedge alert's own signal (rank 0 serves its metrics with monitoring on: SGLang with --enable-metrics),
+        # read beside the probes: the alert and the restart name one cause.
+        catalog = load_metrics(plan.config.engine.kind, plan.config.engine.version)
+        out["tokens"] = {
+            "path": ENGINE_METRICS_PATH,
+            "running": catalog.metric(Role.RUNNING).samples[0],
+            "generated": catalog.metric(Role.GENERATION_TOKENS).samples[0],
+        }
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_llm.group.wedge import METRICS_PATH
 from spark_llm.plan.deployment import DeploymentPlan
 from spark_llm.plan.monitoring.alertmanager import alerting
 from spark_llm.plan.router import METRICS_PORT as ROUTER_METRICS_PORT
@@ -89,7 +90,7 @@ def prometheus_config(stack: StackPlan, settings: MonitoringSettings) -> dict:
         "scrape_configs": [
             {
                 "job_name": job,
-                "metrics_path": "/metrics",
+                "metrics_path": METRICS_PATH,
                 # The head's exporter also serves the agent's textfile (spark_llm.group.agent_metrics), whose
                 # `node` label names the node a reading is of: it wins over the target's (the exporter's own series
                 # have none), where Prometheus would otherwise rename it `exported_node`.

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from spark_llm.group.wedge import MIN_PROBES, WEDGED, WedgeWatch, asked, probe_seconds, unanswered_while_live
+from spark_llm.group.wedge import (
+    MIN_PROBES,
+    WEDGED,
+    TokenWatch,
+    WedgeWatch,
+    asked,
+    metric_sum,
+    probe_seconds,
+    unanswered_while_live,
+)
 from tests.unit.group.supervisor_program import load
 
 BOUND = 30.0
@@ -100,6 +109,49 @@ def test_a_probe_waits_a_third_of_the_bound_between_2_and_30_s(bound, seconds):
     assert probe_seconds(bound) == seconds
 
 
+# ---------- the wedge alert's own signal (monitoring on): requests running, no token generated ----------
+
+EXPOSITION = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 2.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 1234.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 6.0
+vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
+"""
+
+
+def test_a_family_is_summed_over_its_labels_and_an_absent_one_is_none():
+    assert metric_sum(EXPOSITION, "vllm:num_requests_running") == 2.0
+    assert metric_sum(EXPOSITION, "vllm:generation_tokens_total") == 1240.0  # not its _created
+    assert metric_sum(EXPOSITION, "sglang:num_running_reqs") is None
+    assert metric_sum("sglang:num_running_reqs 3\n", "sglang:num_running_reqs") == 3.0  # no labels
+
+
+def test_requests_running_with_the_counter_standing_still_for_the_bound_are_a_wedge():
+    w = TokenWatch(BOUND, "vllm:generation_tokens_total")
+    w.feed(1000.0, 2, 1234)
+    w.feed(1020.0, 2, 1234)
+    assert w.verdict(1029.0) is None
+    reason = w.verdict(1030.0)
+    assert reason is not None and reason.startswith("wedged: 2 requests running at rank 0")
+    assert "vllm:generation_tokens_total standing at 1234 for 30 s" in reason and "since 1970-01-01T00:16:40Z" in reason
+
+
+@pytest.mark.parametrize(
+    "then",
+    [(2, 1235), (0, 1234), (None, None)],
+    ids=["a-token-came", "no-request-runs", "no-metrics"],
+)
+def test_a_token_an_idle_engine_or_no_reading_is_not_a_wedge_and_starts_the_count_again(then):
+    w = TokenWatch(BOUND, "g")
+    w.feed(1000.0, 2, 1234)
+    w.feed(1025.0, *then)
+    assert w.verdict(1040.0) is None  # 40 s after the first reading: counted again from 1025 at most
+    w.reset()
+    assert w.since is None and w.generated is None
+
+
 # ---------- the supervisor's probes (scripts/supervisor.py) against an engine on loopback ----------
 
 program = load("supervisor_program_wedge")
@@ -110,8 +162,17 @@ class Engine(BaseHTTPRequestHandler):
 
     live = 200
     answer = 503
+    metrics = ""
+    """What /metrics serves ("": 404, as SGLang without --enable-metrics)."""
 
     def do_GET(self) -> None:
+        if self.path == "/metrics" and Engine.metrics:
+            body = Engine.metrics.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         self.send_response(Engine.live if self.path == "/health" else 404)
         self.end_headers()
 
@@ -195,3 +256,31 @@ def test_a_restart_into_a_wedge_fails_as_wedged_and_is_recorded_with_its_cause(s
     [line] = Path(supervisor.spec["history_path"]).read_text().splitlines()
     entry = json.loads(line)
     assert entry["by"] == "supervisor" and entry["revision"] == "r" and entry["failed"].startswith("wedged: rank 0")
+
+
+def test_with_monitoring_a_head_whose_requests_run_and_generate_nothing_is_wedged_by_the_alerts_signal(tmp_path):
+    """Rank 0 still answers the probes (a one-token completion comes back), but the requests it runs generate no
+    token: the wedge alert's signal, read at rank 0's /metrics, is the supervisor's too."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    spec = {
+        "members": [], "api_host": "127.0.0.1", "api_port": server.server_address[1], "api_key_file": "",
+        "model": "m", "state_path": str(tmp_path / "state.json"), "deployment": "d", "revision": "r",
+        "ready_seconds": 60, "wedge_seconds": 0.5, "profile": "vllm", "history_path": str(tmp_path / "h.jsonl"),
+        "tokens": {"path": "/metrics", "running": "vllm:num_requests_running",
+                   "generated": "vllm:generation_tokens_total"},
+    }  # fmt: skip
+    try:
+        Engine.live, Engine.answer, Engine.metrics = 200, 200, EXPOSITION
+        supervisor = program.Supervisor(spec)
+        reason = _probe_until(supervisor)
+        assert reason is not None and reason.startswith("wedged: 2 requests running at rank 0"), reason
+        # Tokens coming: no wedge, whatever the bound.
+        supervisor.tokens.reset()
+        for count in range(1300, 1310):
+            Engine.metrics = EXPOSITION.replace("1234.0", f"{count}.0")
+            assert supervisor.wedged() is None
+            time.sleep(0.1)
+    finally:
+        Engine.metrics = ""
+        server.shutdown()

@@ -242,3 +242,23 @@ def test_preview_warns_of_a_stopped_supervisor_only_once_it_has_run():
     assert supervisor.container_warning("running d1", state) is None
     assert supervisor.container_warning("absent", None) is None  # a first deployment: nothing ran yet
     assert supervisor.container_warning(None, state) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "running", "generated"),
+    [
+        ("sglang", "sglang:num_running_reqs", "sglang:generation_tokens_total"),
+        ("vllm", "vllm:num_requests_running", "vllm:generation_tokens_total"),
+    ],
+)
+def test_with_monitoring_it_reads_the_wedge_alerts_signal_in_the_releases_own_names(
+    raw_config, kind, running, generated
+):
+    """The supervisor reads rank 0's metrics by the names the wedge alert reads (the release's catalog); without
+    monitoring it has no such reading (SGLang serves none without --enable-metrics)."""
+    raw_config["engine"] = {**raw_config.get("engine", {}), "kind": kind}
+    assert "tokens" not in supervisor.spec(plan_of(dict(raw_config)), {})
+    raw_config["monitoring"] = {"image": "sha256:" + "a" * 64, "nodeExporterImage": "sha256:" + "b" * 64}
+    raw_config["monitoringPassword"] = "pw"
+    spec = supervisor.spec(plan_of(raw_config), {})
+    assert spec["tokens"] == {"path": "/metrics", "running": running, "generated": generated}
