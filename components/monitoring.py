@@ -33,7 +33,7 @@ import pulumi_docker as docker
 from components.commands import NodeCommand
 from components.connection import command_connection
 from spark_llm.plan.hosts import SshHost
-from spark_llm.plan.monitoring import alertmanager, node_agents
+from spark_llm.plan.monitoring import alertmanager, grafana, node_agents
 from spark_llm.plan.monitoring import prometheus as monitoring
 
 
@@ -138,6 +138,8 @@ class Monitoring(pulumi.ComponentResource):
         )
         if watched.alertmanager is not None:
             self._alertmanager(name, watched.alertmanager, args, connection, head_docker)
+        if watched.grafana is not None:
+            self._grafana(name, watched.grafana, args, connection, head_docker, container)
         # Each worker's textfile directory (the head's config step makes the head's): docker's --mount makes none.
         made = {head: config}
         for writer in watched.gpu_writers:
@@ -222,6 +224,66 @@ class Monitoring(pulumi.ComponentResource):
             destroy_grace_seconds=5,
             opts=pulumi.ResourceOptions(
                 parent=self, provider=provider, depends_on=[config], delete_before_replace=True
+            ),
+        )
+
+    def _grafana(
+        self,
+        name: str,
+        board: grafana.GrafanaPlan,
+        args: MonitoringArgs,
+        connection: command.remote.ConnectionArgs,
+        provider: docker.Provider,
+        prometheus: docker.Container,
+    ) -> None:
+        """Grafana on the head: its files (a step), its password file (a secret step), its data volume and its
+        container, after Prometheus (its datasource)."""
+        under = pulumi.ResourceOptions(parent=self, provider=args.commands, delete_before_replace=True)
+        files = NodeCommand(
+            f"{name}-grafana-files",
+            connection=connection,
+            script=board.files_script(),
+            delete=f"rm -rf {shlex.quote(board.directory)}/provisioning {shlex.quote(board.directory)}/dashboards",
+            opts=under,
+        )
+        secret = NodeCommand(
+            f"{name}-grafana-secret",
+            connection=connection,
+            script=pulumi.Output.secret(args.password).apply(board.secret_script),
+            delete=f"rm -rf {shlex.quote(board.secret_dir)}",
+            secret=True,
+            opts=under,
+        )
+        data = docker.Volume(
+            f"{name}-grafana-data",
+            name=grafana.DATA_VOLUME,
+            # Its users' edits and sessions: kept when the stack goes, as Prometheus's history is.
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True),
+        )
+        docker.Container(
+            f"{name}-grafana",
+            name=grafana.CONTAINER,
+            image=_image(f"{name}-grafana-image", board.image, provider, self),
+            envs=[f"{key}={value}" for key, value in board.env.items()],
+            # root in its container: its password file is 0600 on the head.
+            user="0:0",
+            network_mode="host",
+            volumes=[
+                *(
+                    docker.ContainerVolumeArgs(host_path=source, container_path=target, read_only=True)
+                    for source, target in board.mounts
+                ),
+                docker.ContainerVolumeArgs(volume_name=data.name, container_path=grafana.CONTAINER_DATA),
+            ],
+            # What replaces it: its image, settings, mounts and files (Grafana reads its datasources at start).
+            labels=[docker.ContainerLabelArgs(label=node_agents.LABEL_REVISION, value=board.revision)],
+            log_driver="json-file",
+            log_opts=monitoring.LOG_OPTS,
+            restart="unless-stopped",
+            must_run=True,
+            destroy_grace_seconds=10,
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=provider, depends_on=[files, secret, prometheus], delete_before_replace=True
             ),
         )
 

@@ -125,7 +125,7 @@ class SparkStack(pulumi.ComponentResource):
             )
             # With a router, the stack's one endpoint is the router's, once it lists every model.
             endpoint = {"endpoint": gateway.endpoint}
-        watched = monitoring_plan(stack, f" --stack {pulumi.get_stack()}")
+        watched = monitoring_plan(stack, f" --stack {pulumi.get_stack()}", pulumi.get_stack())
         if watched is not None:
             # Beside the groups: no engine waits for it, and it waits for none (it scrapes what answers).
             watch = Monitoring(

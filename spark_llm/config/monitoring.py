@@ -54,6 +54,18 @@ class Monitoring(ConfigModel):
         description="Alertmanager's image, pinned (prom/alertmanager): it runs on the head with monitoringWebhook",
         json_schema_extra={"example": EXAMPLE_IMAGE.replace("spark-llm-router", "alertmanager")},
     )
+    grafana_image: PinnedImage | None = Field(
+        None,
+        alias="grafanaImage",
+        description="Grafana's image, pinned (grafana/grafana): it runs on the head with the stack's dashboard",
+        json_schema_extra={"example": EXAMPLE_IMAGE.replace("spark-llm-router", "grafana")},
+    )
+    grafana_port: Port = Field(
+        3000,
+        alias="grafanaPort",
+        description="Grafana's port on every address of the head, its login the stack's (monitoringPassword)",
+        json_schema_extra={"example": 3000},
+    )
     port: Port = Field(
         9090,
         description="Prometheus's port on every address of the head, behind basic auth (monitoringPassword)",
@@ -88,9 +100,14 @@ def check_monitoring_ports(
     if router is not None:
         taken += [(f"{NAMESPACE}:router.port", router.port), ("the router's metrics port", METRICS_PORT)]
     taken.append(("monitoring.port", monitoring.port))
+    fields = [("port", monitoring.port), ("nodeExporterPort", monitoring.node_exporter_port)]
+    if monitoring.grafana_image is not None:
+        # Grafana's is checked first: against Prometheus's, the new key is the one to move.
+        taken.append(("monitoring.grafanaPort", monitoring.grafana_port))
+        fields.insert(0, ("grafanaPort", monitoring.grafana_port))
     used = {port for _, port in taken} | {monitoring.node_exporter_port}
     free = next(p for p in range(9090, 65536) if p not in used)
-    for field, port in (("port", monitoring.port), ("nodeExporterPort", monitoring.node_exporter_port)):
+    for field, port in fields:
         for key, other in taken:
             if key == f"monitoring.{field}" or port != other:
                 continue

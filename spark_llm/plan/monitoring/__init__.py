@@ -9,7 +9,8 @@
   Grafana dashboard and its provisioning files, from those panels;
 - prometheus: what spark-llm:monitoring runs (components.monitoring): Prometheus's container and files on the head,
   its reload without a restart, its basic auth; node_agents: the exporter and the GPU writer on every node;
-  alertmanager: Alertmanager on the head, posting the alerts to the stack's webhook.
+  alertmanager: Alertmanager on the head, posting the alerts to the stack's webhook; grafana: Grafana on the head
+  with the stack's dashboard (monitoring.grafanaImage).
 """
 
 from spark_llm.plan.monitoring.rules import alert_rules

@@ -64,9 +64,9 @@ def dashboard(stack: StackPlan, name: str) -> dict:
     }
 
 
-def datasource_file(endpoint: str) -> str:
+def datasource_file(endpoint: str, password: str = f"$__env{{{PASSWORD_VARIABLE}}}") -> str:
     """The datasource provisioning file: the stack's Prometheus with basic auth, its password from Grafana's
-    environment (PASSWORD_VARIABLE)."""
+    environment (PASSWORD_VARIABLE; the stack's own Grafana: from a file, grafana.py)."""
     document = {
         "apiVersion": 1,
         "datasources": [
@@ -78,7 +78,7 @@ def datasource_file(endpoint: str) -> str:
                 "url": endpoint,
                 "basicAuth": True,
                 "basicAuthUser": WEB_USER,
-                "secureJsonData": {"basicAuthPassword": f"$__env{{{PASSWORD_VARIABLE}}}"},
+                "secureJsonData": {"basicAuthPassword": password},
                 "isDefault": True,
             }
         ],

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from spark_llm.config import StackConfig
 from spark_llm.config.monitoring import WEB_USER, Monitoring, size_bytes
 from spark_llm.plan.monitoring.alertmanager import AlertmanagerPlan
+from spark_llm.plan.monitoring.dashboard import dashboard
+from spark_llm.plan.monitoring.grafana import GrafanaPlan, grafana_plan
 from spark_llm.plan.monitoring.node_agents import ExporterPlan, GpuWriterPlan, exporter, gpu_writer
 from spark_llm.plan.monitoring.rules import alert_rules
 from spark_llm.plan.monitoring.scrape import RULES_FILE, MonitoringSettings, prometheus_config
@@ -72,6 +74,8 @@ class MonitoringPlan:
     """With monitoringWebhook: Alertmanager beside Prometheus on the head."""
     endpoint: str
     """Prometheus as this machine reaches it (basic auth)."""
+    grafana: GrafanaPlan | None = None
+    """With grafanaImage: Grafana on the head, the stack's dashboard provisioned."""
     container: str = CONTAINER
     config_key: str = "spark-llm:monitoring"
 
@@ -193,7 +197,7 @@ def settings_of(monitoring: Monitoring) -> MonitoringSettings:
     )
 
 
-def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
+def monitoring_plan(stack: StackPlan, ask: str = "", name: str = "stack") -> MonitoringPlan | None:
     """spark-llm:monitoring's containers and files for this stack; None when the section is absent."""
     monitoring = stack.config.monitoring
     if monitoring is None:
@@ -220,6 +224,17 @@ def monitoring_plan(stack: StackPlan, ask: str = "") -> MonitoringPlan | None:
             else None
         ),
         endpoint=prometheus_endpoint(stack.config) or "",
+        grafana=(
+            grafana_plan(
+                monitoring.grafana_image,
+                monitoring.grafana_port,
+                f"{directory}/grafana",
+                dashboard(stack, name),
+                monitoring.port,
+            )
+            if monitoring.grafana_image is not None
+            else None
+        ),
     )
 
 

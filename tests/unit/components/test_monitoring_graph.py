@@ -5,6 +5,7 @@ in a volume kept on delete, and an exporter on every node's own provider."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -109,3 +110,31 @@ def test_with_a_webhook_alertmanager_runs_on_the_heads_loopback_and_the_url_is_o
     assert "T0KEN-in-the-url" in json.dumps(inputs(made["monitoring-alertmanager-config"]))
     # Prometheus sends it the alerts.
     assert '"127.0.0.1:9093"' in inputs(made["monitoring-config"])["stdin"]
+
+
+def test_with_grafana_it_runs_on_the_head_with_the_stacks_dashboard_and_the_password_only_in_a_file(monkeypatch):
+    """spark-llm:monitoring.grafanaImage: Grafana on the head after Prometheus, its login and its datasource's
+    password the stack's, read from a 0600 file a secret step writes: in no environment, file or other input."""
+    raw = _monitored(pinned(dual_spark_stack_file()))
+    raw["monitoring"]["grafanaImage"] = f"grafana/grafana@{DIGEST}"
+    made = register(monkeypatch, raw, secrets=("monitoringPassword",))
+    container = made["monitoring-grafana"]
+    got = inputs(container)
+    assert "::spark-docker-spark-1::" in container.provider and got["networkMode"] == "host"
+    assert (got["name"], got["user"], got["restart"]) == ("spark-llm-grafana", "0:0", "unless-stopped")
+    env = dict(item.split("=", 1) for item in got["envs"])
+    assert env["GF_SERVER_HTTP_PORT"] == "3000" and env["GF_SECURITY_ADMIN_USER"] == "spark-llm"
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/spark-llm/grafana/password"
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and env["GF_ANALYTICS_REPORTING_ENABLED"] == "false"
+    mounts = {v.get("containerPath"): v for v in got["volumes"]}
+    assert all(mounts[p]["readOnly"] for p in ("/etc/grafana/provisioning", "/run/spark-llm/grafana"))
+    assert mounts["/var/lib/grafana"]["volumeName"] == "spark-llm-grafana-data"
+    assert made["monitoring-grafana-data"].retainOnDelete
+    assert any(dep.endswith("::monitoring") for dep in container.dependencies), container.dependencies
+    files = inputs(made["monitoring-grafana-files"])["stdin"]
+    assert '"url": "http://127.0.0.1:9090"' in files and "$__file{/run/spark-llm/grafana/password}" in files
+    assert '"title": "spark-llm: dual-spark"' in files  # the stack's dashboard, named after the stack
+    # The password's file (no newline: it travels base64-encoded) in the secret step only.
+    assert base64.b64encode(PASSWORD.encode()).decode() in json.dumps(inputs(made["monitoring-grafana-secret"]))
+    for name, request in made.items():
+        assert PASSWORD not in json.dumps(without_secrets(inputs(request))), name

@@ -41,6 +41,7 @@ def test_the_defaults() -> None:
     assert monitoring is not None
     assert (monitoring.port, monitoring.node_exporter_port, monitoring.retention_size) == (9090, 9100, "2GB")
     assert monitoring.scrape_seconds == 15
+    assert (monitoring.grafana_image, monitoring.grafana_port) == (None, 3000)  # no Grafana unless its image is set
 
 
 def test_the_password_is_required_and_must_be_a_secret() -> None:
@@ -58,6 +59,8 @@ def test_the_password_is_required_and_must_be_a_secret() -> None:
         ({"port": 20000}, "port", "spark-llm:engine.distPort"),
         ({"nodeExporterPort": 30000}, "nodeExporterPort", "spark-llm:engine.port"),
         ({"nodeExporterPort": 9090}, "nodeExporterPort", "monitoring.port"),
+        ({"grafanaImage": DIGEST, "grafanaPort": 9090}, "grafanaPort", "monitoring.port"),
+        ({"grafanaImage": DIGEST, "grafanaPort": 30000}, "grafanaPort", "spark-llm:engine.port"),
     ],
 )
 def test_a_port_taken_on_the_head_is_refused_naming_both_keys(section: dict, key: str, taken_by: str) -> None:

@@ -325,15 +325,40 @@ def test_every_step_script_of_the_monitoring_is_bash_that_parses(raw_config):
     with bash's syntax error (exit 2)."""
     raw = monitored(raw_config)
     raw["monitoring"]["alertmanagerImage"] = EXAMPLE_IMAGE
+    raw["monitoring"]["grafanaImage"] = EXAMPLE_IMAGE
     raw["monitoringWebhook"] = "https://hooks.example.com/x"
     plan = monitoring_plan(stack_of(raw))
-    assert plan is not None and plan.alertmanager is not None
+    assert plan is not None and plan.alertmanager is not None and plan.grafana is not None
     scripts = {
         "config": plan.config_script(),
         "web": plan.web_script("it's a pass'word"),
         "ready": plan.ready_script(),
         "alertmanager": plan.alertmanager.config_script("https://hooks.example.com/it's"),
+        "grafana files": plan.grafana.files_script(),
+        "grafana secret": plan.grafana.secret_script("it's a pass'word"),
     }
     for name, script in scripts.items():
         parsed = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
         assert parsed.returncode == 0, f"{name}: {parsed.stderr}"
+
+
+def test_grafanas_steps_write_its_files_and_a_0600_password_file_with_the_password_alone(raw_config, tmp_path):
+    """Both of Grafana's steps run by bash here (the head's home under tmp_path): its provisioning, the stack's
+    dashboard, and the password's file (0600, no newline: Grafana's __FILE and $__file{} read it whole)."""
+    raw = monitored(raw_config)
+    raw["monitoring"]["grafanaImage"] = EXAMPLE_IMAGE
+    plan = monitoring_plan(stack_of(raw), name="dual-spark")
+    assert plan is not None and plan.grafana is not None
+    for script in (plan.grafana.files_script(), plan.grafana.secret_script("pw with 'quotes' and $x")):
+        ran = subprocess.run(["bash", "-c", "set -euo pipefail\n" + script.replace("/home/aurora", str(tmp_path))],
+                             capture_output=True, text=True)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+    grafana = tmp_path / "spark-llm" / "monitoring" / "grafana"
+    board = json.loads((grafana / "dashboards" / "spark-llm.json").read_text())
+    assert board["title"] == "spark-llm: dual-spark" and board["panels"]
+    datasource = json.loads((grafana / "provisioning" / "datasources" / "datasource.yaml").read_text())
+    [source] = datasource["datasources"]
+    assert source["url"] == "http://127.0.0.1:9090" and source["basicAuthUser"] == "spark-llm"
+    assert source["secureJsonData"]["basicAuthPassword"] == "$__file{/run/spark-llm/grafana/password}"
+    password = grafana / "secret" / "password"
+    assert password.read_text() == "pw with 'quotes' and $x" and oct(password.stat().st_mode & 0o777) == "0o600"
