@@ -7,8 +7,8 @@ the workers ended 1443, 1467 and 1524 s in). Longest first (with `--no-loadscope
 short files to fill the end.
 
 FILE_SECONDS: each file's seconds on one worker (its tests' setup, call and teardown) from a fresh clone's
-`make test CMDLOG=FILE` and `python tools/cmdlog_report.py FILE` (column test_s), 2026-12-07. A file not listed (a
-new one) counts as DEFAULT_SECONDS; stale numbers only cost balance, never a test.
+`make test CMDLOG=FILE` and `python tools/cmdlog_report.py FILE` (column test_s), fresh-58, 2026-12-08. A file not
+listed (a new one) counts as DEFAULT_SECONDS; stale numbers only cost balance, never a test.
 """
 
 from __future__ import annotations
@@ -19,35 +19,35 @@ import pytest
 
 DEFAULT_SECONDS = 100
 FILE_SECONDS = {
-    "test_router.py": 480,  # 599 at fresh-56; its setup one up shorter since
-    "test_rollback.py": 366,
-    "test_supervisor.py": 294,
-    "test_interrupted_up.py": 272,
-    "test_ops.py": 262,
-    "test_start_watch.py": 200,
-    "test_node_faults.py": 196,
-    "test_engines.py": 170,
-    "test_weights_fanout.py": 230,  # 164, and test_two_workers.py's and test_engines_three_workers.py's groups
-    "test_rollout.py": 215,  # 164, and test_pulumi_lifecycle.py's deployment folded in
-    "test_weights.py": 160,
-    "test_upgrade.py": 129,
-    "test_two_operators.py": 128,
-    "test_connections.py": 121,
-    "test_fabric.py": 166,
-    "test_two_states.py": 108,
-    "test_bad_input.py": 107,
-    "test_image.py": 170,  # 101, and test_image_layers.py's moves folded in
-    "test_two_operators_postgres.py": 94,
-    "test_init.py": 85,
-    "test_pulumi_lifecycle.py": 5,
-    "test_ray_security.py": 78,
-    "test_disk_full.py": 70,
-    "test_deploy_as_user.py": 64,
-    "test_demo.py": 52,
-    "test_security.py": 70,  # 35, and test_api_key.py's story folded in
-    "test_sim_cluster.py": 27,
-    "test_harness_config.py": 13,
-    "test_sim_networks.py": 4,
+    "test_router.py": 546,
+    "test_rollback.py": 410,
+    "test_supervisor.py": 328,
+    "test_interrupted_up.py": 282,
+    "test_ops.py": 254,
+    "test_weights_fanout.py": 210,
+    "test_rollout.py": 202,
+    "test_start_watch.py": 202,
+    "test_node_faults.py": 187,
+    "test_image.py": 168,
+    "test_weights.py": 158,
+    "test_fabric.py": 137,
+    "test_upgrade.py": 131,
+    "test_engines.py": 124,
+    "test_two_operators.py": 123,
+    "test_connections.py": 102,
+    "test_ray_security.py": 100,
+    "test_two_operators_postgres.py": 97,
+    "test_two_states.py": 96,
+    "test_security.py": 83,
+    "test_bad_input.py": 79,
+    "test_init.py": 78,
+    "test_disk_full.py": 53,
+    "test_deploy_as_user.py": 48,
+    "test_demo.py": 41,
+    "test_sim_cluster.py": 22,
+    "test_sim_networks.py": 14,
+    "test_pulumi_lifecycle.py": 7,
+    "test_harness_config.py": 6,
 }
 
 
