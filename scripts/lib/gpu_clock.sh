@@ -50,6 +50,13 @@ gc_apply() {
 
 gc_remove() {
   local applied=$1
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    # No driver left to hold a lock (it was removed with it): nothing to reset, and a destroy must not stop here.
+    gc_root rm -f "$GC_RECORD" 2>/dev/null || true
+    rm -f "$applied"
+    echo "spark-llm: no nvidia-smi on $(hostname): no GPU clock lock to reset; its records removed"
+    return 0
+  fi
   gc_check
   gc_root nvidia-smi --reset-gpu-clocks
   gc_root rm -f "$GC_RECORD"

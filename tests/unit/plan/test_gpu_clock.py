@@ -140,3 +140,19 @@ def test_the_step_locks_records_and_its_delete_resets_against_the_sims_nvidia_sm
     seen = read()
     assert gpu_clock.APPLIED_SECTION not in seen.facts and gpu_clock.RECORD_SECTION not in seen.facts
     assert seen.facts[gpu_clock.NOW_SECTION] == "2405"
+
+
+def test_the_delete_on_a_node_without_nvidia_smi_removes_the_records_and_does_not_stop_a_destroy(tmp_path):
+    """The driver gone with its lock (nvidia-smi removed): nothing to reset, the records go, the step succeeds."""
+    applied = tmp_path / "home" / gpu_clock.STEP
+    applied.parent.mkdir()
+    applied.write_text("tok 2000\n")
+    step = gpu_clock.step_script(2000, "tok", "root").replace("/root/spark-llm/gpu-clock-cap", str(applied))
+    lib = bash_lib("gpu_clock")
+    script = step.replace(lib, lib + f"GC_RECORD={tmp_path}/run/gpu-clock-cap\n")
+    env = {"PATH": "/usr/bin:/bin", "SPARK_LLM_PHASE": "delete"}
+    if os.path.exists("/usr/bin/nvidia-smi") or os.path.exists("/bin/nvidia-smi"):
+        pytest.skip("this machine has an nvidia-smi on its PATH")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "no GPU clock lock to reset" in done.stdout and not applied.exists()
