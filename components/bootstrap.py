@@ -209,6 +209,15 @@ def node_faults(nodes: Sequence[NodePlan], observations: dict[str, NodeObservati
     return faults
 
 
+def each_node(observations: Sequence[dict[str, NodeObservation] | None]) -> dict[str, NodeObservation]:
+    """Every node's observation once, the first group's that read it (groups in the stack's order)."""
+    every: dict[str, NodeObservation] = {}
+    for group in observations:
+        for name, observation in (group or {}).items():
+            every.setdefault(name, observation)
+    return every
+
+
 def observe_nodes(
     stack: StackPlan, extras: Sequence[Callable[[NodePlan], str]]
 ) -> list[dict[str, NodeObservation] | None]:
@@ -224,10 +233,7 @@ def observe_nodes(
         return [None for _ in stack.groups]
     seen = observe.observe_stack(list(zip(stack.groups, extras, strict=True)))
     # Each node once (its faults, its host key, its RDMA devices are the node's, whichever group read it).
-    every: dict[str, NodeObservation] = {}
-    for observations in seen:
-        for name, observation in observations.items():
-            every.setdefault(name, observation)
+    every = each_node(seen)
     first = stack.first
     refused = sorted({o.host_key_refused for o in every.values() if o.host_key_refused})
     if refused:

@@ -63,7 +63,8 @@ class SparkStack(pulumi.ComponentResource):
         keys = bootstrap.load_keys(stack)
         # One read-only look at every node per program run (preview too): what drift is judged from, for every group.
         observations = bootstrap.observe_nodes(stack, _extras(stack))
-        every = _each_node(observations)
+        # Each node once: the first group's reading, whose probe carries the stack's sections (`_extras`).
+        every = bootstrap.each_node(observations) if observations[0] is not None else None
         if every is not None and (refused := _refusals(stack, every)):
             # Every value the nodes refuse at once, before anything runs: one edit, not one per preview.
             bootstrap.refuse("\n".join(refused) + "\nNothing was run on any node.")
@@ -208,18 +209,6 @@ def _refusals(stack: StackPlan, every: dict[str, NodeObservation]) -> list[str]:
         if refusal := retention_refusal(stack.config.monitoring, every[stack.first.head.name].facts):
             found.append(refusal)
     return found + gpu_clock.refusals(stack.config.nodes, every)
-
-
-def _each_node(observations: list[dict[str, NodeObservation] | None]) -> dict[str, NodeObservation] | None:
-    """Every node's observation once (the first group's that reads it: the one whose probe carries the stack's
-    sections, `_extras`); None under mocks."""
-    if observations[0] is None:
-        return None
-    every: dict[str, NodeObservation] = {}
-    for group in observations:
-        for name, observation in (group or {}).items():
-            every.setdefault(name, observation)
-    return every
 
 
 def group_name(plan: DeploymentPlan) -> str:
